@@ -1,0 +1,122 @@
+"""Data that flows between the stages: capture -> store -> compare -> report/gate -> act.
+
+Everything here is a plain dataclass with no behaviour beyond (de)serialisation, so each
+stage can be run and tested alone on data produced by the previous one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+MetricKind = Literal["static", "time", "region", "analysis"]
+Better = Literal["lower", "higher", "none"]
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace: the one spelling used for hashing and keys."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a number depends on besides the code: the machine and the software stack."""
+
+    cpu: str = ""
+    gpu: str | None = None  # e.g. "NVIDIA H100 80GB HBM3"; None in static mode without a GPU
+    sm_count: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str = ""
+    python: str = ""
+    host_hash: str = ""  # sha256 of the hostname, truncated: never the raw name
+    extra: dict[str, Any] = field(default_factory=dict)  # clocks, temperature, ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Fingerprint:
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    started_at: str  # ISO 8601 UTC
+    mode: Literal["static", "gpu"]
+    fingerprint: Fingerprint
+    git_sha: str | None = None
+    git_branch: str | None = None
+    kperf_version: str = ""
+    label: str | None = None  # e.g. "base" / "head" in an A/B job
+
+
+@dataclass(frozen=True)
+class VariantKey:
+    """One compiled kernel: kernel + specialization + config + target.
+
+    `kernel` is the user-facing name (marker name or the Triton function name), `source`
+    the importable location ("examples/kernels/add.py::add_kernel"), `spec` the canonical
+    signature/constexpr/specialization string, `config` launch options (num_warps, ...).
+    """
+
+    kernel: str
+    arch: str  # "sm_90" in static mode, GPU model name in gpu mode
+    spec: str = ""
+    config: str = ""
+    test: str = ""  # pytest node id that produced it
+    source: str = ""
+
+    @property
+    def id(self) -> str:
+        """Identity used to match a variant across runs and machines (excludes the test id)."""
+        raw = canonical_json([self.kernel, self.arch, self.spec, self.config])
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        parts = [self.kernel, self.arch]
+        if self.config:
+            parts.append(self.config)
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # e.g. "registers", "sass.fma", "time.median", "region.epilogue"
+    value: float
+    unit: str = ""  # "count", "bytes", "ms", "cycles", "fraction", ...
+    kind: MetricKind = "static"
+    better: Better = "lower"
+
+
+@dataclass
+class VariantResult:
+    """Everything captured for one variant in one run."""
+
+    key: VariantKey
+    metrics: list[Metric] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)  # raw timing samples, ms
+    tags: list[str] = field(default_factory=list)
+    thresholds: dict[str, Any] = field(default_factory=dict)  # per-kernel overrides from the marker
+    sass_hash: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> text (sass, ptx) or path
+    error: str | None = None  # one line: why this variant has no metrics (e.g. compile failure)
+
+    def metric(self, name: str) -> Metric | None:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        return None
+
+
+@dataclass
+class RunRecord:
+    """A stored run as read back from a database."""
+
+    info: RunInfo
+    results: list[VariantResult]
