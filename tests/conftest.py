@@ -1,0 +1,62 @@
+"""Shared fixtures: small factories for the data model, so tests build runs in one line."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+
+_counter = itertools.count()
+
+
+def make_info(
+    run_id: str | None = None,
+    *,
+    mode: str = "static",
+    started_at: str | None = None,
+    label: str | None = None,
+    triton: str = "3.6.0",
+    gpu: str | None = None,
+) -> RunInfo:
+    n = next(_counter)
+    return RunInfo(
+        run_id=run_id or f"run{n:04d}",
+        started_at=started_at or f"2026-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}+00:00",
+        mode=mode,  # type: ignore[arg-type]
+        fingerprint=Fingerprint(cpu="cpu", gpu=gpu, triton=triton, python="3.11", host_hash="abc"),
+        git_sha="deadbeef",
+        git_branch="main",
+        kperf_version="0.1.0",
+        label=label,
+    )
+
+
+def make_result(
+    kernel: str = "add_kernel",
+    arch: str = "sm_90",
+    *,
+    config: str = "num_warps=4",
+    spec: str = "fp32",
+    samples: list[float] | None = None,
+    thresholds: dict | None = None,
+    **metrics: float,
+) -> VariantResult:
+    """``make_result(registers=32, spills=0)``: keyword metrics become static metrics
+    (names with dots via ``**{"sass.instructions": 100}``); time.* get kind "time", unit "ms"."""
+    ms = []
+    for name, value in metrics.items():
+        kind = name.split(".")[0] if name.split(".")[0] in ("time", "region", "analysis") else "static"
+        ms.append(Metric(name, value, "ms" if kind == "time" else "count", kind))  # type: ignore[arg-type]
+    return VariantResult(
+        key=VariantKey(kernel=kernel, arch=arch, spec=spec, config=config, test=f"tests/t.py::{kernel}"),
+        metrics=ms,
+        samples=list(samples or []),
+        thresholds=dict(thresholds or {}),
+    )
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "run.db"
