@@ -1,0 +1,334 @@
+"""Settings: one precedence chain per key, CLI > environment (KPERF_*) > [tool.kperf] > default.
+
+``[tool.kperf]`` is read from the nearest ``pyproject.toml`` (from the rootdir upward, stopping
+at the repository root) that has such a table. Every value is validated; a bad one raises
+:class:`ConfigError` whose one-line message names the key, where the value came from and what
+is allowed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "ConfigError",
+    "Settings",
+    "load_settings",
+    "read_pyproject",
+    "find_pyproject",
+    "normalize_arch",
+    "supported_archs",
+]
+
+MODES = ("static", "gpu", "auto")
+_FALLBACK_ARCHS = (
+    "sm_75",
+    "sm_80",
+    "sm_86",
+    "sm_87",
+    "sm_89",
+    "sm_90",
+    "sm_90a",
+    "sm_100",
+    "sm_100a",
+    "sm_120",
+)
+
+
+class ConfigError(ValueError):
+    """A bad setting. ``str(e)`` is one line: key, source, what is allowed."""
+
+
+@dataclass
+class Settings:
+    enabled: bool = False
+    mode: str = "auto"  # "static" | "gpu" | "auto"
+    db: str = "reports/run.db"
+    baseline: str | None = None
+    arch: list[str] = field(default_factory=lambda: ["sm_90"])
+    save: bool = True
+    thresholds: dict[str, float] = field(default_factory=dict)  # metric name (or "time") -> rel / abs
+    time_floor_ms: float = 0.001
+    jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
+    gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
+    report: str = "reports"  # directory for HTML/markdown reports
+    label: str | None = None
+    # Where each value came from: "default", "--kperf-db", "env KPERF_DB", "/x/pyproject.toml"
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    pyproject: str | None = field(default=None, compare=False)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={getattr(self, k)!r} ({src})" for k, src in self.sources.items())
+
+
+_KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("sources", "pyproject"))
+_PATH_KEYS = ("db", "baseline", "report")
+
+
+# --------------------------------------------------------------------------- validators
+
+
+def _fail(key: str, source: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"kperf setting {key!r} from {source}: {value!r} is not valid; {allowed}")
+
+
+def _bool(key: str, value: Any, source: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise _fail(key, source, value, "use true or false")
+
+
+def _str(key: str, value: Any, source: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(key, source, value, "use a non-empty string")
+    return value
+
+
+def _opt_str(key: str, value: Any, source: str) -> str | None:
+    if value is None or value == "":
+        return None
+    return _str(key, value, source)
+
+
+def _mode(key: str, value: Any, source: str) -> str:
+    if value not in MODES:
+        raise _fail(key, source, value, f"use one of {', '.join(MODES)}")
+    return value
+
+
+def _number(key: str, value: Any, source: str, *, integer: bool = False, positive: bool = False) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        num = int(value) if integer else float(value)
+        if integer and isinstance(value, float) and value != int(value):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise _fail(key, source, value, "use an integer" if integer else "use a number") from None
+    if num != num or num < 0 or (positive and num <= 0):
+        raise _fail(key, source, value, "use a positive number" if positive else "use a number >= 0")
+    return num
+
+
+def _arch_list(key: str, value: Any, source: str) -> list[str]:
+    if isinstance(value, str):
+        value = [v for v in (p.strip() for p in value.split(",")) if v]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise _fail(key, source, value, 'use a list such as ["sm_80", "sm_90"]')
+    out: list[str] = []
+    for v in value:
+        a = normalize_arch(v, key=key, source=source)
+        if a not in out:
+            out.append(a)
+    return out
+
+
+def _thresholds(key: str, value: Any, source: str) -> dict[str, float]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise _fail(key, source, value, 'use a table / JSON object such as {"registers": 0.2}') from None
+    if not isinstance(value, dict):
+        raise _fail(key, source, value, "use a table such as {registers = 0.2, time = 0.05}")
+    out = {}
+    for name, v in value.items():
+        out[str(name)] = _number(f"{key}.{name}", v, source)
+    return out
+
+
+def _table(key: str, value: Any, source: str) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise _fail(key, source, value, "use a table / JSON object") from None
+    if not isinstance(value, dict):
+        raise _fail(key, source, value, "use a table")
+    return dict(value)
+
+
+_VALIDATORS = {
+    "enabled": _bool,
+    "mode": _mode,
+    "db": _str,
+    "baseline": _opt_str,
+    "arch": _arch_list,
+    "save": _bool,
+    "thresholds": _thresholds,
+    "time_floor_ms": lambda k, v, s: _number(k, v, s),
+    "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
+    "gate": _table,
+    "report": _str,
+    "label": _opt_str,
+}
+assert set(_VALIDATORS) == set(_KEYS)
+
+
+# --------------------------------------------------------------------------- arch
+
+
+@functools.lru_cache(maxsize=1)
+def supported_archs() -> tuple[str, ...]:
+    """Targets the installed Triton's nvidia backend can compile for: what its bundled ptxas
+    (sm < 100) and ptxas-blackwell (sm >= 100) accept, from sm_75 on; a built-in list without Triton."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return _FALLBACK_ARCHS
+    bindir = Path(next(iter(spec.submodule_search_locations))) / "backends" / "nvidia" / "bin"
+    found: set[str] = set()
+    for tool, env, keep in (
+        ("ptxas", "TRITON_PTXAS_PATH", lambda n: n < 100),
+        ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH", lambda n: n >= 100),
+    ):
+        exe = os.environ.get(env) or str(bindir / tool)
+        try:
+            out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for num, suffix in re.findall(r"'sm_(\d+)(a?)'", out):
+            if int(num) >= 75 and keep(int(num)):
+                found.add(f"sm_{num}{suffix}")
+    if not found:
+        return _FALLBACK_ARCHS
+    return tuple(sorted(found, key=lambda a: (int(re.sub(r"\D", "", a)), a)))
+
+
+_ARCH_RE = re.compile(r"^(?:sm_?)?(\d{2,3})([a-z]?)$")
+
+
+def normalize_arch(value: Any, *, key: str = "arch", source: str = "argument") -> str:
+    """ "sm_90" / "90" / "sm90" / "SM_90a" -> "sm_90" / "sm_90a"; ConfigError if unsupported."""
+    m = _ARCH_RE.match(str(value).strip().lower()) if isinstance(value, (str, int)) else None
+    supported = supported_archs()
+    if not m:
+        raise _fail(key, source, value, f"use sm_XX, one of {', '.join(supported)}")
+    arch = f"sm_{m.group(1)}{m.group(2)}"
+    if arch not in supported:
+        raise _fail(key, source, value, f"the installed Triton/ptxas supports {', '.join(supported)}")
+    return arch
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def find_pyproject(rootdir: str | os.PathLike[str]) -> Path | None:
+    """Nearest pyproject.toml with a [tool.kperf] table, from ``rootdir`` upward; the search
+    stops after the first directory that holds ``.git``."""
+    d = Path(rootdir).resolve()
+    if d.is_file():
+        d = d.parent
+    for cur in (d, *d.parents):
+        candidate = cur / "pyproject.toml"
+        if candidate.is_file() and "kperf" in _load_toml(candidate).get("tool", {}):
+            return candidate
+        if (cur / ".git").exists():
+            return None
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _load_toml_cached(path: str, mtime_ns: int) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def _load_toml(path: Path) -> dict:
+    try:
+        return _load_toml_cached(str(path), path.stat().st_mtime_ns)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML ({e}); fix the file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def read_pyproject(rootdir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The raw [tool.kperf] table (empty if none), unvalidated."""
+    path = find_pyproject(rootdir)
+    if path is None:
+        return {}
+    table = _load_toml(path)["tool"]["kperf"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.kperf] must be a table")
+    return table
+
+
+def _env_values() -> dict[str, tuple[str, str]]:
+    """{key: (raw value, "env KPERF_X")} for the KPERF_* variables that are set."""
+    out = {}
+    for key in _KEYS:
+        name = "KPERF_" + key.upper()
+        if name in os.environ:
+            out[key] = (os.environ[name], f"env {name}")
+    return out
+
+
+def load_settings(rootdir: str | os.PathLike[str], cli_overrides: dict[str, Any] | None = None) -> Settings:
+    """Resolve every setting: CLI (``cli_overrides``, keyed like [tool.kperf]) > KPERF_* > file > default.
+
+    Relative paths from pyproject.toml are made absolute against the file's directory, defaults
+    against ``rootdir``; CLI and environment paths are left as given (relative to the cwd).
+    """
+    root = Path(rootdir).resolve()
+    cli = {k: v for k, v in (cli_overrides or {}).items() if v is not None}
+    unknown = sorted(set(cli) - set(_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown kperf setting(s) {', '.join(unknown)}; known: {', '.join(_KEYS)}")
+    pyproject = find_pyproject(root)
+    file_table = read_pyproject(root) if pyproject else {}
+    unknown = sorted(set(file_table) - set(_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{pyproject}: unknown key(s) in [tool.kperf]: {', '.join(unknown)}; allowed: {', '.join(_KEYS)}"
+        )
+    env = _env_values()
+    settings = Settings(pyproject=str(pyproject) if pyproject else None)
+    for key in _KEYS:
+        if key in cli:
+            raw, source = cli[key], f"--kperf-{key.replace('_', '-')}" if key != "enabled" else "--kperf"
+        elif key in env:
+            raw, source = env[key]
+        elif key in file_table:
+            raw, source = file_table[key], f"[tool.kperf] in {pyproject}"
+        else:
+            value = getattr(settings, key)
+            if key in _PATH_KEYS and value:
+                value = str(root / value)
+            if key == "arch":
+                value = _arch_list(key, value, "default")
+            setattr(settings, key, value)
+            settings.sources[key] = "default"
+            continue
+        value = _VALIDATORS[key](key, raw, source)
+        if (
+            key in _PATH_KEYS
+            and value
+            and source.startswith("[tool.kperf]")
+            and not Path(value).is_absolute()
+        ):
+            value = str(pyproject.parent / value)  # type: ignore[union-attr]
+        setattr(settings, key, value)
+        settings.sources[key] = source
+    return settings

@@ -1,0 +1,149 @@
+"""What a number depends on besides the code: machine, GPU, software versions, git revision.
+
+torch and triton are optional and imported lazily; nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import socket
+import subprocess
+from importlib import metadata
+from typing import Literal
+
+from .model import Fingerprint, MetricKind
+
+__all__ = ["machine_fingerprint", "git_info", "comparable", "incomparable_reason", "cpu_name"]
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_info() -> dict:
+    """GPU name, SM count, driver and CUDA version through torch, if it is installed and sees a GPU."""
+    out: dict = {}
+    try:
+        import torch  # noqa: PLC0415 - optional, heavy
+    except Exception:  # noqa: BLE001 - a broken torch install must not break a static run
+        return out
+    out["torch"] = getattr(torch, "__version__", None)
+    try:
+        if not torch.cuda.is_available():
+            return out
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        out["gpu"] = props.name
+        out["sm_count"] = int(props.multi_processor_count)
+        out["cuda"] = torch.version.cuda
+        out["capability"] = f"{props.major}.{props.minor}"
+        out["driver"] = _nvidia_driver()
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
+            first = f.readline()
+        for token in first.split():
+            if token.count(".") >= 1 and token.replace(".", "").isdigit():
+                return token
+    except OSError:
+        pass
+    try:
+        r = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_fingerprint(mode: Literal["static", "gpu"] | str) -> Fingerprint:
+    """Fingerprint of this machine. In static mode the GPU is not queried (and torch not imported)."""
+    gpu = _gpu_info() if mode == "gpu" else {}
+    extra = {"mode": mode, "platform": platform.platform()}
+    if gpu.get("capability"):
+        extra["capability"] = gpu["capability"]
+    return Fingerprint(
+        cpu=cpu_name(),
+        gpu=gpu.get("gpu"),
+        sm_count=gpu.get("sm_count"),
+        driver=gpu.get("driver"),
+        cuda=gpu.get("cuda"),
+        torch=gpu.get("torch") or _version("torch"),
+        triton=_version("triton") or "",
+        python=platform.python_version(),
+        host_hash=hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12],
+        extra=extra,
+    )
+
+
+def _git(cwd: str, *args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = r.stdout.strip()
+    return out if r.returncode == 0 and out else None
+
+
+def git_info(cwd: str | os.PathLike[str] = ".") -> tuple[str | None, str | None]:
+    """(commit sha, branch) of the checkout at ``cwd``.
+
+    On GitHub Actions the environment wins: GITHUB_SHA, and GITHUB_HEAD_REF (the PR branch) or
+    GITHUB_REF_NAME. A detached HEAD without those gives branch None.
+    """
+    cwd = str(cwd)
+    sha = os.environ.get("GITHUB_SHA") or _git(cwd, "rev-parse", "HEAD")
+    branch = os.environ.get("GITHUB_HEAD_REF") or os.environ.get("GITHUB_REF_NAME")
+    if not branch:
+        branch = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
+        if branch == "HEAD":
+            branch = None
+    return sha, branch
+
+
+def incomparable_reason(a: Fingerprint, b: Fingerprint, kind: MetricKind | str) -> str | None:
+    """Why metrics of ``kind`` measured under ``a`` and ``b`` must not be compared; None if they may.
+
+    static: the same Triton version (the target arch is part of the variant key).
+    time/region/analysis: the same GPU model; host-only timings (no GPU on either side, e.g.
+    imported pytest-benchmark runs) need the same CPU model instead.
+    """
+    if kind == "static":
+        return None if a.triton == b.triton else f"triton {a.triton or '?'} vs {b.triton or '?'}"
+    if not a.gpu and not b.gpu:
+        return (
+            None if a.cpu == b.cpu else f"host timings on different CPUs ({a.cpu or '?'} vs {b.cpu or '?'})"
+        )
+    if not a.gpu or not b.gpu:
+        return f"GPU {a.gpu or 'none'} vs {b.gpu or 'none'}"
+    return None if a.gpu == b.gpu else f"GPU {a.gpu} vs {b.gpu}"
+
+
+def comparable(a: Fingerprint, b: Fingerprint, kind: MetricKind | str) -> bool:
+    """Whether metrics of ``kind`` from machines ``a`` and ``b`` may be compared (see incomparable_reason)."""
+    return incomparable_reason(a, b, kind) is None

@@ -1,0 +1,152 @@
+"""config.py: precedence CLI > env > pyproject > default, validation, arch normalisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from kperf_ci import config
+from kperf_ci.config import ConfigError, load_settings, normalize_arch
+from kperf_ci.fingerprint import comparable, git_info, incomparable_reason, machine_fingerprint
+from kperf_ci.model import Fingerprint
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for key in list(__import__("os").environ):
+        if key.startswith("KPERF_"):
+            monkeypatch.delenv(key)
+
+
+def write(tmp_path, body: str):
+    (tmp_path / ".git").mkdir(exist_ok=True)  # search stops here
+    (tmp_path / "pyproject.toml").write_text(body)
+    return tmp_path
+
+
+def test_defaults_without_pyproject(tmp_path):
+    (tmp_path / ".git").mkdir()
+    s = load_settings(tmp_path, {})
+    assert s.enabled is False and s.mode == "auto" and s.save is True
+    assert s.db == str(tmp_path.resolve() / "reports/run.db") and s.baseline is None
+    assert s.arch == ["sm_90"] and s.time_floor_ms == 0.001 and s.jobs >= 1
+    assert set(s.sources.values()) == {"default"} and s.pyproject is None
+
+
+def test_precedence_chain(tmp_path, monkeypatch):
+    write(tmp_path, '[tool.kperf]\nmode = "static"\ndb = "x/run.db"\narch = ["80", "sm_90a"]\njobs = 3\n')
+    s = load_settings(tmp_path, {})
+    assert s.mode == "static" and s.arch == ["sm_80", "sm_90a"] and s.jobs == 3
+    assert s.db == str(tmp_path.resolve() / "x/run.db")  # relative to the pyproject
+    assert s.sources["mode"].startswith("[tool.kperf] in ")
+
+    monkeypatch.setenv("KPERF_MODE", "gpu")
+    monkeypatch.setenv("KPERF_ARCH", "sm_86, 89")
+    monkeypatch.setenv("KPERF_SAVE", "false")
+    s = load_settings(tmp_path, {})
+    assert (s.mode, s.arch, s.save) == ("gpu", ["sm_86", "sm_89"], False)
+    assert s.sources["mode"] == "env KPERF_MODE" and s.jobs == 3
+
+    s = load_settings(tmp_path, {"mode": "auto", "arch": ["sm_75"], "jobs": None})
+    assert (s.mode, s.arch, s.jobs) == ("auto", ["sm_75"], 3)  # None = not given
+    assert s.sources["mode"] == "--kperf-mode"
+
+
+def test_pyproject_found_upward_and_stops_at_git(tmp_path):
+    write(tmp_path, "[tool.kperf]\nenabled = true\n")
+    sub = tmp_path / "a" / "b"
+    sub.mkdir(parents=True)
+    (tmp_path / "a" / "pyproject.toml").write_text("[project]\nname='x'\n")  # no [tool.kperf]: skipped
+    assert load_settings(sub, {}).enabled is True
+    (sub / ".git").mkdir()
+    assert load_settings(sub, {}).enabled is False
+
+
+def test_thresholds_and_gate_tables(tmp_path):
+    write(
+        tmp_path,
+        "[tool.kperf]\ntime_floor_ms = 0.01\n[tool.kperf.thresholds]\nregisters = 0.2\ntime = 0.03\n"
+        "[tool.kperf.gate]\nfail_on = 'regression'\n",
+    )
+    s = load_settings(tmp_path, {})
+    assert s.thresholds == {"registers": 0.2, "time": 0.03} and s.time_floor_ms == 0.01
+    assert s.gate == {"fail_on": "regression"}
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ('[tool.kperf]\nmdoe = "static"\n', "unknown key(s) in [tool.kperf]: mdoe"),
+        ('[tool.kperf]\nmode = "fast"\n', "'mode' from [tool.kperf]"),
+        ("[tool.kperf]\njobs = 0\n", "'jobs'"),
+        ("[tool.kperf]\njobs = 1.5\n", "use an integer"),
+        ("[tool.kperf]\nsave = 'maybe'\n", "use true or false"),
+        ('[tool.kperf]\narch = ["sm_70"]\n', "supports sm_75"),
+        ('[tool.kperf]\narch = ["volta"]\n', "use sm_XX"),
+        ("[tool.kperf.thresholds]\nregisters = 'a lot'\n", "'thresholds.registers'"),
+        ("[tool.kperf.thresholds]\nregisters = -1\n", ">= 0"),
+        ("[tool.kperf\n", "invalid TOML"),
+    ],
+)
+def test_bad_values_one_line(tmp_path, body, needle):
+    write(tmp_path, body)
+    with pytest.raises(ConfigError) as ei:
+        load_settings(tmp_path, {})
+    assert needle in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_bad_env_and_cli_name_their_source(tmp_path, monkeypatch):
+    write(tmp_path, "[tool.kperf]\n")
+    monkeypatch.setenv("KPERF_TIME_FLOOR_MS", "soon")
+    with pytest.raises(ConfigError, match="env KPERF_TIME_FLOOR_MS"):
+        load_settings(tmp_path, {})
+    monkeypatch.delenv("KPERF_TIME_FLOOR_MS")
+    with pytest.raises(ConfigError, match="--kperf-mode"):
+        load_settings(tmp_path, {"mode": "turbo"})
+    with pytest.raises(ConfigError, match="unknown kperf setting"):
+        load_settings(tmp_path, {"colour": "red"})
+
+
+def test_arch_normalisation_and_supported_list():
+    archs = config.supported_archs()
+    assert "sm_80" in archs and "sm_90a" in archs and "sm_70" not in archs
+    assert "sm_100" in archs  # via ptxas-blackwell
+    assert (
+        normalize_arch("90") == "sm_90"
+        and normalize_arch("SM90A") == "sm_90a"
+        and normalize_arch(80) == "sm_80"
+    )
+    with pytest.raises(ConfigError, match="sm_75"):
+        normalize_arch("sm_61")
+
+
+def test_project_pyproject_loads():
+    """The repository's own [tool.kperf] must stay valid."""
+    from pathlib import Path
+
+    s = load_settings(Path(__file__).parent.parent, {})
+    assert s.arch == ["sm_80", "sm_90"]
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def test_fingerprint_and_git(tmp_path, monkeypatch):
+    fp = machine_fingerprint("static")
+    assert fp.triton and fp.python and len(fp.host_hash) == 12 and fp.gpu is None
+    monkeypatch.setenv("GITHUB_SHA", "abc123")
+    monkeypatch.setenv("GITHUB_HEAD_REF", "feature")
+    assert git_info(tmp_path) == ("abc123", "feature")
+    monkeypatch.delenv("GITHUB_HEAD_REF")
+    monkeypatch.setenv("GITHUB_REF_NAME", "main")
+    assert git_info(tmp_path) == ("abc123", "main")
+
+
+def test_comparable():
+    a = Fingerprint(cpu="X", gpu="H100", triton="3.6.0")
+    assert comparable(a, Fingerprint(cpu="Y", gpu="H100", triton="3.5.0"), "time")
+    assert not comparable(a, Fingerprint(cpu="X", gpu="H100", triton="3.5.0"), "static")
+    assert "GPU H100 vs A100" == incomparable_reason(a, Fingerprint(gpu="A100", triton="3.6.0"), "region")
+    assert not comparable(a, Fingerprint(cpu="X", triton="3.6.0"), "time")
+    # host-only timings (pytest-benchmark): same CPU model
+    assert comparable(Fingerprint(cpu="X"), Fingerprint(cpu="X"), "time")
+    assert not comparable(Fingerprint(cpu="X"), Fingerprint(cpu="Y"), "time")
