@@ -1,0 +1,228 @@
+"""Ahead-of-time compilation of recorded launches in a pool of worker processes.
+
+Each worker (``kperf_ci.capture._worker``) is a long-lived ``python`` process started without
+``TRITON_INTERPRET`` (so the tests' interpreter and the compiler never share a process); imports
+are paid once per worker. Requests are sent one at a time per worker, each with its own
+timeout: a worker that overruns is killed and replaced, and the request gets an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import selectors
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def default_jobs() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n = os.cpu_count() or 1
+    return max(1, n)
+
+
+def worker_env(cache_dir: str | None = None, paths: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    pp = [_PKG_PARENT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(pp))
+    env["KPERF_WORKER_PATH"] = os.pathsep.join(str(p) for p in paths)
+    if cache_dir:
+        env["TRITON_CACHE_DIR"] = str(cache_dir)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class WorkerError(RuntimeError):
+    pass
+
+
+class Worker:
+    """One compile worker process."""
+
+    def __init__(self, env: dict[str, str], python: str = sys.executable,
+                 start_timeout: float = 120.0) -> None:
+        self._stderr = tempfile.TemporaryFile(prefix="kperf-worker-")
+        self.proc = subprocess.Popen(
+            [python, "-m", "kperf_ci.capture._worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
+            cwd=os.getcwd(), bufsize=0,
+        )
+        self._buf = b""
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self._next_id = 0
+        hello = self._readline(time.monotonic() + start_timeout)
+        if not hello.get("ready"):
+            raise WorkerError(f"worker did not start: {hello}")
+        self.info = hello
+
+    def _stderr_tail(self, n: int = 800) -> str:
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - n))
+            return self._stderr.read().decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _readline(self, deadline: float) -> dict[str, Any]:
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if not self._sel.select(timeout=min(left, 1.0)):
+                if self.proc.poll() is not None:
+                    raise WorkerError(self._died())
+                continue
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                self.proc.wait(timeout=5)
+                raise WorkerError(self._died())
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def _died(self) -> str:
+        rc = self.proc.poll()
+        tail = self._stderr_tail().splitlines()
+        last = tail[-1] if tail else ""
+        return f"compile worker died (exit code {rc}){': ' + last if last else ''}"
+
+    def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self._next_id += 1
+        req = dict(req, id=self._next_id)
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerError(self._died()) from None
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = self._readline(deadline)
+            if resp.get("id") == self._next_id:
+                return resp
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            if not kill:
+                try:
+                    self.proc.stdin.write(b'{"op": "exit"}\n')
+                    self.proc.stdin.flush()
+                    self.proc.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    kill = True
+            if kill or self.proc.poll() is None:
+                self.proc.kill()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+        try:
+            self._sel.close()
+            for f in (self.proc.stdin, self.proc.stdout):
+                if f:
+                    f.close()
+            self._stderr.close()
+        except OSError:
+            pass
+
+
+class WorkerPool:
+    """``jobs`` long-lived compile workers (started lazily, replaced after a timeout/crash).
+
+    >>> with WorkerPool(jobs=2) as pool:
+    ...     responses = pool.map([{"op": "compile", "launch": ..., "arch": "sm_90"}], timeout=120)
+    """
+
+    def __init__(self, jobs: int | None = None, *, cache_dir: str | None = None,
+                 paths: list[str] | tuple[str, ...] = (), python: str = sys.executable,
+                 start_timeout: float = 120.0) -> None:
+        self.jobs = max(1, jobs or default_jobs())
+        self.env = worker_env(cache_dir, paths)
+        self.python = python
+        self.start_timeout = start_timeout
+        self._workers: list[Worker | None] = [None] * self.jobs
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _worker(self, slot: int) -> Worker:
+        w = self._workers[slot]
+        if w is None or not w.alive:
+            if w is not None:
+                w.close(kill=True)
+            w = Worker(self.env, self.python, self.start_timeout)
+            self._workers[slot] = w
+        return w
+
+    def _one(self, slot: int, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        try:
+            w = self._worker(slot)
+        except (WorkerError, TimeoutError, OSError) as e:
+            self._workers[slot] = None
+            return {"ok": False, "error": f"compile worker failed to start: {e}"}
+        try:
+            resp = w.request(req, timeout)
+        except TimeoutError:
+            w.close(kill=True)
+            self._workers[slot] = None
+            return {"ok": False, "error": f"compile timed out after {timeout:g} s"}
+        except WorkerError as e:
+            w.close(kill=True)
+            self._workers[slot] = None
+            return {"ok": False, "error": str(e)}
+        resp["wall_s"] = round(time.perf_counter() - t0, 6)
+        return resp
+
+    def map(self, requests: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, Any]]:
+        """Responses in request order."""
+        results: list[dict[str, Any] | None] = [None] * len(requests)
+        if not requests:
+            return []
+        q: queue.Queue[int] = queue.Queue()
+        for i in range(len(requests)):
+            q.put(i)
+        n = min(self.jobs, len(requests))
+
+        def run(slot: int) -> None:
+            while True:
+                try:
+                    i = q.get_nowait()
+                except queue.Empty:
+                    return
+                results[i] = self._one(slot, requests[i], timeout)
+
+        if n == 1:
+            run(0)
+        else:
+            threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        return [r if r is not None else {"ok": False, "error": "not run"} for r in results]
+
+    def close(self) -> None:
+        for i, w in enumerate(self._workers):
+            if w is not None:
+                w.close()
+                self._workers[i] = None

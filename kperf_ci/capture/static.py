@@ -1,0 +1,164 @@
+"""Static mode: recorded launches -> compiled variants per arch -> static metrics.
+
+    launches = recorder.launches                      # from kperf_ci.capture.record
+    results = compile_variants(launches, ["sm_80", "sm_90"], jobs=2)
+
+One :class:`~kperf_ci.model.VariantResult` per unique variant and arch, in first-seen order.
+Launches that compile to the same variant (same kernel source and qualname, specialization
+``spec`` and launch ``config``) are compiled once; the first test that produced the variant is
+kept as ``key.test``, tags are merged. A launch that cannot be compiled (not importable, a
+compile error, a timeout) gives a result with ``error`` set and no metrics, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..model import Metric, VariantKey, VariantResult
+from .aot import WorkerPool
+from .record import LaunchSpec
+from .sass import arch_capability
+
+
+def normalize_arch(arch: str | int) -> str:
+    """"90" / 90 / "sm_90" / "sm_90a" -> "sm_90"."""
+    return f"sm_{arch_capability(arch)}"
+
+
+def source_location(launch: LaunchSpec, rootdir: str | None = None) -> str:
+    """"examples/kernels/add.py::add_kernel" (relative to rootdir when inside it)."""
+    path = launch.source_file
+    if path:
+        root = os.path.abspath(rootdir or os.getcwd())
+        try:
+            rel = os.path.relpath(path, root)
+            if not rel.startswith(".."):
+                path = rel
+        except ValueError:
+            pass
+        path = path.replace(os.sep, "/")
+    return f"{path}::{launch.qualname}" if path else launch.qualname
+
+
+def variant_key(launch: LaunchSpec, arch: str, rootdir: str | None = None) -> VariantKey:
+    return VariantKey(
+        kernel=launch.display_name,
+        arch=normalize_arch(arch),
+        spec=launch.spec,
+        config=launch.config,
+        test=launch.test,
+        source=source_location(launch, rootdir),
+    )
+
+
+def unique_launches(launches: Iterable[LaunchSpec]) -> list[tuple[LaunchSpec, list[str]]]:
+    """[(representative launch, merged tags)] with one entry per variant identity + name."""
+    groups: dict[tuple[str, str], tuple[LaunchSpec, list[str]]] = {}
+    for ls in launches:
+        k = (ls.identity, ls.display_name)
+        if k not in groups:
+            groups[k] = (ls, list(dict.fromkeys(ls.tags)))
+        else:
+            rep, tags = groups[k]
+            for t in ls.tags:
+                if t not in tags:
+                    tags.append(t)
+            if not rep.thresholds and ls.thresholds:
+                groups[k] = (_with(rep, thresholds=ls.thresholds), tags)
+    return list(groups.values())
+
+
+def _with(ls: LaunchSpec, **changes: Any) -> LaunchSpec:
+    from dataclasses import replace
+
+    return replace(ls, **changes)
+
+
+def compile_variants(
+    launches: list[LaunchSpec],
+    archs: list[str],
+    *,
+    jobs: int | None = None,
+    timeout: float = 120.0,
+    rootdir: str | None = None,
+    cache_dir: str | None = None,
+    artifacts: tuple[str, ...] = ("sass", "ptx"),
+    pool: WorkerPool | None = None,
+    stats: list[dict[str, Any]] | None = None,
+) -> list[VariantResult]:
+    """Compile every unique recorded launch for every arch and collect static metrics.
+
+    jobs: worker processes (default: CPU count). timeout: seconds per (launch, arch) compile.
+    rootdir: makes ``key.source`` relative and is put on the workers' sys.path.
+    cache_dir: TRITON_CACHE_DIR for the workers (default: Triton's own).
+    artifacts: asm kept in ``VariantResult.artifacts`` ("sass" = normalized SASS, "ptx",
+    also "ttgir", "ttir", "llir"). pool: reuse an existing WorkerPool.
+    stats: if given, one dict per compile request is appended (key id, arch, compile_s,
+    metrics_s, wall_s, ok) -- used by the benchmarks.
+    """
+    archs = [normalize_arch(a) for a in archs]
+    groups = unique_launches(launches)
+
+    results: list[VariantResult] = []
+    requests: list[dict[str, Any]] = []
+    req_index: list[int] = []  # result index for each request
+    compiled: dict[tuple[str, str], int] = {}  # (identity, arch) -> request index (compile once)
+    shared_from: dict[int, int] = {}  # result index -> request index
+
+    for ls, tags in groups:
+        for arch in archs:
+            key = variant_key(ls, arch, rootdir)
+            res = VariantResult(key=key, tags=list(tags), thresholds=dict(ls.thresholds or {}))
+            idx = len(results)
+            results.append(res)
+            if not ls.importable:
+                res.error = ls.reason or "not importable: define the kernel at module level"
+                continue
+            ck = (ls.identity, arch)
+            if ck in compiled:
+                shared_from[idx] = compiled[ck]
+                continue
+            compiled[ck] = len(requests)
+            shared_from[idx] = len(requests)
+            requests.append({"op": "compile", "launch": ls.to_dict(), "arch": arch,
+                             "artifacts": list(artifacts)})
+            req_index.append(idx)
+
+    if requests:
+        paths = [os.path.abspath(rootdir or os.getcwd())]
+        own = pool is None
+        if own:
+            pool = WorkerPool(jobs, cache_dir=cache_dir, paths=paths)
+        try:
+            responses = pool.map(requests, timeout=timeout)
+        finally:
+            if own:
+                pool.close()
+        for idx, ri in shared_from.items():
+            _fill(results[idx], responses[ri])
+        if stats is not None:
+            for ri, resp in enumerate(responses):
+                r = results[req_index[ri]]
+                stats.append({
+                    "kernel": r.key.kernel, "arch": r.key.arch, "id": r.key.id, "ok": bool(resp.get("ok")),
+                    "compile_s": resp.get("compile_s"), "metrics_s": resp.get("metrics_s"),
+                    "wall_s": resp.get("wall_s"), "error": resp.get("error"),
+                })
+    return results
+
+
+def _fill(res: VariantResult, resp: dict[str, Any]) -> None:
+    if not resp.get("ok"):
+        res.error = _one_line(resp.get("error") or "compile failed")
+        return
+    res.metrics = [Metric(name, float(value), unit, kind, better) for name, value, unit, kind, better
+                   in resp.get("metrics", [])]
+    res.sass_hash = resp.get("sass_hash")
+    res.artifacts = dict(resp.get("artifacts") or {})
+
+
+def _one_line(s: str) -> str:
+    s = " ".join(str(s).split())
+    return s[:500]

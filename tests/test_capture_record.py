@@ -1,0 +1,163 @@
+"""Recording launches under the Triton interpreter (kperf_ci.capture.record)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+pytest.importorskip("torch")
+
+from kperf_ci.capture.record import (  # noqa: E402
+    NOT_IMPORTABLE,
+    ArgSpec,
+    LaunchSpec,
+    config_string,
+    describe_args,
+    load_launches,
+    make_launch_spec,
+)
+
+DATA = Path(__file__).parent / "data" / "capture"
+ROOT = Path(__file__).parent.parent
+
+
+def record(tmp_path: Path, *only: str) -> list[LaunchSpec]:
+    """Run the test-like script under TRITON_INTERPRET=1 in a subprocess; return its launches."""
+    out = tmp_path / "launches.jsonl"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    r = subprocess.run(
+        [sys.executable, str(DATA / "record_script.py"), str(out), *only],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return load_launches(out)
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory) -> list[LaunchSpec]:
+    return record(tmp_path_factory.mktemp("rec"))
+
+
+def by_test(launches, name):
+    return [ls for ls in launches if ls.test.endswith("::" + name)]
+
+
+def test_records_every_launch_and_runs_it(launches):
+    # the script itself asserts the kernels' results, so reaching here means they ran for real
+    tests = {ls.test.split("::")[1] for ls in launches}
+    assert {
+        "test_add[1024]",
+        "test_matmul",
+        "test_autotune",
+        "test_heuristics",
+        "test_broken",
+        "test_closure",
+        "test_add_misaligned",
+    } <= tests
+
+
+def test_launch_fields(launches):
+    (ls,) = by_test(launches, "test_add[1024]")
+    assert ls.kernel == "add_kernel" and ls.qualname == "add_kernel"
+    assert ls.module == "kernels"
+    assert os.path.samefile(ls.source_file, DATA / "kernels.py")
+    assert [a.name for a in ls.args] == ["x_ptr", "y_ptr", "out_ptr", "n", "BLOCK"]
+    x, _, _, n, block = ls.args
+    assert x.kind == "tensor" and x.dtype == "fp32" and x.aligned is True
+    assert n.kind == "int" and n.value == 1024 and not n.constexpr
+    assert block.constexpr and block.value == 256
+    assert ls.grid == (4, 1, 1)
+    assert ls.options == {}
+    assert ls.config == "num_warps=4,num_stages=3,num_ctas=1"
+    assert ls.spec == "x_ptr:*fp32:D, y_ptr:*fp32:D, out_ptr:*fp32:D, n:i32:D, BLOCK=256"
+    assert ls.importable and ls.reason is None and ls.executed
+    assert ls.tags == ("fixture",)
+
+
+def test_specialization_distinguishes_divisibility_and_alignment(launches):
+    (a1024,) = by_test(launches, "test_add[1024]")
+    (a1000,) = by_test(launches, "test_add[1000]")
+    (a2048,) = by_test(launches, "test_add[2048]")
+    (mis,) = by_test(launches, "test_add_misaligned")
+    assert a1024.spec != a1000.spec  # 1024 % 16 == 0, 1000 % 16 != 0
+    assert a1024.identity == a2048.identity  # same compiled kernel
+    assert a1024.grid != a2048.grid
+    assert mis.args[0].aligned is False and "x_ptr:*fp32," in mis.spec
+
+
+def test_matmul_options_and_stride_one_constexpr(launches):
+    (ls,) = by_test(launches, "test_matmul")
+    assert ls.options == {"num_warps": 4, "num_stages": 3}
+    assert "stride_ak=1" in ls.spec  # an int equal to 1 is specialized to a constant
+    assert ls.args[0].dtype == "fp16"
+
+
+def test_autotune_records_every_config_but_runs_one(launches):
+    at = by_test(launches, "test_autotune")
+    recorded_only = [ls for ls in at if not ls.executed]
+    executed = [ls for ls in at if ls.executed]
+    assert len(recorded_only) == 3
+    assert sorted(ls.autotune["index"] for ls in recorded_only) == [0, 1, 2]
+    assert len({(ls.spec, ls.config) for ls in recorded_only}) == 3
+    assert len(executed) == 1 and executed[0].autotune["chosen"]
+    blocks = sorted(ls.args[-1].value for ls in recorded_only)
+    assert blocks == [64, 128, 256]
+    assert {ls.config for ls in recorded_only} == {
+        "num_warps=2,num_stages=3,num_ctas=1",
+        "num_warps=4,num_stages=3,num_ctas=1",
+        "num_warps=4,num_stages=2,num_ctas=1",
+    }
+
+
+def test_heuristics_value_recorded(launches):
+    (ls,) = by_test(launches, "test_heuristics")
+    assert ls.args[-1].name == "BLOCK" and ls.args[-1].value == 128
+
+
+def test_closure_not_importable(launches):
+    (ls,) = by_test(launches, "test_closure")
+    assert not ls.importable
+    assert ls.reason.startswith(NOT_IMPORTABLE)
+
+
+def test_json_round_trip(launches):
+    for ls in launches:
+        d = json.loads(ls.to_json())
+        assert LaunchSpec.from_dict(d) == ls
+
+
+def test_describe_args_on_compiled_jit_function():
+    """describe_args also works outside the interpreter (GPU launches): JITFunction + tensors."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs JITFunction (no interpreter)")
+    sys.path.insert(0, str(DATA))
+    try:
+        import kernels
+    finally:
+        sys.path.remove(str(DATA))
+    x = torch.empty(1024)
+    d = describe_args(kernels.add_kernel, (x, x, x, 1000), {"BLOCK": 128, "num_warps": 2})
+    assert d["spec"] == "x_ptr:*fp32:D, y_ptr:*fp32:D, out_ptr:*fp32:D, n:i32, BLOCK=128"
+    assert d["config"] == "num_warps=2,num_stages=3,num_ctas=1"
+    ls = make_launch_spec(
+        kernels.scale_kernel, (x, x, 16, 1.5), {"BLOCK": 64}, grid=lambda m: (16 // m["BLOCK"] + 1,)
+    )
+    assert ls.kernel == "scale_kernel" and ls.grid == (1, 1, 1)
+    assert ls.args[3] == ArgSpec("scale", "float", value=1.5)
+
+
+def test_config_string_defaults():
+    assert config_string({}) == config_string({"num_warps": 4, "num_stages": 3, "num_ctas": 1})
+    assert config_string({"maxnreg": 128}) == "num_warps=4,num_stages=3,num_ctas=1,maxnreg=128"
