@@ -1,0 +1,28 @@
+"""The `kperf` command: compare runs, show them, manage baselines, import, run pytest."""
+
+from __future__ import annotations
+
+import click
+
+from kperf_ci import __version__
+from kperf_ci.commands.baseline import baseline_group
+from kperf_ci.commands.compare import compare_cmd
+from kperf_ci.commands.import_ import import_cmd
+from kperf_ci.commands.report import report_cmd
+from kperf_ci.commands.run import run_cmd
+from kperf_ci.commands.show import show_cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kperf")
+def main() -> None:
+    """kperf-ci: continuous performance for Triton kernels."""
+
+
+for _cmd in (compare_cmd, show_cmd, baseline_group, import_cmd, run_cmd, report_cmd):
+    main.add_command(_cmd)
+main.add_command(__import__("kperf_ci.commands.analyze", fromlist=["analyze_cmd"]).analyze_cmd)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

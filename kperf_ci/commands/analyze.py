@@ -1,0 +1,337 @@
+"""``kperf analyze``: intra-kernel analyses of a recorded timeline.
+
+    kperf analyze --trace FILE [--kernel NAME] [--perfetto out.json]
+    kperf analyze --db run.db [--run ID] [--kernel NAME] [--perfetto out.json]
+
+FILE is a Proton Chrome trace (``data="trace"``) or a kperf timeline JSON. From a database, the
+timelines are the run's trace artifacts (blobs whose name contains "trace" or "timeline"), and
+the launch numbers (registers, shared memory, warps, grid) come from the variant's metrics.
+Layers: :func:`run` does the work and returns a report (callable from tests);
+:func:`analyze_cmd` is the click command that maps options to it and prints. Exit status 0;
+1 with ``--fail-on-flag`` when a finding is flagged; 2 on bad input (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from kperf_ci.analysis import DEFAULT_THRESHOLDS, LaunchConfig, analyze_timeline
+from kperf_ci.analysis.findings import Finding
+from kperf_ci.analysis.launch_gaps import launch_gaps, load_records, records_from_timelines
+from kperf_ci.analysis.perfetto import write_chrome_trace
+from kperf_ci.analysis.timeline import Timeline, load_timelines, timeline_from_json
+from kperf_ci.analysis.waves import wave_quantization
+from kperf_ci.commands import KperfError, user_errors
+
+
+@dataclass
+class LaunchReport:
+    label: str
+    findings: list[Finding]
+    timeline: Timeline | None = None
+
+
+@dataclass
+class AnalyzeReport:
+    launches: list[LaunchReport] = field(default_factory=list)
+    sequence: list[Finding] = field(default_factory=list)  # launch gaps over all launches
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> list[Finding]:
+        return [f for lr in self.launches for f in lr.findings if f.flagged] + [
+            f for f in self.sequence if f.flagged
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "launches": [
+                {"label": lr.label, "findings": [f.to_dict() for f in lr.findings]} for lr in self.launches
+            ],
+            "sequence": [f.to_dict() for f in self.sequence],
+            "notes": self.notes,
+        }
+
+
+def _parse_thresholds(items: tuple[str, ...] | list[str]) -> dict[str, float]:
+    out = {}
+    for it in items:
+        name, sep, val = it.partition("=")
+        if not sep or name not in DEFAULT_THRESHOLDS:
+            raise click.BadParameter(
+                f"{it!r}: expected NAME=VALUE with NAME one of {', '.join(DEFAULT_THRESHOLDS)}",
+                param_hint="--threshold",
+            )
+        try:
+            out[name] = float(val)
+        except ValueError as e:
+            raise click.BadParameter(f"{it!r}: {val!r} is not a number", param_hint="--threshold") from e
+    return out
+
+
+def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> list[Timeline]:
+    obj = json.loads(text)
+    if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
+        return [timeline_from_json(obj)]
+    from kperf_ci.analysis.timeline import load_proton_traces
+
+    return load_proton_traces(obj, kernel=kernel, num_sms=num_sms)
+
+
+def _from_db(
+    db: str, run_id: str | None, kernel: str | None, num_sms: int | None, report: AnalyzeReport
+) -> list[tuple[str, Timeline | None, LaunchConfig | None]]:
+    from kperf_ci import store
+
+    rec = store.load_run(db, run_id, artifacts=True)
+    sms = num_sms or rec.info.fingerprint.sm_count
+    out: list[tuple[str, Timeline | None, LaunchConfig | None]] = []
+    for res in rec.results:
+        if kernel and kernel not in res.key.kernel:
+            continue
+        m = {x.name: x.value for x in res.metrics}
+        cfg = None
+        grid = m.get("grid") or m.get("launch.grid")
+        if grid and m.get("num_warps"):
+            cfg = LaunchConfig(
+                grid=int(grid),
+                num_warps=int(m["num_warps"]),
+                registers=int(m["registers"]) if m.get("registers") else None,
+                shared_bytes=int(m["shared_bytes"]) if m.get("shared_bytes") else None,
+                arch=res.key.arch,
+                sm_count=sms,
+            )
+        found = False
+        for name, text in sorted(res.artifacts.items()):
+            if "trace" not in name and "timeline" not in name:
+                continue
+            try:
+                if os.path.isfile(text.strip()):
+                    tls = load_timelines(text.strip(), num_sms=sms)
+                else:
+                    tls = _timelines_from_text(text, None, sms)
+            except (ValueError, json.JSONDecodeError, KeyError) as e:
+                report.notes.append(f"{res.key.label()}: artifact {name!r} is not a timeline ({e})")
+                continue
+            for i, tl in enumerate(tls):
+                tl.num_sms = tl.num_sms or sms
+                out.append((f"{res.key.label()} [{name}#{i}]", tl, cfg))
+                found = True
+        if not found:
+            stored = [x for x in res.metrics if x.kind == "analysis"]
+            if cfg is not None:
+                out.append((res.key.label(), None, cfg))
+            elif stored:
+                report.launches.append(
+                    LaunchReport(
+                        res.key.label(),
+                        [
+                            Finding(
+                                x.name.removeprefix("analysis."),
+                                x.value,
+                                x.unit,
+                                False,
+                                "stored analysis metric",
+                                better=x.better,
+                            )
+                            for x in stored
+                        ],
+                    )
+                )
+            else:
+                report.notes.append(f"{res.key.label()}: no trace artifact and no launch numbers to analyze")
+    return out
+
+
+def run(
+    *,
+    trace: str | None = None,
+    db: str | None = None,
+    run_id: str | None = None,
+    kernel: str | None = None,
+    perfetto: str | None = None,
+    records: str | None = None,
+    num_sms: int | None = None,
+    launch: LaunchConfig | None = None,
+    thresholds: dict[str, float] | None = None,
+    per_warp: bool = False,
+    clock_mhz: float | None = None,
+) -> AnalyzeReport:
+    """Analyze every launch found; write a Perfetto file when asked. Raises ValueError on bad input."""
+    if bool(trace) == bool(db) and not records:
+        raise ValueError("give exactly one of --trace FILE or --db run.db (or --records FILE)")
+    th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    report = AnalyzeReport()
+    items: list[tuple[str, Timeline | None, LaunchConfig | None]] = []
+    if trace:
+        kw: dict[str, Any] = {"num_sms": num_sms}
+        if clock_mhz is not None:
+            kw["clock_mhz"] = clock_mhz
+        tls = [t for t in load_timelines(trace, **kw) if not kernel or kernel in t.kernel]
+        if not tls:
+            raise ValueError(
+                f"{trace}: no timeline" + (f" of a kernel named like {kernel!r}" if kernel else "")
+            )
+        for i, tl in enumerate(tls):
+            tl.num_sms = tl.num_sms or num_sms
+            items.append((f"{tl.kernel or 'kernel'} launch {i}", tl, launch))
+    elif db:
+        items = _from_db(db, run_id, kernel, num_sms, report)
+    timelines = []
+    for label, tl, cfg in items:
+        if tl is not None:
+            fs = analyze_timeline(tl, launch=cfg, num_sms=tl.num_sms, thresholds=th)
+            if tl.meta.get("clock_mhz") is None and tl.meta.get("format") == "proton-chrome-trace":
+                report.notes.append(
+                    f"{label}: SM clock unknown, in-CTA times are cycles read as ns "
+                    "(pass --clock-mhz); cross-SM analyses may be off"
+                )
+            timelines.append(tl)
+        else:
+            assert cfg is not None
+            fs = wave_quantization(
+                cfg.grid,
+                num_warps=cfg.num_warps,
+                registers=cfg.registers,
+                shared_bytes=cfg.shared_bytes,
+                arch=cfg.arch,
+                sm_count=cfg.sm_count,
+                threshold=th["wave_idle"],
+            )
+        report.launches.append(LaunchReport(label, fs, tl))
+    recs = (
+        load_records(records)
+        if records
+        else (records_from_timelines(timelines) if len(timelines) > 1 else [])
+    )
+    if recs:
+        report.sequence = launch_gaps(recs, threshold=th["launch_gap_fraction"])
+    if perfetto:
+        all_f = [f for lr in report.launches for f in lr.findings] + report.sequence
+        write_chrome_trace(perfetto, timelines, findings=all_f, records=recs, per_warp=per_warp)
+    return report
+
+
+@click.command("analyze")
+@click.option(
+    "--trace",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Proton Chrome trace or kperf timeline JSON.",
+)
+@click.option("--db", type=click.Path(dir_okay=False), help="Run database with trace artifacts.")
+@click.option("--run", "run_id", help="Run id (unique prefix) in --db; default the latest.")
+@click.option("--kernel", help="Only kernels whose name contains this.")
+@click.option("--perfetto", type=click.Path(dir_okay=False), help="Write a Perfetto/Chrome-trace JSON here.")
+@click.option(
+    "--records",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Kernel records (JSON list of name/start_ns/end_ns, or a profiler trace) for launch gaps.",
+)
+@click.option(
+    "--num-sms", type=click.IntRange(min=1), help="SMs on the device (default: from the run or the trace)."
+)
+@click.option(
+    "--clock-mhz", type=click.FloatRange(min=1), help="SM clock for Proton cycles (default: estimated)."
+)
+@click.option("--grid", type=click.IntRange(min=1), help="CTAs in the launch, for wave quantization.")
+@click.option("--num-warps", type=click.IntRange(min=1))
+@click.option("--registers", type=click.IntRange(min=1, max=255))
+@click.option("--shared-bytes", type=click.IntRange(min=0))
+@click.option(
+    "--arch", default="sm_90", show_default=True, help="sm_XX or a GPU name, for wave quantization."
+)
+@click.option(
+    "--threshold",
+    "threshold_items",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help=f"Override a flag threshold ({', '.join(DEFAULT_THRESHOLDS)}).",
+)
+@click.option("--per-warp", is_flag=True, help="Also one Perfetto process per CTA with a thread per warp.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--fail-on-flag", is_flag=True, help="Exit with status 1 when anything is flagged.")
+@user_errors
+def analyze_cmd(
+    trace,
+    db,
+    run_id,
+    kernel,
+    perfetto,
+    records,
+    num_sms,
+    clock_mhz,
+    grid,
+    num_warps,
+    registers,
+    shared_bytes,
+    arch,
+    threshold_items,
+    per_warp,
+    as_json,
+    fail_on_flag,
+):
+    """Intra-kernel analyses: SM utilization, load imbalance, wave quantization, prologue/epilogue,
+    memory/tensor-core overlap, launch gaps."""
+    thresholds = _parse_thresholds(threshold_items)
+    launch = None
+    if grid and num_warps:
+        launch = LaunchConfig(
+            grid=grid,
+            num_warps=num_warps,
+            registers=registers,
+            shared_bytes=shared_bytes,
+            arch=arch,
+            sm_count=num_sms,
+        )
+    elif grid and not trace and not db:
+        raise KperfError("--grid needs --num-warps")
+    try:
+        if launch is not None and not trace and not db and not records:
+            fs = wave_quantization(
+                launch.grid,
+                num_warps=launch.num_warps,
+                registers=launch.registers,
+                shared_bytes=launch.shared_bytes,
+                arch=arch,
+                sm_count=num_sms,
+                threshold=thresholds.get("wave_idle", DEFAULT_THRESHOLDS["wave_idle"]),
+            )
+            report = AnalyzeReport([LaunchReport(f"grid {grid}", fs)])
+        else:
+            report = run(
+                trace=trace,
+                db=db,
+                run_id=run_id,
+                kernel=kernel,
+                perfetto=perfetto,
+                records=records,
+                num_sms=num_sms,
+                launch=launch,
+                thresholds=thresholds,
+                per_warp=per_warp,
+                clock_mhz=clock_mhz,
+            )
+    except (ValueError, OSError) as e:
+        raise KperfError(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1, default=str))
+    else:
+        for lr in report.launches:
+            click.echo(f"== {lr.label}")
+            for f in lr.findings:
+                click.echo("  " + f.line().replace("\n", "\n  "))
+        if report.sequence:
+            click.echo("== kernel sequence")
+            for f in report.sequence:
+                click.echo("  " + f.line().replace("\n", "\n  "))
+        for n in report.notes:
+            click.echo(f"note: {n}")
+        if perfetto:
+            click.echo(f"wrote {perfetto} (open in https://ui.perfetto.dev)")
+    if fail_on_flag and report.flagged:
+        raise SystemExit(1)  # 1 = something was found, as for compare; 2 = bad input

@@ -1,0 +1,148 @@
+"""`kperf report`: an HTML site, a PR-comment markdown or a job summary for a run vs its baseline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import KperfError, load_settings, user_errors
+
+
+@click.command("report")
+@click.option("--db", type=click.Path(dir_okay=False), help="run database (default: [tool.kperf] db)")
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="baseline database (default: [tool.kperf] baseline; without one, the previous run in --db)",
+)
+@click.option("--run", "run_id", help="run id (or unique prefix) in --db; default: the latest")
+@click.option("--base-run", "base_run", help="run id in --baseline; default: the latest other run")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "markdown", "summary"]),
+    default="html",
+    show_default=True,
+    help="html: a static site in a directory; markdown: a PR comment; summary: for $GITHUB_STEP_SUMMARY",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(),
+    help="html: output directory (default: [tool.kperf] report); markdown/summary: a file "
+    "(default: stdout; a directory gets comment.md / summary.md)",
+)
+@click.option(
+    "--link", help="URL of the published HTML report, linked from markdown (ending in / = per-kernel links)"
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(2000, None),
+    default=65_000,
+    show_default=True,
+    help="markdown size limit",
+)
+@click.option("--history/--no-history", default=True, show_default=True, help="chart past runs (html)")
+@user_errors
+def report_cmd(
+    db: str | None,
+    baseline: str | None,
+    run_id: str | None,
+    base_run: str | None,
+    fmt: str,
+    output: str | None,
+    link: str | None,
+    max_chars: int,
+    history: bool,
+) -> None:
+    """Write a report of a run compared with its baseline. Exit 0 (the gate is `kperf compare`)."""
+    from kperf_ci.report import build_report, render_markdown, render_summary, write_site
+
+    settings = load_settings(db=db, baseline=baseline)
+    current, base, base_path = load_pair(
+        settings.db, settings.baseline, run_id, base_run, artifacts=fmt == "html"
+    )
+    comparison = None
+    if base is not None:
+        from kperf_ci.compare import ThresholdPolicy, compare_runs
+
+        comparison = compare_runs(base, current, ThresholdPolicy.from_settings(settings))
+    paths = [p for p in (base_path, settings.db) if p]
+    report = build_report(
+        current,
+        base,
+        comparison,
+        history=history_reader(paths, current) if history and fmt == "html" else None,
+        link=link,
+    )
+    if fmt == "html":
+        out = Path(output or settings.report)
+        index = write_site(report, out)
+        click.echo(f"wrote {index} ({len(report.variants)} variants; {report.verdict_line})")
+        return
+    text = render_markdown(report, max_chars=max_chars) if fmt == "markdown" else render_summary(report)
+    if not output or output == "-":
+        sys.stdout.write(text)
+        return
+    target = Path(output)
+    if target.is_dir():
+        target = target / ("comment.md" if fmt == "markdown" else "summary.md")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {target} ({len(text)} characters; {report.verdict_line})", err=True)
+
+
+def load_pair(db: str, baseline: str | None, run_id: str | None, base_run: str | None, *, artifacts: bool):
+    """(current run, baseline run or None, the path the baseline came from or None).
+
+    Without a baseline database, the run before the current one in ``db`` is the baseline.
+    The baseline is never the current run itself (same id), even when both paths are one file.
+    """
+    from kperf_ci import store
+
+    current = store.load_run(db, run_id, artifacts=artifacts)
+    src = baseline if baseline and Path(baseline).exists() else None
+    if baseline and src is None and base_run:
+        raise KperfError(f"{baseline}: baseline does not exist")
+    src = src or db
+    if base_run:
+        return current, store.load_run(src, base_run, artifacts=artifacts), src
+    candidates = (
+        [r for r in store.list_runs(src) if r.run_id != current.run.run_id]
+        if False
+        else [r for r in store.list_runs(src) if r.run_id != current.info.run_id]
+    )
+    if src == db:  # only earlier runs of the same file
+        candidates = [r for r in candidates if r.started_at <= current.info.started_at]
+    if not candidates:
+        return current, None, None
+    return current, store.load_run(src, candidates[-1].run_id, artifacts=artifacts), src
+
+
+def history_reader(paths: list[str], current):
+    """history(variant_id, metric) over every run in ``paths`` (deduplicated), oldest first,
+    ending at the current run."""
+    from kperf_ci import store
+
+    by_id = {r.key.id: r for r in current.results}
+
+    def history(variant_id: str, metric: str):
+        seen: dict[str, tuple] = {}
+        for p in dict.fromkeys(paths):
+            for info, value in store.metric_history(p, variant_id, metric):
+                seen.setdefault(info.run_id, (info, value))
+        points = sorted(seen.values(), key=lambda iv: iv[0].started_at)
+        cut = [
+            iv
+            for iv in points
+            if iv[0].started_at <= current.info.started_at and iv[0].run_id != current.info.run_id
+        ]
+        r = by_id.get(variant_id)
+        m = r.metric(metric) if r else None
+        if m is not None:
+            cut.append((current.info, m.value))
+        return cut[-60:]
+
+    return history

@@ -1,0 +1,114 @@
+"""`kperf show`: the runs in a database, or one run's variants and metrics."""
+
+from __future__ import annotations
+
+import click
+
+from . import console, fmt_value, load_settings, user_errors
+
+
+@click.command("show")
+@click.option("--db", type=click.Path(dir_okay=False), help="run database (default: [tool.kperf] db)")
+@click.option("--run", "run_id", help="show this run (id or unique prefix); 'latest' for the newest")
+@click.option("--kernel", help="only variants of this kernel (implies the latest run without --run)")
+@user_errors
+def show_cmd(db: str | None, run_id: str | None, kernel: str | None) -> None:
+    """List runs, or show a run's variants with their metrics (region.* as a breakdown)."""
+    from kperf_ci import store
+
+    settings = load_settings(db=db)
+    if run_id is None and kernel is None:
+        print_runs(store.list_runs(settings.db))
+        return
+    record = store.load_run(settings.db, None if run_id in (None, "latest") else run_id)
+    print_run(record, kernel=kernel)
+
+
+def print_runs(runs) -> None:
+    from rich.table import Table
+
+    t = Table(header_style="bold")
+    for col in ("run", "started", "mode", "label", "git", "branch", "gpu", "triton"):
+        t.add_column(col)
+    for r in runs:
+        fp = r.fingerprint
+        t.add_row(
+            r.run_id,
+            r.started_at,
+            r.mode,
+            r.label or "",
+            (r.git_sha or "")[:10],
+            r.git_branch or "",
+            fp.gpu or "-",
+            fp.triton or "-",
+        )
+    console().print(t if runs else "no runs")
+
+
+def print_run(record, *, kernel: str | None = None) -> None:
+    from rich.table import Table
+
+    out = console()
+    info = record.info
+    out.print(
+        f"run [bold]{info.run_id}[/] {info.started_at} mode={info.mode} label={info.label or '-'} "
+        f"git={(info.git_sha or '?')[:10]} {info.git_branch or ''} gpu={info.fingerprint.gpu or '-'} "
+        f"triton={info.fingerprint.triton or '-'}",
+        highlight=False,
+    )
+    results = [r for r in record.results if kernel is None or r.key.kernel == kernel]
+    if not results:
+        out.print(f"no variants{f' of kernel {kernel!r}' if kernel else ''} in this run")
+        return
+    for r in results:
+        out.print(
+            f"\n[bold]{r.key.label()}[/]  id={r.key.id} spec={r.key.spec or '-'} test={r.key.test or '-'}",
+            highlight=False,
+        )
+        if r.error:
+            out.print(f"  [red]error:[/] {r.error}", highlight=False)
+        plain = [m for m in r.metrics if not m.name.startswith("region.")]
+        if plain:
+            t = Table(header_style="bold", box=None, padding=(0, 2))
+            for col in ("metric", "value", "unit", "kind"):
+                t.add_column(col)
+            for m in plain:
+                t.add_row(m.name, fmt_value(m.value), m.unit, m.kind)
+            out.print(t)
+        regions = region_table(r.metrics)
+        if regions:
+            t = Table(title="regions", header_style="bold", box=None, padding=(0, 2))
+            fields = sorted({f for vals in regions.values() for f in vals}, key=_field_order)
+            t.add_column("region")
+            for f in fields:
+                t.add_column(f, justify="right")
+            for name, vals in regions.items():
+                t.add_row(
+                    name,
+                    *(
+                        fmt_value(vals.get(f)) if f != "fraction" or f not in vals else f"{vals[f]:.1%}"
+                        for f in fields
+                    ),
+                )
+            out.print(t)
+        if r.samples:
+            out.print(f"  {len(r.samples)} timing samples (ms)", highlight=False)
+
+
+def _field_order(f: str) -> tuple[int, str]:
+    order = {"cycles": 0, "fraction": 1, "ms": 2}
+    return (order.get(f, 9), f)
+
+
+def region_table(metrics) -> dict[str, dict[str, float]]:
+    """region.<name>.<field> -> {name: {field: value}} in first-seen order (names may contain dots)."""
+    out: dict[str, dict[str, float]] = {}
+    for m in metrics:
+        if not m.name.startswith("region."):
+            continue
+        rest = m.name[len("region.") :]
+        name, _, field = rest.rpartition(".")
+        if not name:
+            name, field = rest, "value"
+        out.setdefault(name, {})[field] = m.value
+    return out

@@ -1,0 +1,204 @@
+"""The `kperf` CLI: in-process (CliRunner) and as a real subprocess for exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import make_info, make_result
+
+from kperf_ci import __version__, store
+from kperf_ci.cli import main
+
+KPERF = [sys.executable, "-m", "kperf_ci.cli"]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """An empty project directory (own pyproject, own .git) as the cwd, KPERF_* cleared."""
+    for key in list(os.environ):
+        if key.startswith("KPERF_"):
+            monkeypatch.delenv(key)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.kperf]\ndb = "reports/run.db"\nbaseline = "baselines/main.db"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _runs(project: Path, base_regs: int, cur_regs: int) -> tuple[Path, Path]:
+    db, base = project / "reports/run.db", project / "baselines/main.db"
+    store.save_run(base, make_info("base1"), [make_result("add_kernel", registers=base_regs, spills=0)])
+    store.save_run(db, make_info("cur1"), [make_result("add_kernel", registers=cur_regs, spills=0)])
+    return db, base
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_version():
+    r = invoke("--version")
+    assert r.exit_code == 0 and __version__ in r.output
+
+
+def test_compare_exit_codes_in_process(project):
+    _runs(project, 32, 40)  # +25% registers
+    r = invoke("compare")  # paths from [tool.kperf]
+    assert r.exit_code == 1, r.output
+    assert "REGRESSION" in r.output and "add_kernel" in r.output and "registers" in r.output
+    assert "32 -> 40" in r.output and "+25.0%" in r.output
+    r = invoke("compare", "--format", "json")
+    doc = json.loads(r.output)
+    assert r.exit_code == 1 and doc["regressions"] == 1 and doc["changes"][0]["metric"] == "registers"
+
+
+def test_compare_no_change_and_all(project):
+    _runs(project, 32, 32)
+    r = invoke("compare")
+    assert r.exit_code == 0 and "no changes" in r.output
+    r = invoke("compare", "--all")
+    assert r.exit_code == 0 and "registers" in r.output and "same" in r.output
+
+
+def test_compare_bad_input_exit_2(project):
+    r = invoke("compare")
+    assert r.exit_code == 2 and "baseline does not exist" in r.output and "kperf baseline update" in r.output
+    _runs(project, 1, 1)
+    (project / "garbage.db").write_bytes(b"not a database at all" * 10)
+    r = invoke("compare", "--db", "garbage.db")
+    assert r.exit_code == 2 and "garbage.db: not a SQLite database" in r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+    r = invoke("compare", "--run", "nope")
+    assert r.exit_code == 2 and "no run with id 'nope'" in r.output
+    (project / "pyproject.toml").write_text('[tool.kperf]\nmode = "fast"\n')
+    r = invoke("compare")
+    assert r.exit_code == 2 and "'mode'" in r.output
+
+
+def test_show(project):
+    db = project / "reports/run.db"
+    res = make_result(
+        "attn",
+        registers=128,
+        **{"region.loop0.cycles": 900.0, "region.loop0.fraction": 0.75, "region.my.scope.cycles": 10.0},
+    )
+    res.samples = [1.0, 1.1]
+    store.save_run(db, make_info("r1", label="head"), [res, make_result("other", registers=1)])
+    r = invoke("show")
+    assert r.exit_code == 0 and "r1" in r.output and "head" in r.output
+    r = invoke("show", "--run", "r1", "--kernel", "attn")
+    assert r.exit_code == 0, r.output
+    assert "registers" in r.output and "regions" in r.output and "loop0" in r.output and "75.0%" in r.output
+    assert "my.scope" in r.output and "other" not in r.output and "2 timing samples" in r.output
+    r = invoke("show", "--db", "missing.db")
+    assert r.exit_code == 2 and "missing.db: no such run database" in r.output
+
+
+def test_baseline_update(project):
+    db = project / "reports/run.db"
+    store.save_run(db, make_info("r1", started_at="2026-01-01T00:00:00Z"), [make_result(registers=1)])
+    store.save_run(db, make_info("r2", started_at="2026-01-02T00:00:00Z"), [make_result(registers=2)])
+    r = invoke("baseline", "update")
+    assert r.exit_code == 0 and "copied run r2 (1 variants)" in r.output
+    r = invoke("baseline", "update", "--run", "r1", "--baseline", "other.db")
+    assert r.exit_code == 0
+    assert [i.run_id for i in store.list_runs(project / "other.db")] == ["r1"]
+    assert store.load_run(project / "baselines/main.db").results[0].metric("registers").value == 2
+
+
+def test_subprocess_exit_codes(project):
+    """The installed entry point's exit codes, as CI sees them."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent))
+    _runs(project, 32, 40)
+
+    def run(*args):
+        return subprocess.run(
+            [*KPERF, *args], capture_output=True, text=True, env=env, cwd=project, timeout=120
+        )
+
+    assert run("compare").returncode == 1
+    assert run("compare", "--baseline", "reports/run.db").returncode == 0  # a run against itself
+    bad = run("compare", "--baseline", "nope.db")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        "Error: nope.db: baseline does not exist; create it with "
+        "`kperf baseline update --db RUN.db --baseline nope.db`"
+    ]
+
+
+BENCH_TEST = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.mark.parametrize("n", [10, 1000])
+    def test_sum(benchmark, n):
+        benchmark.pedantic(sum, args=(range(n),), rounds=30, iterations=5)
+
+    @pytest.mark.benchmark(group="sorting")
+    def test_sort(benchmark):
+        benchmark.pedantic(sorted, args=(list(range(100, 0, -1)),), rounds=15)
+    """
+)
+
+
+@pytest.mark.slow
+def test_import_real_pytest_benchmark_json(project):
+    (project / "test_bench.py").write_text(BENCH_TEST)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kperf", "-p", "no:xdist",
+         "test_bench.py", "--benchmark-json=bench.json", "--benchmark-save-data"],
+        capture_output=True, text=True, cwd=project, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads((project / "bench.json").read_text())
+    r = invoke("import", "bench.json", "--label", "bench")
+    assert r.exit_code == 0 and "imported 3 benchmarks" in r.output, r.output
+    rec = store.load_run(project / "reports/run.db")
+    assert rec.info.label == "bench" and rec.info.fingerprint.cpu
+    by_kernel = {x.key.kernel: x for x in rec.results}
+    assert set(by_kernel) == {"test_sum[10]", "test_sum[1000]", "sorting"}
+    s = by_kernel["test_sum[1000]"]
+    src = next(b for b in doc["benchmarks"] if b["name"] == "test_sum[1000]")["stats"]
+    assert s.key.arch == "host" and len(s.samples) == 30
+    assert s.metric("time.median").value == pytest.approx(src["median"] * 1e3)
+    assert s.metric("time.median").unit == "ms" and s.metric("time.median").kind == "time"
+    assert s.samples[0] == pytest.approx(src["data"][0] * 1e3)
+    assert {"time.mean", "time.min", "time.iqr", "time.cv", "time.ci_low", "time.ci_high"} <= {
+        m.name for m in s.metrics
+    }
+    # a second import compares against the first: same CPU, so timings are comparable
+    invoke("import", "bench.json", "--db", "second.db")
+    r = invoke("compare", "--db", "second.db", "--baseline", "reports/run.db")
+    assert r.exit_code == 0 and "no changes" in r.output
+
+
+def test_import_bad_files(project):
+    r = invoke("import", "missing.json")
+    assert r.exit_code == 2 and "no such file" in r.output
+    (project / "x.json").write_text("{")
+    assert invoke("import", "x.json").exit_code == 2
+    (project / "y.json").write_text('{"hello": 1}')
+    r = invoke("import", "y.json")
+    assert r.exit_code == 2 and "no 'benchmarks' list" in r.output
+
+
+def test_run_passes_args_and_exit_code(project):
+    (project / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    (project / "test_bad.py").write_text("def test_bad():\n    assert False\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent), KPERF_SAVE="0", KPERF_MODE="static")
+
+    def run(test_file: str) -> subprocess.CompletedProcess:
+        args = [*KPERF, "run", "-q", "-p", "no:cacheprovider", test_file]
+        return subprocess.run(args, capture_output=True, text=True, cwd=project, env=env, timeout=300)
+
+    ok, bad = run("test_ok.py"), run("test_bad.py")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert bad.returncode == 1, bad.stdout + bad.stderr
