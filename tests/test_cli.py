@@ -40,6 +40,13 @@ def _runs(project: Path, base_regs: int, cur_regs: int) -> tuple[Path, Path]:
     return db, base
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """Environment for child processes: this checkout importable, no xdist/pytest state (an
+    inherited PYTEST_XDIST_WORKER makes pytest-benchmark disable itself)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    return {**env, "PYTHONPATH": str(Path(__file__).parent.parent), **extra}
+
+
 def invoke(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
@@ -116,7 +123,7 @@ def test_baseline_update(project):
 
 def test_subprocess_exit_codes(project):
     """The installed entry point's exit codes, as CI sees them."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent))
+    env = clean_env()
     _runs(project, 32, 40)
 
     def run(*args):
@@ -155,7 +162,7 @@ def test_import_real_pytest_benchmark_json(project):
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kperf", "-p", "no:xdist",
          "test_bench.py", "--benchmark-json=bench.json", "--benchmark-save-data"],
-        capture_output=True, text=True, cwd=project, timeout=300,
+        capture_output=True, text=True, cwd=project, timeout=300, env=clean_env(),
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     doc = json.loads((project / "bench.json").read_text())
@@ -193,7 +200,7 @@ def test_import_bad_files(project):
 def test_run_passes_args_and_exit_code(project):
     (project / "test_ok.py").write_text("def test_ok():\n    assert True\n")
     (project / "test_bad.py").write_text("def test_bad():\n    assert False\n")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent), KPERF_SAVE="0", KPERF_MODE="static")
+    env = clean_env(KPERF_SAVE="0", KPERF_MODE="static")
 
     def run(test_file: str) -> subprocess.CompletedProcess:
         args = [*KPERF, "run", "-q", "-p", "no:cacheprovider", test_file]

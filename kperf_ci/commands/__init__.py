@@ -53,7 +53,11 @@ def console() -> Any:
 
     if sys.stdout.isatty():
         return Console()
-    return Console(width=int(os.environ.get("COLUMNS", "160")), soft_wrap=False)
+    try:
+        width = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        width = 0
+    return Console(width=max(width, 160), soft_wrap=False)
 
 
 def fmt_value(v: float | None, unit: str = "") -> str:
