@@ -1,0 +1,189 @@
+"""pytest plugin of kperf-ci: thin hooks over one `KperfSession`.
+
+Without `--kperf` (or `enabled = true` in [tool.kperf]) the plugin only registers its marker and
+a fixture that calls through, so an ordinary test run pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from kperf_ci.plugin import options
+from kperf_ci.plugin.fixture import KperfFixture
+from kperf_ci.plugin.marker import MARKER_HELP, MarkerError, parse_marker
+
+SESSION_KEY = pytest.StashKey["KperfSession"]()  # noqa: F821  (forward ref, imported lazily)
+MARKER_KEY = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.addoption(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    # Kernels are defined when test modules (or conftests) are imported, and Triton decides at
+    # definition time whether a kernel is interpreted. On a machine without a GPU, static mode
+    # runs kernels in Triton's interpreter, so the switch must happen before any import.
+    ns = early_config.known_args_namespace
+    if not getattr(ns, "kperf", None) and os.environ.get("KPERF_ENABLED", "").lower() not in ("1", "true"):
+        if not _enabled_in_pyproject(early_config):
+            return
+    mode = getattr(ns, "kperf_mode", None) or _mode_in_pyproject(early_config) or "auto"
+    if mode == "gpu":
+        return
+    from kperf_ci.plugin.session import cuda_available
+
+    if mode == "static" and not cuda_available() or mode == "auto" and not cuda_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _pyproject_kperf(config: pytest.Config) -> dict[str, Any]:
+    try:
+        from kperf_ci.config import read_pyproject
+
+        return read_pyproject(config.rootpath)
+    except Exception:  # a bad file is reported by pytest_configure, with its reason
+        return {}
+
+
+def _enabled_in_pyproject(config: pytest.Config) -> bool:
+    return bool(_pyproject_kperf(config).get("enabled", False))
+
+
+def _mode_in_pyproject(config: pytest.Config) -> str | None:
+    return _pyproject_kperf(config).get("mode")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    overrides = options.cli_overrides(config)
+    enabled_env = os.environ.get("KPERF_ENABLED", "").lower() in ("1", "true")
+    if not overrides.get("enabled") and not enabled_env and not _enabled_in_pyproject(config):
+        return
+    from kperf_ci.config import ConfigError, load_settings
+    from kperf_ci.plugin.session import KperfSession
+
+    overrides["enabled"] = True
+    try:
+        settings = load_settings(config.rootpath, overrides)
+    except ConfigError as e:
+        raise pytest.UsageError(f"kperf: {e}") from None
+    session = KperfSession.from_config(config, settings)
+    config.stash[SESSION_KEY] = session
+    if hasattr(config, "workerinput") or not session.settings.save:
+        return
+    if getattr(config.option, "numprocesses", None):
+        # xdist: the controller creates the run row once; workers append their variants to it.
+        _create_run(session)
+
+
+def _create_run(session: Any) -> None:
+    from kperf_ci import store
+
+    path = session.db_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        store.save_run(str(path), session.run_info(), [])
+    except store.StoreError as e:
+        raise pytest.UsageError(f"kperf: {e}") from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    session = node.config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        node.workerinput["kperf_run_id"] = session.run_id
+        node.workerinput["kperf_mode"] = session.mode
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return None
+    s = session.settings
+    where = f"db={s.db}" if s.save else "not saved"
+    arch = f" arch={','.join(s.arch)}" if session.mode == "static" else ""
+    base = f" baseline={s.baseline}" if s.baseline else ""
+    return f"kperf: mode={session.mode}{arch} {where}{base} run={session.run_id}"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    session = item.config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return
+    try:
+        marker = parse_marker(item)
+    except MarkerError as e:
+        pytest.fail(str(e), pytrace=False)
+    if marker is not None:
+        item.stash[MARKER_KEY] = marker
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    session = item.config.stash.get(SESSION_KEY, None)
+    marker = item.stash.get(MARKER_KEY, None)
+    if session is None or marker is None or session.mode != "static":
+        return (yield)
+    from kperf_ci.plugin.session import LAUNCHES_KEY
+
+    with session.recording(item, marker):
+        try:
+            return (yield)
+        finally:
+            item.stash[LAUNCHES_KEY] = session.take_launches()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, Any]:
+    report = yield
+    if call.when == "call" and report.passed:
+        session = item.config.stash.get(SESSION_KEY, None)
+        marker = item.stash.get(MARKER_KEY, None)
+        if session is not None and marker is not None:
+            session.test_passed(item, marker)
+    return report
+
+
+@pytest.fixture
+def kperf(request: pytest.FixtureRequest) -> KperfFixture:
+    """Measure the Triton kernels a test launches: `out = kperf.bench(fn, *args)`."""
+    session = request.config.stash.get(SESSION_KEY, None)
+    marker = request.node.stash.get(MARKER_KEY, None)
+    if session is not None and marker is None:
+        # Using the fixture marks the test as a kperf benchmark; the marker only adds options.
+        marker = parse_marker_or_default(request.node)
+        request.node.stash[MARKER_KEY] = marker
+    return KperfFixture(session, request.node, marker)
+
+
+def parse_marker_or_default(item: pytest.Item) -> Any:
+    from kperf_ci.plugin.marker import KperfMarker, default_name
+
+    return parse_marker(item) or KperfMarker(name=default_name(item))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    ks = session.config.stash.get(SESSION_KEY, None)
+    if ks is None:
+        return
+    from kperf_ci.plugin.finish import finish_session
+
+    status = finish_session(ks)
+    if status and session.exitstatus == 0:
+        session.exitstatus = status
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    ks = config.stash.get(SESSION_KEY, None)
+    if ks is None or ks.is_worker:
+        return
+    from kperf_ci.plugin.finish import write_summary
+
+    write_summary(ks, terminalreporter)

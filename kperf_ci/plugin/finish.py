@@ -1,0 +1,49 @@
+"""End of a kperf session: compile what static mode recorded, store the run, compare, summarise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Exit status when kperf itself finds a problem in an otherwise green session (a regression
+# against the baseline, a kernel that does not compile): the same as failed tests, so CI fails.
+KPERF_FAILED = 1
+
+
+def finish_session(ks: Any) -> int:
+    from kperf_ci.store import StoreError
+
+    try:
+        ks.compile_pending()
+        if ks.settings.save:
+            if ks._xdist_controller():
+                ks.saved_to = str(ks.db_path())
+            else:
+                ks.save()
+        ks.compare_with_baseline()
+    except StoreError as e:
+        ks.errors.append(("<store>", str(e)))
+        return KPERF_FAILED
+    if ks.errors:
+        return KPERF_FAILED
+    if ks.comparison is not None and ks.comparison.exit_code:
+        return KPERF_FAILED
+    return 0
+
+
+def write_summary(ks: Any, tr: Any) -> None:
+    tr.section("kperf", sep="-")
+    n = len(ks.results)
+    arch = f" for {', '.join(ks.settings.arch)}" if ks.mode == "static" else ""
+    if ks._xdist_controller():
+        tr.write_line(f"kperf: {ks.mode} mode{arch}; workers stored their variants in run {ks.run_id}")
+    else:
+        tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}")
+    if ks.saved_to:
+        tr.write_line(f"kperf: run {ks.run_id} stored in {ks.saved_to}")
+    for nodeid, reason in ks.errors:
+        tr.write_line(f"kperf ERROR {nodeid}: {reason}", red=True)
+    if ks.comparison is not None:
+        from kperf_ci.commands.compare import print_table
+
+        tr.write_line(f"kperf: compared with baseline {ks.settings.baseline}")
+        print_table(ks.comparison)

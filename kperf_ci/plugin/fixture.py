@@ -1,0 +1,57 @@
+"""The `kperf` fixture: how a test hands kernels over to be measured."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import pytest
+
+    from kperf_ci.plugin.marker import KperfMarker
+    from kperf_ci.plugin.session import KperfSession
+
+T = TypeVar("T")
+
+
+class KperfFixture:
+    """Handed to tests as `kperf`.
+
+    `kperf.bench(fn, *args, **kwargs)` calls `fn(*args, **kwargs)` and returns its result, so a
+    test keeps its own correctness checks. What happens around the call depends on the mode:
+
+    - "off" (plugin disabled): nothing; the call is a plain call.
+    - "static": every Triton launch in the test is recorded (also outside `bench`) and compiled
+      ahead of time for each target arch at the end of the session.
+    - "gpu": the launches are captured, the callable is timed with CUDA events (adaptive
+      repetitions, L2 flushed between them), and one extra launch runs instrumented to get
+      per-region times.
+    """
+
+    def __init__(
+        self,
+        session: KperfSession | None,
+        item: pytest.Item | None,
+        marker: KperfMarker | None,
+    ) -> None:
+        self._session = session
+        self._item = item
+        self._marker = marker
+        self._bench_calls = 0
+
+    @property
+    def mode(self) -> str:
+        if self._session is None or self._marker is None:
+            return "off"
+        return self._session.mode
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+    def bench(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self.mode == "off":
+            return fn(*args, **kwargs)
+        self._bench_calls += 1
+        assert self._session is not None and self._item is not None and self._marker is not None
+        return self._session.bench(self._item, self._marker, fn, args, kwargs, call_index=self._bench_calls)

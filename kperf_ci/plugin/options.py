@@ -1,0 +1,97 @@
+"""Command-line options of the pytest plugin.
+
+Each option mirrors a `[tool.kperf]` key; values given here win over the file (see config.py).
+Bad values fail at parse time, naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+
+MODES = ("static", "gpu", "auto")
+
+
+def _mode(value: str) -> str:
+    if value not in MODES:
+        raise argparse.ArgumentTypeError(f"--kperf-mode must be one of {', '.join(MODES)}, got {value!r}")
+    return value
+
+
+def _arch_list(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("--kperf-arch needs a comma-separated list such as sm_80,sm_90")
+    return items
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--kperf-jobs must be a positive integer, got {value!r}")
+    return n
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kperf", "kperf-ci: kernel performance")
+    group.addoption("--kperf", action="store_true", default=None, help="enable kperf-ci (off by default)")
+    group.addoption(
+        "--kperf-mode",
+        type=_mode,
+        default=None,
+        help="static: compile-only metrics (no GPU needed); gpu: timing + regions; auto (default): gpu if "
+        "CUDA is available",
+    )
+    group.addoption("--kperf-db", default=None, metavar="PATH", help="run database to write")
+    group.addoption(
+        "--kperf-baseline",
+        default=None,
+        metavar="PATH",
+        help="baseline database to compare with at the end of the session",
+    )
+    group.addoption(
+        "--kperf-arch",
+        type=_arch_list,
+        default=None,
+        metavar="LIST",
+        help="static-mode targets, e.g. sm_80,sm_90",
+    )
+    group.addoption(
+        "--kperf-save",
+        action="store_true",
+        default=None,
+        help="store the run in the database (default on)",
+    )
+    group.addoption("--kperf-no-save", dest="kperf_save", action="store_false", help="do not store the run")
+    group.addoption("--kperf-jobs", type=_positive_int, default=None, help="parallel compile workers")
+    group.addoption(
+        "--kperf-base-tree",
+        default=None,
+        metavar="DIR",
+        help="checkout of the base revision: time each kernel A/B against it in this job (kperf ab)",
+    )
+    group.addoption("--kperf-label", default=None, help="label stored with the run (e.g. base/head)")
+
+
+def cli_overrides(config: pytest.Config) -> dict[str, Any]:
+    """Only the options the user actually gave, keyed like [tool.kperf]."""
+    names = {
+        "kperf": "enabled",
+        "kperf_mode": "mode",
+        "kperf_db": "db",
+        "kperf_baseline": "baseline",
+        "kperf_arch": "arch",
+        "kperf_save": "save",
+        "kperf_jobs": "jobs",
+    }
+    out: dict[str, Any] = {}
+    for opt, key in names.items():
+        value = config.getoption(opt, default=None)
+        if value is not None:
+            out[key] = value
+    return out

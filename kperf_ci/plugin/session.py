@@ -1,0 +1,240 @@
+"""One object per pytest session that owns kperf state; the hooks only delegate to it."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kperf_ci import __version__
+from kperf_ci.model import Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.plugin.marker import KperfMarker
+
+RESULTS_KEY = pytest.StashKey[list]()
+LAUNCHES_KEY = pytest.StashKey[list]()
+
+
+def cuda_available() -> bool:
+    """True when a CUDA GPU is usable; cheap checks first so CPU machines never import torch."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return False
+    if not (Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists()):
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def resolve_mode(requested: str) -> str:
+    if requested == "auto":
+        return "gpu" if cuda_available() else "static"
+    return requested
+
+
+@dataclass
+class PendingLaunches:
+    """Launches one passed test made, waiting to be compiled at the end of the session."""
+
+    nodeid: str
+    marker: KperfMarker
+    launches: list[Any]
+
+
+@dataclass
+class KperfSession:
+    config: pytest.Config
+    settings: Any  # kperf_ci.config.Settings
+    mode: str
+    run_id: str
+    is_worker: bool = False
+    results: list[VariantResult] = field(default_factory=list)
+    pending: list[PendingLaunches] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one-line reason)
+    saved_to: str | None = None
+    comparison: Any = None
+    recorder: Any = None
+    started_at: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, config: pytest.Config, settings: Any) -> KperfSession:
+        workerinput = getattr(config, "workerinput", None)
+        mode = workerinput["kperf_mode"] if workerinput else resolve_mode(settings.mode)
+        run_id = workerinput["kperf_run_id"] if workerinput else uuid.uuid4().hex[:12]
+        self = cls(config=config, settings=settings, mode=mode, run_id=run_id, is_worker=bool(workerinput))
+        if mode == "static":
+            from kperf_ci.capture.record import LaunchRecorder
+
+            self.recorder = LaunchRecorder()
+        return self
+
+    def run_info(self) -> RunInfo:
+        from kperf_ci.fingerprint import git_info, machine_fingerprint
+
+        sha, branch = git_info(str(self.config.rootpath))
+        return RunInfo(
+            run_id=self.run_id,
+            started_at=self.started_at,
+            mode=self.mode,  # type: ignore[arg-type]
+            fingerprint=machine_fingerprint(self.mode),
+            git_sha=sha,
+            git_branch=branch,
+            kperf_version=__version__,
+            label=self.config.getoption("kperf_label", default=None),
+        )
+
+    def db_path(self) -> Path:
+        return (self.config.rootpath / self.settings.db) if not Path(self.settings.db).is_absolute() else Path(
+            self.settings.db
+        )
+
+    # -- per test ---------------------------------------------------------------------------
+
+    def recording(self, item: pytest.Item, marker: KperfMarker):
+        """Context manager active around a marked test's call in static mode."""
+        import contextlib
+
+        if self.recorder is None:
+            return contextlib.nullcontext()
+        return self.recorder.recording(
+            test=item.nodeid, name=marker.name, tags=marker.tags, thresholds=marker.threshold_dict()
+        )
+
+    def take_launches(self) -> list[Any]:
+        if self.recorder is None:
+            return []
+        launches = self.recorder.unique()
+        self.recorder.clear()
+        return _name_per_kernel(launches)
+
+    def bench(
+        self,
+        item: pytest.Item,
+        marker: KperfMarker,
+        fn: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        *,
+        call_index: int,
+    ) -> Any:
+        if self.mode == "static":
+            # The wrapper around the whole test records launches; one plain call suffices.
+            return fn(*args, **kwargs)
+        from kperf_ci.plugin.gpu_bench import bench_on_gpu
+
+        result, variants = bench_on_gpu(self, item, marker, fn, args, kwargs, call_index=call_index)
+        item.stash.setdefault(RESULTS_KEY, []).extend(variants)
+        return result
+
+    def test_passed(self, item: pytest.Item, marker: KperfMarker) -> None:
+        launches = item.stash.get(LAUNCHES_KEY, [])
+        if launches:
+            self.pending.append(PendingLaunches(item.nodeid, marker, launches))
+        self.results.extend(item.stash.get(RESULTS_KEY, []))
+        self.results.extend(benchmark_fixture_results(item, marker))
+
+    # -- end of session ---------------------------------------------------------------------
+
+    def compile_pending(self) -> None:
+        """Compile every launch of every passed test at once: the worker pool is started once
+        and both cores stay busy across tests."""
+        launches = [launch for pending in self.pending for launch in pending.launches]
+        self.pending.clear()
+        if not launches:
+            return
+        from kperf_ci.capture.static import compile_variants
+
+        variants = compile_variants(
+            launches, list(self.settings.arch), jobs=self.settings.jobs, rootdir=str(self.config.rootpath)
+        )
+        seen: set[str] = set()
+        for variant in variants:
+            if variant.error:
+                self.errors.append((variant.key.test, f"{variant.key.label()}: {variant.error}"))
+            if variant.key.id in seen:  # parametrized tests that compile to the same variant
+                continue
+            seen.add(variant.key.id)
+            self.results.append(variant)
+
+    def save(self) -> None:
+        from kperf_ci import store
+
+        path = self.db_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if self.is_worker:
+            if self.results:
+                store.add_results(str(path), self.run_id, self.results)
+        else:
+            store.save_run(str(path), self.run_info(), self.results)
+        self.saved_to = str(path)
+
+    def _xdist_controller(self) -> bool:
+        return getattr(self.config.option, "numprocesses", None) not in (None, 0) and not self.is_worker
+
+    def compare_with_baseline(self) -> None:
+        baseline = self.settings.baseline
+        if not baseline or self.is_worker or not self.saved_to:
+            return
+        base_path = Path(baseline)
+        if not base_path.is_absolute():
+            base_path = self.config.rootpath / base_path
+        if not base_path.exists():
+            self.errors.append(("<baseline>", f"baseline {base_path} does not exist; create it with "
+                                "`kperf baseline update --db RUN.db --baseline PATH`"))
+            return
+        from kperf_ci import compare, store
+
+        current = store.load_run(self.saved_to, self.run_id)
+        base = store.load_run(str(base_path))
+        self.comparison = compare.compare_runs(base, current, compare.ThresholdPolicy.from_settings(self.settings))
+
+
+def _name_per_kernel(launches: list[Any]) -> list[Any]:
+    """A test that launches several kernels names each variant "<marker name>/<kernel>"."""
+    from dataclasses import replace
+
+    kernels = {launch.qualname for launch in launches}
+    if len(kernels) <= 1:
+        return launches
+    return [replace(launch, name=f"{launch.name}/{launch.kernel}") for launch in launches]
+
+
+def benchmark_fixture_results(item: pytest.Item, marker: KperfMarker) -> list[VariantResult]:
+    """A marked test that uses pytest-benchmark's `benchmark` fixture: keep its statistics."""
+    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    meta = getattr(fixture, "stats", None)
+    stats = getattr(meta, "stats", None)
+    data = list(getattr(stats, "data", []) or [])
+    if not data:
+        return []
+    samples = [s * 1e3 for s in data]
+    import statistics
+
+    metrics = [
+        Metric("time.median", statistics.median(samples), "ms", "time", "lower"),
+        Metric("time.mean", statistics.fmean(samples), "ms", "time", "lower"),
+        Metric("time.min", min(samples), "ms", "time", "lower"),
+    ]
+    if len(samples) > 1:
+        metrics.append(Metric("time.stddev", statistics.stdev(samples), "ms", "time", "none"))
+    key = VariantKey(kernel=marker.name, arch="host", spec="", config="pytest-benchmark", test=item.nodeid)
+    return [
+        VariantResult(
+            key=key,
+            metrics=metrics,
+            samples=samples,
+            tags=list(marker.tags),
+            thresholds=marker.threshold_dict(),
+        )
+    ]

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv and install kperf-ci with what the examples and the tests need.
+# torch is pinned only where it must be installed: on a machine without a GPU an unpinned
+# `torch` pulls a multi-GB CUDA build, while a GPU runner keeps the torch it already has.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv ${KPERF_VENV_FLAGS:-} .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+if ! python -c "import torch" 2>/dev/null; then
+  # CPU build for static mode and the tests; Triton's interpreter needs numpy < 2.4.
+  python -m pip install -q "torch==${KPERF_TORCH_VERSION:-2.13.0}"
+fi
+python -m pip install -q -e ".[test]" "numpy<2.4"
+python -c "import kperf_ci, triton, torch; print('kperf-ci', kperf_ci.__version__, '| triton', triton.__version__, '| torch', torch.__version__)"
