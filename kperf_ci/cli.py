@@ -22,6 +22,8 @@ def main() -> None:
 for _cmd in (compare_cmd, show_cmd, baseline_group, import_cmd, run_cmd, report_cmd):
     main.add_command(_cmd)
 main.add_command(__import__("kperf_ci.commands.analyze", fromlist=["analyze_cmd"]).analyze_cmd)
+main.add_command(__import__("kperf_ci.commands.ab", fromlist=["ab_cmd"]).ab_cmd)
+main.add_command(__import__("kperf_ci.commands.gate", fromlist=["gate_cmd"]).gate_cmd)
 
 
 if __name__ == "__main__":  # pragma: no cover

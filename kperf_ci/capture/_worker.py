@@ -21,6 +21,8 @@ and stand-in tensors (``.dtype`` + ``.data_ptr()``) reproduce the recorded speci
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import importlib
 import importlib.util
 import io
@@ -317,7 +319,7 @@ def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> d
     if kernel is None:
         raise RuntimeError("compile returned no kernel")
     t1 = time.perf_counter()
-    metrics, sass, digest = static_metrics(kernel.asm, kernel.metadata, arch)
+    metrics, sass, digest, cached = _cached_static_metrics(kernel, arch, static_metrics)
     t2 = time.perf_counter()
     arts = {}
     if "sass" in artifacts:
@@ -335,7 +337,83 @@ def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> d
         "compile_s": round(t1 - t0, 6),
         "metrics_s": round(t2 - t1, 6),
         "triton_name": kernel.metadata.name,
+        "metrics_cached": cached,
     }
+
+
+def _metrics_cache_dir() -> str | None:
+    if os.environ.get("KPERF_NO_METRICS_CACHE"):
+        return None
+    d = os.environ.get("KPERF_METRICS_CACHE_DIR")
+    if not d:
+        try:
+            from triton import knobs
+
+            d = os.path.join(knobs.cache.dir, "kperf-static")
+        except Exception:
+            return None
+    return d
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> str:
+    """Changes whenever the metric code changes, so cached metrics never go stale."""
+    from kperf_ci.capture import sass
+
+    with open(sass.__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _cached_static_metrics(kernel: Any, arch: str, fn: Any) -> tuple[list[Any], str, str, bool]:
+    """static_metrics(), memoized on disk by the cubin/PTX/metadata it reads (warm runs skip
+    cuobjdump/nvdisasm/ptxas entirely)."""
+    from kperf_ci.model import Metric
+
+    md = kernel.metadata
+    h = hashlib.sha256()
+    cubin = kernel.asm.get("cubin") or b""
+    for part in (_code_version(), arch, kernel.asm.get("ptx", ""),
+                 json.dumps([getattr(md, "shared", None), getattr(md, "num_warps", None),
+                             getattr(md, "num_stages", None), getattr(md, "kperf_ptxas", None)],
+                            sort_keys=True)):
+        h.update(str(part).encode())
+        h.update(b"\0")
+    h.update(cubin if isinstance(cubin, bytes) else str(cubin).encode())
+    d = _metrics_cache_dir()
+    path = os.path.join(d, h.hexdigest() + ".json") if d else None
+    if path and os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                c = json.load(f)
+            return [Metric(*m) for m in c["metrics"]], c["sass"], c["sass_hash"], True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    metrics, sass, digest = fn(kernel.asm, md, arch)
+    if path:
+        try:
+            os.makedirs(d, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"metrics": [[m.name, m.value, m.unit, m.kind, m.better] for m in metrics],
+                           "sass": sass, "sass_hash": digest}, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return metrics, sass, digest, False
+
+
+def prewarm() -> None:
+    """Pay per-process costs up front (torch import by Triton's specialization, triton_key)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    try:
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+    except Exception:
+        pass
 
 
 def handle(req: dict[str, Any]) -> dict[str, Any]:
@@ -367,6 +445,8 @@ def main() -> int:
 
     triton.runtime.driver.set_active(_make_driver())
     _capture_ptxas_log()
+    if not os.environ.get("KPERF_NO_PREWARM"):
+        prewarm()
     proto.write(json.dumps({"ready": True, "pid": os.getpid(), "triton": triton.__version__}) + "\n")
     for line in sys.stdin:
         line = line.strip()

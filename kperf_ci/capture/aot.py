@@ -156,7 +156,7 @@ class WorkerPool:
         self.python = python
         self.start_timeout = start_timeout
         self._workers: list[Worker | None] = [None] * self.jobs
-        self._lock = threading.Lock()
+        self.startup_s: list[float] = []  # seconds each worker took to start (incl. prewarm)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -169,17 +169,19 @@ class WorkerPool:
         if w is None or not w.alive:
             if w is not None:
                 w.close(kill=True)
+            t0 = time.perf_counter()
             w = Worker(self.env, self.python, self.start_timeout)
+            self.startup_s.append(round(time.perf_counter() - t0, 6))
             self._workers[slot] = w
         return w
 
     def _one(self, slot: int, req: dict[str, Any], timeout: float) -> dict[str, Any]:
-        t0 = time.perf_counter()
         try:
             w = self._worker(slot)
         except (WorkerError, TimeoutError, OSError) as e:
             self._workers[slot] = None
             return {"ok": False, "error": f"compile worker failed to start: {e}"}
+        t0 = time.perf_counter()  # per-request time, worker start excluded (see startup_s)
         try:
             resp = w.request(req, timeout)
         except TimeoutError:

@@ -114,6 +114,23 @@ def static_pass(head_root: Path, base_root: Path, rel_cwd: Path, args: list[str]
     return diff_static(runs["base"].results, runs["head"].results), messages
 
 
+def _absolute_node_ids(node_ids: list[str], root: Path, rel_cwd: Path) -> list[str]:
+    """Node ids are relative to pytest's rootdir, somewhere between the invocation directory and
+    the repository root: make each absolute where its file is found, so any cwd works."""
+    out = []
+    cwd = (root / rel_cwd).resolve()
+    for nid in node_ids:
+        path, sep, rest = nid.partition("::")
+        for d in (cwd, *cwd.parents):
+            if (d / path).is_file():
+                nid = str(d / path) + sep + rest
+                break
+            if d == root.resolve():
+                break
+        out.append(nid)
+    return out
+
+
 def _gpu_available() -> bool:
     from kperf_ci.plugin.session import cuda_available
 
@@ -177,7 +194,7 @@ def run_ab(base: str, args: list[str], *, repo: str | Path = ".", gpu: bool | No
             report.messages.append(msg)
             return report
         db = Path(tmp) / "ab.db"
-        rc, out = _pytest(root, rel_cwd, to_time, ["--kperf-mode", "gpu", "--kperf-base-tree", str(base_root),
+        rc, out = _pytest(root, rel_cwd, _absolute_node_ids(to_time, root, rel_cwd), ["--kperf-mode", "gpu", "--kperf-base-tree", str(base_root),
                                                    "--kperf-db", str(db), "--kperf-label", "head"], python)
         if not db.exists():
             raise KperfError(f"A/B timing stored no run (pytest exit {rc}):\n{_tail(out)}")

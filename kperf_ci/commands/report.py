@@ -74,7 +74,7 @@ def report_cmd(
         current,
         base,
         comparison,
-        history=history_reader(paths, current) if history and fmt == "html" else None,
+        history=HistoryReader(paths, current) if history and fmt == "html" else None,
         link=link,
     )
     if fmt == "html":
@@ -121,28 +121,54 @@ def load_pair(db: str, baseline: str | None, run_id: str | None, base_run: str |
     return current, store.load_run(src, candidates[-1].run_id, artifacts=artifacts), src
 
 
-def history_reader(paths: list[str], current):
-    """history(variant_id, metric) over every run in ``paths`` (deduplicated), oldest first,
-    ending at the current run."""
-    from kperf_ci import store
+class HistoryReader:
+    """``history(variant_id, metric)`` for the report: the metric over the last ``limit`` runs of
+    every database in ``paths`` (deduplicated by run id), oldest first, ending at the current run.
 
-    by_id = {r.key.id: r for r in current.results}
+    One query per (database, metric) for all variants at once: a per-variant
+    ``store.metric_history`` opens and checks the database on every call, which for a suite of
+    500 variants costs far more than the rest of the report.
+    """
 
-    def history(variant_id: str, metric: str):
-        seen: dict[str, tuple] = {}
-        for p in dict.fromkeys(paths):
-            for info, value in store.metric_history(p, variant_id, metric):
-                seen.setdefault(info.run_id, (info, value))
-        points = sorted(seen.values(), key=lambda iv: iv[0].started_at)
-        cut = [
-            iv
-            for iv in points
-            if iv[0].started_at <= current.info.started_at and iv[0].run_id != current.info.run_id
-        ]
-        r = by_id.get(variant_id)
+    def __init__(self, paths: list[str], current, limit: int = 60):  # noqa: ANN001
+        self.paths = list(dict.fromkeys(paths))
+        self.current = current
+        self.limit = limit
+        self._by_id = {r.key.id: r for r in current.results}
+        self._cache: dict[str, dict[str, dict[str, tuple]]] = {}
+
+    def _load(self, metric: str) -> dict[str, dict[str, tuple]]:
+        from kperf_ci import store
+
+        cur = self.current.info
+        per_variant: dict[str, dict[str, tuple]] = {}
+        for path in self.paths:
+            runs = [
+                r for r in store.list_runs(path) if r.started_at <= cur.started_at and r.run_id != cur.run_id
+            ][-self.limit :]
+            if not runs:
+                continue
+            infos = {r.run_id: r for r in runs}
+            db = store.open_db(path)
+            try:
+                marks = ",".join("?" * len(infos))
+                rows = db.conn.execute(
+                    f"SELECT run_id, variant_id, value FROM metrics WHERE run_id IN ({marks}) AND name = ?",
+                    [*infos, metric],
+                )
+                for run_id, variant_id, value in rows:
+                    per_variant.setdefault(variant_id, {}).setdefault(run_id, (infos[run_id], value))
+            finally:
+                db.close()
+        return per_variant
+
+    def __call__(self, variant_id: str, metric: str) -> list[tuple]:
+        if metric not in self._cache:
+            self._cache[metric] = self._load(metric)
+        points = sorted(self._cache[metric].get(variant_id, {}).values(), key=lambda iv: iv[0].started_at)
+        points = points[-(self.limit - 1) :]
+        r = self._by_id.get(variant_id)
         m = r.metric(metric) if r else None
         if m is not None:
-            cut.append((current.info, m.value))
-        return cut[-60:]
-
-    return history
+            points.append((self.current.info, m.value))
+        return points

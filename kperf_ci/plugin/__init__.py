@@ -25,7 +25,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> None:
     # Kernels are defined when test modules (or conftests) are imported, and Triton decides at
     # definition time whether a kernel is interpreted. On a machine without a GPU, static mode
     # runs kernels in Triton's interpreter, so the switch must happen before any import.

@@ -95,9 +95,8 @@ class KperfSession:
         )
 
     def db_path(self) -> Path:
-        return (self.config.rootpath / self.settings.db) if not Path(self.settings.db).is_absolute() else Path(
-            self.settings.db
-        )
+        path = Path(self.settings.db)
+        return path if path.is_absolute() else self.config.rootpath / path
 
     # -- per test ---------------------------------------------------------------------------
 
@@ -190,14 +189,20 @@ class KperfSession:
         if not base_path.is_absolute():
             base_path = self.config.rootpath / base_path
         if not base_path.exists():
-            self.errors.append(("<baseline>", f"baseline {base_path} does not exist; create it with "
-                                "`kperf baseline update --db RUN.db --baseline PATH`"))
+            self.errors.append(
+                (
+                    "<baseline>",
+                    f"baseline {base_path} does not exist; create it with "
+                    "`kperf baseline update --db RUN.db --baseline PATH`",
+                )
+            )
             return
         from kperf_ci import compare, store
 
         current = store.load_run(self.saved_to, self.run_id)
         base = store.load_run(str(base_path))
-        self.comparison = compare.compare_runs(base, current, compare.ThresholdPolicy.from_settings(self.settings))
+        policy = compare.ThresholdPolicy.from_settings(self.settings)
+        self.comparison = compare.compare_runs(base, current, policy)
 
 
 def _name_per_kernel(launches: list[Any]) -> list[Any]:
