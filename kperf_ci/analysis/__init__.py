@@ -1,0 +1,122 @@
+"""Intra-kernel analyses: pure functions from a :class:`Timeline` (per-CTA/per-warp region
+records) or static launch numbers to :class:`Finding` s (a number, a flag, a one-line
+explanation and a suggestion), stored as ``Metric(kind="analysis", name="analysis.<name>")``.
+
+- occupancy.sm_utilization       -> sm_utilization
+- imbalance.load_imbalance       -> sm_finish_skew, cta_duration_max_over_median, cta_duration_cv,
+                                    sm_work_max_over_mean
+- waves.wave_quantization        -> waves, ctas_per_sm, wave_tail, wave_idle
+                                    (+ wave_tail_idle_measured, ctas_per_sm_observed with a timeline)
+- phases.prologue_epilogue       -> prologue_fraction, epilogue_fraction
+- overlap.overlap                -> pipeline_bubble_fraction, mma_busy_fraction,
+                                    memory_exposed_fraction, memory_compute_overlap
+- launch_gaps.launch_gaps        -> launch_gap_fraction, launch_gap_median_ns, kernel_median_ns
+- perfetto.write_chrome_trace    -> Chrome-trace/Perfetto JSON with per-SM tracks
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .findings import Finding, flagged, to_metrics
+from .imbalance import load_imbalance
+from .launch_gaps import KernelRecord, launch_gaps
+from .occupancy import sm_utilization
+from .overlap import overlap
+from .phases import prologue_epilogue
+from .timeline import Timeline, from_region_result, load_proton_trace, load_proton_traces, load_timelines
+from .waves import ArchLimits, arch_limits, occupancy, wave_quantization
+
+__all__ = [
+    "ArchLimits",
+    "Finding",
+    "KernelRecord",
+    "LaunchConfig",
+    "Timeline",
+    "analyze_timeline",
+    "arch_limits",
+    "flagged",
+    "from_region_result",
+    "launch_gaps",
+    "load_imbalance",
+    "load_proton_trace",
+    "load_proton_traces",
+    "load_timelines",
+    "occupancy",
+    "overlap",
+    "prologue_epilogue",
+    "sm_utilization",
+    "to_metrics",
+    "wave_quantization",
+]
+
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "sm_utilization": 0.80,  # flag below
+    "sm_finish_skew": 0.10,  # flag above (the rest too)
+    "wave_idle": 0.10,
+    "prologue_fraction": 0.20,
+    "epilogue_fraction": 0.20,
+    "pipeline_bubble_fraction": 0.25,
+    "launch_gap_fraction": 0.20,
+}
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Static numbers of one launch, as the capture stage knows them (all optional but grid)."""
+
+    grid: int
+    num_warps: int | None = None
+    registers: int | None = None
+    shared_bytes: int | None = None
+    arch: str = "sm_90"
+    sm_count: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaunchConfig:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d and d[k] is not None})
+
+
+def analyze_timeline(
+    tl: Timeline,
+    *,
+    launch: LaunchConfig | None = None,
+    num_sms: int | None = None,
+    thresholds: dict[str, float] | None = None,
+) -> list[Finding]:
+    """Every analysis that applies to one launch's timeline.
+
+    Wave quantization uses ``launch`` (grid, warps, registers, shared memory, arch) when given;
+    without it, the grid is the CTAs in the timeline and CTAs per SM the most seen at once."""
+    th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    n_sms = num_sms or tl.num_sms or (launch.sm_count if launch else None)
+    out: list[Finding] = []
+    if not len(tl):
+        return out
+    out.append(sm_utilization(tl, num_sms=n_sms, threshold=th["sm_utilization"]))
+    out += load_imbalance(tl, num_sms=n_sms, threshold=th["sm_finish_skew"])
+    spans = tl.cta_spans()
+    if launch is not None and (launch.num_warps or 0) > 0:
+        out += wave_quantization(
+            launch.grid,
+            num_warps=launch.num_warps,
+            registers=launch.registers,
+            shared_bytes=launch.shared_bytes,
+            arch=launch.arch,
+            sm_count=n_sms or launch.sm_count,
+            timeline=tl,
+            threshold=th["wave_idle"],
+        )
+    elif n_sms:
+        from .occupancy import sm_busy
+
+        k = int(sm_busy(tl, n_sms).max_resident.max())
+        out += wave_quantization(
+            len(spans), ctas_per_sm=max(k, 1), sm_count=n_sms, timeline=tl, threshold=th["wave_idle"]
+        )
+    out += prologue_epilogue(
+        tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
+    )
+    out += overlap(tl, bubble_threshold=th["pipeline_bubble_fraction"])
+    return out

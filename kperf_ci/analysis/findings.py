@@ -1,0 +1,79 @@
+"""What every analysis returns: a number, whether it is a problem, why, and what to try."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kperf_ci.model import Better, Metric
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One measured property of a kernel launch.
+
+    ``name`` is the metric suffix: it is stored as ``analysis.<name>``. ``explanation`` is one
+    line that states the number in words; ``suggestion`` is empty unless ``flagged``.
+    ``details`` holds supporting numbers (per-SM lists, bubbles, ...) for reports; it is not
+    stored as metrics.
+    """
+
+    name: str
+    value: float
+    unit: str
+    flagged: bool
+    explanation: str
+    suggestion: str = ""
+    better: Better = "none"
+    threshold: float | None = None
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_metric(self) -> Metric:
+        return Metric(
+            name=f"analysis.{self.name}",
+            value=float(self.value),
+            unit=self.unit,
+            kind="analysis",
+            better=self.better,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        mark = "FLAG" if self.flagged else "ok  "
+        out = f"[{mark}] {self.name} = {_fmt(self.value)} {self.unit}: {self.explanation}"
+        if self.flagged and self.suggestion:
+            out += f"\n       -> {self.suggestion}"
+        return out
+
+
+def _fmt(v: float) -> str:
+    if v != v:  # NaN
+        return "nan"
+    if abs(v) >= 1000 or v == int(v):
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def to_metrics(findings: Iterable[Finding]) -> list[Metric]:
+    """Findings as Metric(kind="analysis"), so they are stored and compared like any metric.
+    Only finite values become metrics."""
+    out = []
+    for f in findings:
+        if f.value == f.value and abs(f.value) != float("inf"):
+            out.append(f.to_metric())
+    return out
+
+
+def flagged(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.flagged]
+
+
+def pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def us(ns: float) -> str:
+    return f"{ns / 1000.0:.1f} us"

@@ -1,0 +1,190 @@
+"""Overlap of memory waits with tensor-core work inside a CTA, and the pipeline bubbles left.
+
+Needs regions that name what a warp is doing, e.g. ``tma_wait``/``load_wait`` (memory) and
+``mma``/``wgmma_wait`` (tensor core), as a warp-specialized or hand-instrumented pipelined
+kernel records them. Regions are classified by regular expressions (changeable).
+
+Per CTA, over all its warps:
+- compute = union of tensor-core regions; memory = union of memory-wait regions;
+- window = the main-loop span (``loopN`` regions) or, without them, first to last compute;
+- overlap = |memory ∩ compute| / |memory|: memory waits hidden behind tensor work of other
+  warps (warp specialization, ping-pong);
+- exposed memory = |memory \\ compute| / |window|;
+- bubbles = parts of the window with no tensor-core region open; bubble fraction = their sum
+  / |window|. Flagged above a threshold (default 25%).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import intervals
+from .findings import Finding, pct, us
+from .timeline import Timeline, is_loop_region
+
+COMPUTE_RE = r"(?i)(w?gmma|mma|dot|tensor|tcgen)"
+MEMORY_RE = r"(?i)(tma|load|copy|mem|prefetch|cp_async)"
+WAIT_RE = r"(?i)wait"
+
+
+def classify(names: list[str], compute_re: str = COMPUTE_RE, memory_re: str = MEMORY_RE) -> dict[str, str]:
+    """name -> "compute" | "memory" | "memory_wait" | "other" (compute wins ties)."""
+    c, m, w = re.compile(compute_re), re.compile(memory_re), re.compile(WAIT_RE)
+    out = {}
+    for n in names:
+        if c.search(n):
+            out[n] = "compute"
+        elif m.search(n):
+            out[n] = "memory_wait" if w.search(n) else "memory"
+        else:
+            out[n] = "other"
+    return out
+
+
+def overlap(
+    tl: Timeline,
+    *,
+    compute_re: str = COMPUTE_RE,
+    memory_re: str = MEMORY_RE,
+    bubble_threshold: float = 0.25,
+    min_bubble_ns: float = 0.0,
+    max_bubbles: int = 20,
+) -> list[Finding]:
+    """Findings ``mma_busy_fraction``, ``pipeline_bubble_fraction`` (flagged),
+    ``memory_exposed_fraction`` and ``memory_compute_overlap`` (medians over CTAs).
+
+    Memory regions whose name says "wait" are the memory waits when any exist; otherwise all
+    memory regions count. Empty when the timeline has no compute regions."""
+    regions = tl.region.astype(str)
+    kinds = classify(tl.regions(), compute_re, memory_re)
+    comp_names = [n for n, k in kinds.items() if k == "compute"]
+    if not comp_names:
+        return []
+    wait_names = [n for n, k in kinds.items() if k == "memory_wait"]
+    mem_names = wait_names or [n for n, k in kinds.items() if k == "memory"]
+    is_comp = np.isin(regions, comp_names)
+    is_mem = np.isin(regions, mem_names)
+    is_loop = np.array([is_loop_region(r) for r in regions], dtype=bool)
+
+    busy, bubble, exposed, ovl = [], [], [], []
+    bubbles: list[dict] = []
+    for c in np.unique(tl.cta[is_comp]):
+        m = tl.cta == c
+        cs, ce = tl.start_ns[m & is_comp], tl.end_ns[m & is_comp]
+        if (m & is_loop).any():
+            lo, hi = tl.start_ns[m & is_loop].min(), tl.end_ns[m & is_loop].max()
+        else:
+            lo, hi = cs.min(), ce.max()
+        window = hi - lo
+        if window <= 0:
+            continue
+        cu = intervals.union(np.clip(cs, lo, hi), np.clip(ce, lo, hi))
+        comp_len = float(np.sum(cu[1] - cu[0]))
+        ms, me = tl.start_ns[m & is_mem], tl.end_ns[m & is_mem]
+        mu = intervals.union(np.clip(ms, lo, hi), np.clip(me, lo, hi))
+        mem_len = float(np.sum(mu[1] - mu[0]))
+        both = intervals.intersect(mu, cu)
+        both_len = float(np.sum(both[1] - both[0]))
+        busy.append(comp_len / window)
+        exposed.append((mem_len - both_len) / window)
+        if mem_len > 0:
+            ovl.append(both_len / mem_len)
+        gs, ge = intervals.gaps(cu[0], cu[1], lo, hi)
+        bubble.append(float(np.sum(ge - gs)) / window)
+        named = m & ~is_loop & (regions != "kernel")
+        rn, rs, re_ = regions[named], tl.start_ns[named], tl.end_ns[named]
+        for a, z in zip(gs, ge, strict=True):
+            if z - a >= min_bubble_ns:
+                open_regions = sorted(set(rn[(rs < z) & (re_ > a)].tolist()))
+                bubbles.append(
+                    {
+                        "cta": int(c),
+                        "start_ns": float(a),
+                        "end_ns": float(z),
+                        "ns": float(z - a),
+                        "during": open_regions,
+                    }
+                )
+    if not busy:
+        return []
+    bubbles.sort(key=lambda b: -b["ns"])
+    n = len(busy)
+    b_med = float(np.median(bubble))
+    e_med = float(np.median(exposed))
+    flagged = b_med > bubble_threshold
+    cause = ""
+    if bubbles:
+        during = {}
+        for b in bubbles:
+            for r in b["during"] or ["(no region)"]:
+                during[r] = during.get(r, 0.0) + b["ns"]
+        top = max(during, key=during.get)
+        cause = f"; bubbles are mostly spent in {top}"
+    suggestion = ""
+    if flagged:
+        suggestion = (
+            "the tensor cores wait for data: deepen the software pipeline (num_stages 3-4), issue loads "
+            "earlier (TMA/cp.async prefetch), or warp-specialize producer and consumer warps so loads "
+            "overlap MMAs"
+            if e_med > 0.5 * b_med
+            else "the tensor cores idle between MMAs for non-memory work: move that work out of the main "
+            "loop or overlap it with asynchronous MMAs (wgmma with num_outstanding > 0)"
+        )
+    return [
+        Finding(
+            "pipeline_bubble_fraction",
+            b_med,
+            "fraction",
+            flagged,
+            f"no tensor-core region was open for {pct(b_med)} of the main loop (median over {n} CTAs){cause}",
+            suggestion,
+            better="lower",
+            threshold=bubble_threshold,
+            details={
+                "bubbles": bubbles[:max_bubbles],
+                "compute_regions": comp_names,
+                "memory_regions": mem_names,
+            },
+        ),
+        Finding(
+            "mma_busy_fraction",
+            float(np.median(busy)),
+            "fraction",
+            False,
+            f"tensor-core regions cover {pct(float(np.median(busy)))} of the main loop",
+            better="higher",
+        ),
+        Finding(
+            "memory_exposed_fraction",
+            e_med,
+            "fraction",
+            False,
+            f"memory waits not hidden behind tensor work take {pct(e_med)} of the main loop",
+            better="lower",
+        ),
+        Finding(
+            "memory_compute_overlap",
+            float(np.median(ovl)) if ovl else float("nan"),
+            "fraction",
+            False,
+            (
+                f"{pct(float(np.median(ovl)))} of memory-wait time overlaps tensor-core work in other warps"
+                if ovl
+                else "no memory-wait regions to overlap"
+            ),
+            better="higher",
+        ),
+    ]
+
+
+def largest_bubbles(findings: list[Finding]) -> list[str]:
+    """One line per listed bubble of a ``pipeline_bubble_fraction`` finding."""
+    for f in findings:
+        if f.name == "pipeline_bubble_fraction":
+            return [
+                f"CTA {b['cta']}: {us(b['ns'])} at {us(b['start_ns'])} during {', '.join(b['during']) or '-'}"
+                for b in f.details.get("bubbles", [])
+            ]
+    return []

@@ -1,0 +1,231 @@
+"""Export timelines and findings as Chrome-trace JSON (opens in Perfetto and chrome://tracing).
+
+Layout: one process per SM ("SM 007"), one thread per concurrently resident CTA slot; each
+CTA is a slice with its regions (from its lowest warp, or CTA-level records) nested inside. A
+"kperf analysis" process carries a busy-SM counter track and one instant event per finding;
+a "GPU stream" process carries kernel records (launch gaps) when given. With
+``per_warp=True`` every CTA also gets its own process with one thread per warp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .findings import Finding
+from .launch_gaps import KernelRecord
+from .occupancy import busy_sm_series
+from .timeline import KERNEL_REGION, Timeline
+
+_SM_PID_BASE = 100_000
+_CTA_PID_BASE = 1_000_000
+_ANALYSIS_PID = 1
+_STREAM_PID = 2
+
+
+def _meta(pid: int, name: str, sort: int, tid: int | None = None, tname: str | None = None) -> list[dict]:
+    out = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort}},
+    ]
+    if tid is not None:
+        out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": tname}})
+    return out
+
+
+def _slice(
+    name: str, pid: int, tid: int, s_ns: float, e_ns: float, cat: str, args: dict | None = None
+) -> dict:
+    ev = {
+        "ph": "X",
+        "name": name,
+        "cat": cat,
+        "pid": pid,
+        "tid": tid,
+        "ts": round(s_ns / 1000.0, 4),
+        "dur": round(max(e_ns - s_ns, 0.0) / 1000.0, 4),
+    }
+    if args:
+        ev["args"] = args
+    return ev
+
+
+def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Greedy lane (thread) per interval so that intervals on one lane never overlap."""
+    lane = np.zeros(len(start), dtype=np.int64)
+    ends: list[float] = []
+    for i in np.argsort(start, kind="stable"):
+        for j, last in enumerate(ends):
+            if last <= start[i]:
+                lane[i] = j
+                ends[j] = end[i]
+                break
+        else:
+            lane[i] = len(ends)
+            ends.append(end[i])
+    return lane
+
+
+def _nest(slices: list[tuple[str, float, float]]) -> list[tuple[str, float, float, int]]:
+    """Give each (name, start, end) a depth lane: 0 when it nests properly with the slices before
+    it (Chrome requires complete events on one thread to nest), else the next free overflow lane."""
+    out = []
+    order = sorted(slices, key=lambda x: (x[1], -(x[2] - x[1])))
+    stacks: list[list[float]] = [[]]
+    for name, s, e in order:
+        placed = False
+        for lane, stack in enumerate(stacks):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            if not stack or e <= stack[-1]:
+                stack.append(e)
+                out.append((name, s, e, lane))
+                placed = True
+                break
+        if not placed:
+            stacks.append([e])
+            out.append((name, s, e, len(stacks) - 1))
+    return out
+
+
+def to_chrome_trace(
+    timelines: Timeline | Sequence[Timeline],
+    *,
+    findings: Sequence[Finding] = (),
+    records: Sequence[KernelRecord] = (),
+    per_warp: bool = False,
+    counter_bins: int = 200,
+) -> dict[str, Any]:
+    tls = [timelines] if isinstance(timelines, Timeline) else list(timelines)
+    events: list[dict] = []
+    events += _meta(_ANALYSIS_PID, "kperf analysis", 0)
+    sm_seen: set[int] = set()
+    sm_lane_names: set[tuple[int, int]] = set()
+    cursor = 0.0
+    origin = min((float(t.meta.get("trace_t0_ns", 0.0)) for t in tls), default=0.0)
+    for li, tl in enumerate(tls):
+        if not len(tl):
+            continue
+        if "trace_t0_ns" in tl.meta:
+            off = float(tl.meta["trace_t0_ns"]) - origin
+        else:
+            off = cursor
+        cursor = max(cursor, off + tl.t1) + 1000.0
+        spans = tl.cta_spans()
+        regions = tl.region.astype(str)
+        for sm in np.unique(spans.sm):
+            m = spans.sm == sm
+            idx = np.flatnonzero(m)
+            lanes = _lanes(spans.start_ns[m], spans.end_ns[m])
+            pid = _SM_PID_BASE + int(sm)
+            if int(sm) not in sm_seen:
+                events += _meta(pid, f"SM {int(sm):03d}", 10 + int(sm))
+                sm_seen.add(int(sm))
+            for i, lane in zip(idx, lanes, strict=True):
+                cta = int(spans.cta[i])
+                rm = tl.cta == cta
+                warps = tl.warp[rm]
+                w0 = int(warps.min()) if len(warps) else -1
+                sel = rm & (tl.warp == w0) & (regions != KERNEL_REGION)
+                slices = [(f"CTA {cta}", float(spans.start_ns[i]), float(spans.end_ns[i]))]
+                slices += [
+                    (str(r), float(s), float(e))
+                    for r, s, e in zip(regions[sel], tl.start_ns[sel], tl.end_ns[sel], strict=True)
+                ]
+                for name, s, e, depth in _nest(slices):
+                    tid = int(lane) * 16 + depth
+                    if (pid, tid) not in sm_lane_names:
+                        events.append(
+                            {
+                                "ph": "M",
+                                "name": "thread_name",
+                                "pid": pid,
+                                "tid": tid,
+                                "args": {"name": f"slot {int(lane)}" + (f" +{depth}" if depth else "")},
+                            }
+                        )
+                        sm_lane_names.add((pid, tid))
+                    args = (
+                        {"cta": cta, "sm": int(sm), "kernel": tl.kernel} if name.startswith("CTA ") else None
+                    )
+                    events.append(_slice(name, pid, tid, s + off, e + off, tl.kernel or "kernel", args))
+        if per_warp:
+            for cta in np.unique(tl.cta):
+                rm = tl.cta == cta
+                pid = _CTA_PID_BASE + li * 100_000 + int(cta)
+                sm = int(tl.sm[rm][0])
+                events += _meta(pid, f"{tl.kernel} CTA {int(cta)} (SM {sm})", 1000 + int(cta))
+                for w in np.unique(tl.warp[rm]):
+                    wm = rm & (tl.warp == w)
+                    slices = [
+                        (str(r), float(s), float(e))
+                        for r, s, e in zip(regions[wm], tl.start_ns[wm], tl.end_ns[wm], strict=True)
+                    ]
+                    for name, s, e, depth in _nest(slices):
+                        tid = (int(w) + 1) * 16 + depth
+                        events.append(_slice(name, pid, tid, s + off, e + off, "warp"))
+                    events.append(
+                        {
+                            "ph": "M",
+                            "name": "thread_name",
+                            "pid": pid,
+                            "tid": (int(w) + 1) * 16,
+                            "args": {"name": f"warp {int(w)}" if w >= 0 else "CTA"},
+                        }
+                    )
+        t, busy = busy_sm_series(tl, bins=counter_bins)
+        for a, v in zip(t, busy, strict=True):
+            events.append(
+                {
+                    "ph": "C",
+                    "name": "busy SMs",
+                    "pid": _ANALYSIS_PID,
+                    "tid": 0,
+                    "ts": round((a + off) / 1000.0, 4),
+                    "args": {"SMs": round(float(v), 2)},
+                }
+            )
+        if len(t):
+            events.append(
+                {
+                    "ph": "C",
+                    "name": "busy SMs",
+                    "pid": _ANALYSIS_PID,
+                    "tid": 0,
+                    "ts": round((tl.t1 + off) / 1000.0, 4),
+                    "args": {"SMs": 0},
+                }
+            )
+    for f in findings:
+        events.append(
+            {
+                "ph": "i",
+                "s": "g",
+                "name": f"{'FLAG ' if f.flagged else ''}{f.name} = {f.value:.4g} {f.unit}",
+                "pid": _ANALYSIS_PID,
+                "tid": 0,
+                "ts": 0,
+                "args": {"explanation": f.explanation, "suggestion": f.suggestion},
+            }
+        )
+    if records:
+        events += _meta(_STREAM_PID, "GPU stream", 1, 0, "kernels")
+        base = min(r.start_ns for r in records)
+        for r in records:
+            events.append(_slice(r.name, _STREAM_PID, 0, r.start_ns - base, r.end_ns - base, "kernel"))
+    return {
+        "displayTimeUnit": "ns",
+        "traceEvents": events,
+        "otherData": {"producer": "kperf-ci analysis", "kernels": [t.kernel for t in tls]},
+    }
+
+
+def write_chrome_trace(
+    path: str | os.PathLike[str], timelines: Timeline | Sequence[Timeline], **kw: Any
+) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(to_chrome_trace(timelines, **kw), f, separators=(",", ":"))
