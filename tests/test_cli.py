@@ -209,3 +209,17 @@ def test_run_passes_args_and_exit_code(project):
     ok, bad = run("test_ok.py"), run("test_bad.py")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert bad.returncode == 1, bad.stdout + bad.stderr
+
+
+def test_variant_labels_tell_variants_apart():
+    from kperf_ci.commands.compare import variant_labels
+    from kperf_ci.model import VariantKey
+
+    cfg = "num_warps=4,num_stages=3,num_ctas=1"
+    a = VariantKey("softmax", "sm_90", "x:*fp16:D, n:i32, BLOCK=1024", cfg)
+    b = VariantKey("softmax", "sm_90", "x:*fp32:D, n:i32:D, BLOCK=256", cfg)
+    c = VariantKey("add", "sm_90", "x:*fp32:D", "num_warps=8")
+    labels = variant_labels([a, b, c])
+    assert labels[a.id] == "w4 s3 *fp16:D i32 BLOCK=1024"
+    assert labels[b.id] == "w4 s3 *fp32:D i32:D BLOCK=256"
+    assert labels[c.id] == "w8"

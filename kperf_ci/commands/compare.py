@@ -62,10 +62,14 @@ def print_table(comparison, *, show_all: bool = False) -> None:
     rows = comparison.sorted_changes(all=show_all)
     if rows:
         t = Table(show_lines=False, header_style="bold")
-        for col in ("kernel", "arch", "config", "metric", "base -> current", "delta", "verdict", "why"):
+        for col in ("kernel", "arch", "variant", "metric", "base -> current", "delta", "verdict", "why"):
             t.add_column(col, overflow="fold")
+        variant = variant_labels([ch.variant for ch in rows])
         for ch in rows:
-            rel = "-" if ch.rel is None or math.isnan(ch.rel) else f"{ch.rel:+.1%}"
+            if ch.rel is not None and not math.isnan(ch.rel):
+                rel = f"{ch.rel:+.1%}"
+            else:
+                rel = "-" if ch.delta is None else f"{ch.delta:+g}"
             verdict = (
                 "[bold red]REGRESSION[/]"
                 if ch.regression
@@ -74,7 +78,7 @@ def print_table(comparison, *, show_all: bool = False) -> None:
             t.add_row(
                 ch.variant.kernel,
                 ch.variant.arch,
-                ch.variant.config,
+                variant[ch.variant.id],
                 ch.metric,
                 f"{fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}",
                 rel,
@@ -102,3 +106,30 @@ def print_table(comparison, *, show_all: bool = False) -> None:
         f"[bold red]{n} regression(s)[/]" if n else "[green]no regressions[/]",
         f"{len(comparison.improvements)} improvement(s)",
     )
+
+
+def _short_config(config: str) -> str:
+    parts = []
+    for tok in config.replace(" ", "").split(","):
+        name, _, value = tok.partition("=")
+        if name in ("num_ctas", "maxnreg") and value in ("1", "None", ""):
+            continue
+        parts.append({"num_warps": "w", "num_stages": "s", "num_ctas": "ctas"}.get(name, name + "=") + value)
+    return " ".join(p for p in parts if p)
+
+
+def variant_labels(keys) -> dict[str, str]:
+    """Short names telling variants of one kernel/arch apart: the compact config plus the parts of
+    the specialization that differ between them (e.g. "w4 s3 *fp16 BLOCK_SIZE=1024")."""
+    groups: dict[tuple[str, str], dict[str, object]] = {}
+    for k in keys:
+        groups.setdefault((k.kernel, k.arch), {})[k.id] = k
+    out: dict[str, str] = {}
+    for members in groups.values():
+        tokens = {vid: [t.strip() for t in k.spec.split(",") if t.strip()] for vid, k in members.items()}
+        common = set.intersection(*(set(t) for t in tokens.values())) if len(tokens) > 1 else None
+        for vid, k in members.items():
+            differing = [] if common is None else [t for t in tokens[vid] if t not in common]
+            shown = [t.split(":", 1)[1] if ":" in t else t for t in differing]
+            out[vid] = " ".join(filter(None, [_short_config(k.config), *shown]))
+    return out
