@@ -149,3 +149,28 @@ def test_write_chrome_trace(tmp_path):
     p = tmp_path / "x.json"
     write_chrome_trace(p, [grid_timeline([1000] * 2, num_sms=2)])
     assert json.loads(p.read_text())["displayTimeUnit"] == "ns"
+
+
+def test_cli_db_reads_the_capture_stage_npz_blob(tmp_path):
+    store = pytest.importorskip("kperf_ci.store")
+    instrument = pytest.importorskip("kperf_ci.capture.instrument")
+    proton_trace_mod = pytest.importorskip("kperf_ci.capture.proton_trace")
+
+    from kperf_ci.analysis.synthetic import proton_chrome_trace as proton_trace
+    from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+
+    ctas = [(c, c % 132, 0 if c < 132 else 20_000, [(0, "kernel", 0, 19_000)]) for c in range(133)]
+    kts = proton_trace_mod.parse_events(proton_trace(ctas, clock_ghz=1.7)["traceEvents"])
+    rr = instrument.build_result(kts["k"], instrument.RegionConfig(), grid=(133, 1, 1))
+    db = tmp_path / "run.db"
+    info = RunInfo("r2", "2026-11-22T00:00:00+00:00", "gpu", Fingerprint(gpu="NVIDIA H100", sm_count=132))
+    key = VariantKey("k", "NVIDIA H100 80GB HBM3")
+    res = VariantResult(
+        key, metrics=[Metric("num_warps", 8, "count"), Metric("shared_bytes", 196608, "bytes")]
+    )
+    store.save_run(db, info, [res])
+    store.save_blob(db, "r2", key.id, "timeline", rr.timeline_bytes())
+    rep = run(db=str(db))
+    f = {x.name: x for x in rep.launches[0].findings}
+    assert f["waves"].details["grid"] == 133  # grid from the blob, warps/smem from the metrics
+    assert f["wave_idle"].flagged and f["wave_tail_idle_measured"].flagged

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kperf_ci.analysis import intervals
+from kperf_ci.analysis.synthetic import proton_chrome_trace as proton_trace
 from kperf_ci.analysis.timeline import (
     Timeline,
     from_kernel_trace,
@@ -18,41 +19,6 @@ from kperf_ci.analysis.timeline import (
     load_timelines,
     save_timeline,
 )
-
-
-def proton_trace(ctas, *, kernel="k", clock_ghz=2.0, launch_offset_ns=0, stamps=True, suffix=""):
-    """Events as Proton 3.6 writes them: ts/dur in 'us' = cycles / 1000 (1 GHz assumed), CTAs
-    placed by their init stamp. ``ctas``: list of (cta, sm, init_ns, [(warp, region, t0_ns, t1_ns)])
-    with times in true ns from the CTA's init."""
-    events = []
-    for cta, sm, init, regs in ctas:
-        first = min(r[2] for r in regs)
-        last = max(r[3] for r in regs)
-        for warp, name, a, b in regs:
-            cyc0 = (a - first) * clock_ghz
-            cyc1 = (b - first) * clock_ghz
-            args = {"Frequency (MHz)": 1000.0}
-            if stamps:
-                args.update(
-                    {
-                        "Init Time (ns)": init + launch_offset_ns,
-                        "Post Final Time (ns)": init + launch_offset_ns + last + 500,
-                        "Finalization Time (ns)": 500,
-                    }
-                )
-            events.append(
-                {
-                    "name": name,
-                    "ph": "X",
-                    "cat": kernel,
-                    "pid": f"{kernel} Core{sm} CTA{cta}{suffix}",
-                    "tid": f"warp {warp} (line 0)",
-                    "ts": (init + launch_offset_ns + cyc0) / 1000.0,
-                    "dur": (cyc1 - cyc0) / 1000.0,
-                    "args": args,
-                }
-            )
-    return {"displayTimeUnit": "ns", "traceEvents": events}
 
 
 def test_timeline_validates_lengths_and_order():
@@ -183,3 +149,35 @@ def test_from_kernel_trace_matches_the_chrome_trace_loader():
         zip(t.cta.tolist(), t.region.tolist(), t.start_ns.round(1), t.end_ns.round(1), strict=True)
     )  # noqa: E731
     assert key(a) == key(b)
+
+
+def _region_result(ctas, granularity="warp"):
+    instrument = pytest.importorskip("kperf_ci.capture.instrument")
+    proton_trace_mod = pytest.importorskip("kperf_ci.capture.proton_trace")
+    kts = proton_trace_mod.parse_events(proton_trace(ctas, clock_ghz=1.5)["traceEvents"])
+    return instrument.build_result(
+        kts["k"], instrument.RegionConfig(granularity=granularity), grid=(len(ctas), 1, 1)
+    )
+
+
+def test_from_region_result_of_the_capture_stage():
+    ctas = [(c, c % 2, 1000 * (c // 2) * 10, [(w, "kernel", 0, 10_000) for w in range(2)]) for c in range(4)]
+    rr = _region_result(ctas)
+    tl = from_region_result(rr, num_sms=2)
+    assert tl.meta["source"] == "RegionResult" and tl.meta["grid"] == [4, 1, 1]
+    sp = tl.cta_spans()
+    assert sp.duration_ns == pytest.approx([10_000] * 4, rel=0.01)
+    assert sorted(sp.start_ns.round()) == [0, 0, 10_000, 10_000]
+    cta_level = from_region_result(_region_result(ctas, "cta"), num_sms=2)
+    assert len(cta_level) == 4
+
+
+def test_timeline_npz_from_the_capture_stage(tmp_path):
+    from kperf_ci.analysis.timeline import timeline_from_npz
+
+    ctas = [(c, c, 0, [(0, "kernel", 0, 5_000), (0, "loop0", 1_000, 4_000)]) for c in range(3)]
+    rr = _region_result(ctas)
+    tl = timeline_from_npz(rr.timeline_bytes(), num_sms=132)
+    assert tl.num_sms == 132 and tl.meta["grid"] == [3, 1, 1]
+    assert sorted(tl.region.tolist()) == ["kernel"] * 3 + ["loop0"] * 3
+    assert tl.end_ns.max() == pytest.approx(5_000, rel=0.01)

@@ -507,11 +507,13 @@ def load_timelines(src: str | os.PathLike[str], **kw: Any) -> list[Timeline]:
 
 
 def from_region_result(rr: Any, *, num_sms: int | None = None) -> Timeline:
-    """Timeline from kperf_ci.capture's RegionResult (duck-typed, so the analysis package does
-    not import the GPU-side capture code).
+    """Timeline from kperf_ci.capture.instrument.RegionResult (duck-typed, so the analysis
+    package does not import the GPU-side capture code).
 
     Accepted shapes, tried in order:
     - ``rr.timeline`` already a :class:`Timeline`;
+    - ``rr.trace``: a ``proton_trace.KernelTrace`` (cycles per CTA + global-timer init stamps),
+      converted with ``rr.clock_ghz`` (see :func:`from_kernel_trace`);
     - ``rr.records`` / ``rr.events``: iterable of objects or dicts with cta, warp, sm, region
       (or name), and start_ns/end_ns (or start/end in ns);
     - ``rr.trace_path``: a Proton Chrome trace on disk.
@@ -520,6 +522,16 @@ def from_region_result(rr: Any, *, num_sms: int | None = None) -> Timeline:
     if isinstance(tl, Timeline):
         return tl
     n_sms = num_sms or getattr(rr, "num_sms", None)
+    kt = getattr(rr, "trace", None)
+    if kt is not None and hasattr(kt, "cta_init_ns"):
+        out = from_kernel_trace(kt, clock_ghz=getattr(rr, "clock_ghz", None), num_sms=n_sms)
+        out.meta["source"] = "RegionResult"
+        out.meta["clock"] = f"RegionResult ({getattr(rr, 'clock_source', '?')})"
+        out.meta["dropped_events"] = int(getattr(rr, "dropped_events", 0) or 0)
+        grid = getattr(rr, "grid", None)
+        if grid:
+            out.meta["grid"] = list(grid)
+        return out
     kname = str(getattr(rr, "kernel", "") or getattr(rr, "name", "") or "")
     for attr in ("records", "events"):
         recs = getattr(rr, attr, None)
@@ -531,10 +543,11 @@ def from_region_result(rr: Any, *, num_sms: int | None = None) -> Timeline:
                 end = get("end_ns", None)
                 if start is None:
                     start, end = get("start"), get("end")
+                warp = get("warp", -1)
                 rows.append(
                     (
                         get("cta"),
-                        get("warp", -1) if get("warp", -1) is not None else -1,
+                        -1 if warp is None else warp,
                         get("sm"),
                         get("region", None) or get("name"),
                         start,
@@ -547,8 +560,26 @@ def from_region_result(rr: Any, *, num_sms: int | None = None) -> Timeline:
     if path:
         return load_proton_trace(path, num_sms=n_sms)
     raise TypeError(
-        f"cannot build a Timeline from {type(rr).__name__}: no timeline, records, events or trace_path"
+        f"cannot build a Timeline from {type(rr).__name__}: no timeline, trace, records, events or trace_path"
     )
+
+
+def timeline_from_npz(data: bytes, *, num_sms: int | None = None) -> Timeline:
+    """Timeline from ``RegionResult.timeline_bytes()`` (the compact npz the capture stage stores:
+    a JSON header with kernel, names and clock_ghz, plus the KernelTrace arrays)."""
+    import io
+    from types import SimpleNamespace
+
+    with np.load(io.BytesIO(data)) as z:
+        header = json.loads(bytes(z["header"]).decode())
+        arrays = {k: z[k] for k in z.files if k != "header"}
+    kt = SimpleNamespace(kernel=header.get("kernel", ""), names=list(header.get("names", [])), **arrays)
+    out = from_kernel_trace(kt, clock_ghz=header.get("clock_ghz"), num_sms=num_sms)
+    out.meta["source"] = "RegionResult.timeline_bytes"
+    out.meta["dropped_events"] = int(header.get("dropped_events") or 0)
+    if header.get("grid"):
+        out.meta["grid"] = list(header["grid"])
+    return out
 
 
 def from_kernel_trace(kt: Any, *, clock_ghz: float | None = None, num_sms: int | None = None) -> Timeline:

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
+import numpy as np
 
 from kperf_ci.analysis import DEFAULT_THRESHOLDS, LaunchConfig, analyze_timeline
 from kperf_ci.analysis.findings import Finding
 from kperf_ci.analysis.launch_gaps import launch_gaps, load_records, records_from_timelines
 from kperf_ci.analysis.perfetto import write_chrome_trace
-from kperf_ci.analysis.timeline import Timeline, load_timelines, timeline_from_json
+from kperf_ci.analysis.timeline import Timeline, load_timelines, timeline_from_json, timeline_from_npz
 from kperf_ci.analysis.waves import wave_quantization
 from kperf_ci.commands import KperfError, user_errors
 
@@ -83,6 +84,27 @@ def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> 
     return load_proton_traces(obj, kernel=kernel, num_sms=num_sms)
 
 
+def _artifact_timelines(
+    db: str, run_id: str, variant_id: str, name: str, text: str, sms: int | None
+) -> list[Timeline]:
+    """A trace artifact as timelines: a path to a trace file, Chrome-trace/kperf JSON text, or the
+    capture stage's binary npz (``RegionResult.timeline_bytes``, read back as bytes)."""
+    from kperf_ci import store
+
+    stripped = text.strip()
+    if stripped and len(stripped) < 4096 and os.path.isfile(stripped):
+        return load_timelines(stripped, num_sms=sms)
+    if stripped.startswith(("{", "[")):
+        try:
+            return _timelines_from_text(stripped, None, sms)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"bad JSON: {e}") from None
+    raw = store.load_blob(db, run_id, variant_id, name)
+    if raw and raw[:2] == b"PK":
+        return [timeline_from_npz(raw, num_sms=sms)]
+    raise ValueError("neither a trace file path, trace JSON, nor a timeline npz")
+
+
 def _from_db(
     db: str, run_id: str | None, kernel: str | None, num_sms: int | None, report: AnalyzeReport
 ) -> list[tuple[str, Timeline | None, LaunchConfig | None]]:
@@ -111,16 +133,24 @@ def _from_db(
             if "trace" not in name and "timeline" not in name:
                 continue
             try:
-                if os.path.isfile(text.strip()):
-                    tls = load_timelines(text.strip(), num_sms=sms)
-                else:
-                    tls = _timelines_from_text(text, None, sms)
-            except (ValueError, json.JSONDecodeError, KeyError) as e:
+                tls = _artifact_timelines(db, rec.info.run_id, res.key.id, name, text, sms)
+            except (ValueError, KeyError, OSError) as e:
                 report.notes.append(f"{res.key.label()}: artifact {name!r} is not a timeline ({e})")
                 continue
             for i, tl in enumerate(tls):
                 tl.num_sms = tl.num_sms or sms
-                out.append((f"{res.key.label()} [{name}#{i}]", tl, cfg))
+                lc = cfg
+                if lc is None and tl.meta.get("grid") and m.get("num_warps"):
+                    g = tl.meta["grid"]
+                    lc = LaunchConfig(
+                        grid=int(np.prod(g)),
+                        num_warps=int(m["num_warps"]),
+                        registers=int(m["registers"]) if m.get("registers") else None,
+                        shared_bytes=int(m["shared_bytes"]) if m.get("shared_bytes") else None,
+                        arch=res.key.arch,
+                        sm_count=sms,
+                    )
+                out.append((f"{res.key.label()} [{name}#{i}]", tl, lc))
                 found = True
         if not found:
             stored = [x for x in res.metrics if x.kind == "analysis"]
