@@ -135,7 +135,7 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
             kind TEXT NOT NULL DEFAULT 'static',
             better TEXT NOT NULL DEFAULT 'lower',
             PRIMARY KEY (run_id, variant_id, name)
-        );
+        ) WITHOUT ROWID;
         CREATE INDEX idx_metrics_variant_name ON metrics(variant_id, name);
         CREATE TABLE samples (
             run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
@@ -143,7 +143,7 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
             seq INTEGER NOT NULL,
             value_ms REAL NOT NULL,
             PRIMARY KEY (run_id, variant_id, seq)
-        );
+        ) WITHOUT ROWID;
         CREATE TABLE blobs (
             run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
             variant_id TEXT NOT NULL DEFAULT '',
@@ -233,22 +233,43 @@ def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
             raise ReadOnlyDatabaseError(
                 path, f"directory {path.parent} is not writable", "choose a writable path (--db / KPERF_DB)"
             )
+    check = _VALIDATED.get(str(path.resolve())) != _signature(path)
     try:
-        return _checked_conn(path, str(path), uri=False)
+        return _checked_conn(path, str(path), uri=False, check=check)
     except sqlite3.OperationalError as e:
         if write or not _is_readonly_error(e):
             raise _translate(e, path) from None
     # Reading a WAL database in a directory we cannot write (no -shm can be made): open it
     # immutable. Safe because nobody can be writing it from here either.
-    return _checked_conn(path, "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1", uri=True)
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
+    return _checked_conn(path, uri, uri=True, check=check)
 
 
-def _checked_conn(path: Path, target: str, *, uri: bool) -> sqlite3.Connection:
-    """Connect and run ``PRAGMA quick_check``. OperationalError (locks, permissions) propagates."""
+# Files this process validated (quick_check) or wrote itself, with their stat signature at that
+# time: unchanged since, they are not checked again (quick_check reads the whole file).
+_VALIDATED: dict[str, tuple] = {}
+
+
+def _signature(path: Path) -> tuple | None:
+    sig = []
+    for p in (path, Path(str(path) + "-wal")):
+        try:
+            st = p.stat()
+        except OSError:
+            sig.append(None)
+            continue
+        sig.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sig) if sig[0] is not None else None
+
+
+def _checked_conn(path: Path, target: str, *, uri: bool, check: bool = True) -> sqlite3.Connection:
+    """Connect and run ``PRAGMA quick_check`` (unless ``check`` is False: then only the schema
+    is read, which still fails on a broken header). OperationalError (locks, permissions) propagates."""
     conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        check = conn.execute("PRAGMA quick_check").fetchall()
+        check = conn.execute("PRAGMA quick_check").fetchall() if check else [("ok",)]
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         if check != [("ok",)]:
             detail = str(check[0][0]) if check else "no result"
             raise CorruptDatabaseError(
@@ -404,6 +425,8 @@ def _opened(path: str | os.PathLike[str], *, create: bool = False) -> Iterator[s
         yield db
     finally:
         db.close()
+    p = Path(path)
+    _VALIDATED[str(p.resolve())] = _signature(p)  # validated on open; since then only our writes
 
 
 # --------------------------------------------------------------------------- writing

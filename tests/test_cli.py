@@ -16,7 +16,9 @@ from conftest import make_info, make_result
 from kperf_ci import __version__, store
 from kperf_ci.cli import main
 
-KPERF = [sys.executable, "-m", "kperf_ci.cli"]
+# The installed console script when there is one (what CI calls), else the module.
+_SCRIPT = Path(sys.executable).parent / "kperf"
+KPERF = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "kperf_ci.cli"]
 
 
 @pytest.fixture

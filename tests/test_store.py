@@ -205,6 +205,18 @@ def test_truncated_and_damaged_database_refused(tmp_path):
         assert p.read_bytes() == content, name
 
 
+def test_file_damaged_after_use_is_checked_again(tmp_path):
+    """Opens skip quick_check for a file this process validated and has not seen change since;
+    a change made by anyone else (size, mtime, inode) brings the full check back."""
+    p = tmp_path / "run.db"
+    store.save_run(p, make_info("r1"), [make_result(f"k{i}", samples=[1.0] * 300) for i in range(30)])
+    store.load_run(p)
+    data = p.read_bytes()
+    p.write_bytes(data[:8192] + os.urandom(len(data) - 8192))  # same size, new content
+    with pytest.raises(store.CorruptDatabaseError):
+        store.save_run(p, make_info("r2"), [])
+
+
 def test_foreign_sqlite_file_refused(db_path):
     with sqlite3.connect(db_path) as c:
         c.execute("CREATE TABLE something (x)")
