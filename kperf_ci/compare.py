@@ -25,6 +25,7 @@ __all__ = [
     "compare_runs",
     "compare_timing",
     "direction_of",
+    "fmt_value",
 ]
 
 Direction = Literal["better", "worse", "same", "n/a"]
@@ -308,9 +309,13 @@ def _match(
     return pairs, removed, added
 
 
-def _fmt(v: float, unit: str) -> str:
-    s = f"{v:.4g}" if isinstance(v, float) and not float(v).is_integer() else f"{int(v)}"
-    return f"{s} {unit}".strip() if unit in ("B", "bytes", "ms", "cycles") else s
+def fmt_value(v: float | None, unit: str = "") -> str:
+    """A metric value for people: integers as such, else 4 significant digits; bytes/ms/cycles
+    keep their unit; None as "-"."""
+    if v is None:
+        return "-"
+    s = f"{int(v)}" if float(v).is_integer() and abs(v) < 1e15 else f"{v:.4g}"
+    return f"{s} {unit}" if unit in ("B", "bytes", "ms", "cycles") else s
 
 
 def _static_change(
@@ -337,7 +342,9 @@ def _static_change(
         if c.name in ABSOLUTE_KEYS:
             if delta > threshold:
                 regression = True
-                reason = f"{c.name} +{_fmt(delta, unit)} > {_fmt(threshold, unit)} allowed ({source})"
+                reason = (
+                    f"{c.name} +{fmt_value(delta, unit)} > {fmt_value(threshold, unit)} allowed ({source})"
+                )
         elif rel is None or rel > threshold:
             regression = True
             shown = "from 0" if rel is None else f"{rel:+.1%}"
@@ -346,7 +353,7 @@ def _static_change(
         reason = (
             f"{c.name} {rel:+.1%}"
             if rel is not None
-            else f"{c.name} {_fmt(b.value, unit)} -> {_fmt(c.value, unit)}"
+            else f"{c.name} {fmt_value(b.value, unit)} -> {fmt_value(c.value, unit)}"
         )
         if threshold is not None and direction == "worse":
             reason += f" within +{threshold:.0%} ({source})" if c.name not in ABSOLUTE_KEYS else ""

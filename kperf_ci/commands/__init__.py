@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
+from kperf_ci.compare import fmt_value  # noqa: F401 - re-exported for the commands
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -58,13 +60,3 @@ def console() -> Any:
     except ValueError:
         width = 0
     return Console(width=max(width, 160), soft_wrap=False)
-
-
-def fmt_value(v: float | None, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    if float(v).is_integer() and abs(v) < 1e15:
-        s = f"{int(v)}"
-    else:
-        s = f"{v:.4g}"
-    return f"{s} {unit}".rstrip() if unit in ("ms", "bytes", "B", "cycles") else s
