@@ -349,6 +349,10 @@ def _static_change(
             regression = True
             shown = "from 0" if rel is None else f"{rel:+.1%}"
             reason = f"{c.name} {shown} > +{threshold:.0%} ({source})"
+    elif not regression and threshold is not None and delta < 0 and better == "higher":
+        if rel is not None and -rel > threshold:  # e.g. analysis.sm_utilization dropping
+            regression = True
+            reason = f"{c.name} {rel:+.1%} < -{threshold:.0%} ({source})"
     if not reason and direction in ("better", "worse"):
         reason = (
             f"{c.name} {rel:+.1%}"

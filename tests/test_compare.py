@@ -56,6 +56,16 @@ def test_directions():
     assert ch["spills"].direction == "same" and ch["cubin_bytes"].direction == "worse"
 
 
+def test_higher_is_better_metric_with_threshold():
+    policy = ThresholdPolicy(thresholds={"analysis.sm_utilization": 0.1})
+    _, ch = one({"analysis.sm_utilization": 0.9}, {"analysis.sm_utilization": 0.7}, policy=policy)
+    assert ch["analysis.sm_utilization"].regression and ch["analysis.sm_utilization"].direction == "worse"
+    _, ch = one({"analysis.sm_utilization": 0.7}, {"analysis.sm_utilization": 0.9}, policy=policy)
+    assert (
+        not ch["analysis.sm_utilization"].regression and ch["analysis.sm_utilization"].direction == "better"
+    )
+
+
 def test_shared_memory_arch_limit():
     _, ch = one({"shared_bytes": 100_000}, {"shared_bytes": 240_000})
     assert ch["shared_bytes"].regression and "sm_90 limit of 232448" in ch["shared_bytes"].reason
