@@ -40,16 +40,24 @@ class ABReport:
 
     def to_dict(self) -> dict[str, Any]:
         def keys(rs: list) -> list[dict[str, str]]:
-            return [{"kernel": r.key.kernel, "arch": r.key.arch, "config": r.key.config, "test": r.key.test}
-                    for r in rs]
+            return [
+                {"kernel": r.key.kernel, "arch": r.key.arch, "config": r.key.config, "test": r.key.test}
+                for r in rs
+            ]
 
         s = self.static
         return {
             "base": {"rev": self.base_rev, "sha": self.base_sha},
-            "static": None if s is None else {
-                "identical": keys(s.identical), "changed": keys(s.changed), "added": keys(s.added),
-                "removed": keys(s.removed), "unknown": keys(s.unknown),
-                "identical_tests": s.tests("identical"), "tests_to_time": s.tests("to_time"),
+            "static": None
+            if s is None
+            else {
+                "identical": keys(s.identical),
+                "changed": keys(s.changed),
+                "added": keys(s.added),
+                "removed": keys(s.removed),
+                "unknown": keys(s.unknown),
+                "identical_tests": s.tests("identical"),
+                "tests_to_time": s.tests("to_time"),
             },
             "timed": self.timed,
             "messages": self.messages,
@@ -67,7 +75,9 @@ def _env_for(root: Path) -> dict[str, str]:
     return env
 
 
-def _pytest(root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str) -> tuple[int, str]:
+def _pytest(
+    root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str
+) -> tuple[int, str]:
     cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kperf", *kperf_args, *args]
     p = subprocess.run(cmd, cwd=root / rel_cwd, env=_env_for(root), capture_output=True, text=True)
     return p.returncode, (p.stdout + p.stderr)
@@ -89,8 +99,14 @@ def _base_args(args: list[str], base_cwd: Path) -> tuple[list[str], list[str]]:
     return keep, dropped
 
 
-def static_pass(head_root: Path, base_root: Path, rel_cwd: Path, args: list[str], workdir: Path,
-                python: str = sys.executable) -> tuple[Any, list[str]]:
+def static_pass(
+    head_root: Path,
+    base_root: Path,
+    rel_cwd: Path,
+    args: list[str],
+    workdir: Path,
+    python: str = sys.executable,
+) -> tuple[Any, list[str]]:
     """Run the static pass in both trees; (StaticDiff, messages)."""
     from kperf_ci import store
     from kperf_ci.ab import diff_static
@@ -104,10 +120,17 @@ def static_pass(head_root: Path, base_root: Path, rel_cwd: Path, args: list[str]
             if dropped:
                 messages.append(f"not in the base revision, skipped there: {' '.join(dropped)}")
         db = workdir / f"{side}.db"
-        rc, out = _pytest(root, rel_cwd, side_args,
-                          ["--kperf-mode", "static", "--kperf-db", str(db), "--kperf-label", side], python)
+        rc, out = _pytest(
+            root,
+            rel_cwd,
+            side_args,
+            ["--kperf-mode", "static", "--kperf-db", str(db), "--kperf-label", side],
+            python,
+        )
         if not db.exists():
-            raise KperfError(f"static pass in the {side} tree stored no run (pytest exit {rc}):\n{_tail(out)}")
+            raise KperfError(
+                f"static pass in the {side} tree stored no run (pytest exit {rc}):\n{_tail(out)}"
+            )
         if rc not in (0, 1, 5):
             messages.append(f"static pass in the {side} tree: pytest exit {rc}")
         runs[side] = store.load_run(db)
@@ -144,17 +167,33 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
         if verdict is None:
             continue
         m = {x.name: x.value for x in r.metrics}
-        rows.append({
-            "kernel": r.key.kernel, "arch": r.key.arch, "config": r.key.config, "test": r.key.test,
-            "verdict": verdict, "ratio": m.get("ab.ratio"), "ci_low": m.get("ab.ci_low"),
-            "ci_high": m.get("ab.ci_high"), "pairs": m.get("ab.pairs"), "seconds": m.get("ab.seconds"),
-            "threshold": m.get("ab.threshold"),
-        })
+        rows.append(
+            {
+                "kernel": r.key.kernel,
+                "arch": r.key.arch,
+                "config": r.key.config,
+                "test": r.key.test,
+                "verdict": verdict,
+                "ratio": m.get("ab.ratio"),
+                "ci_low": m.get("ab.ci_low"),
+                "ci_high": m.get("ab.ci_high"),
+                "pairs": m.get("ab.pairs"),
+                "seconds": m.get("ab.seconds"),
+                "threshold": m.get("ab.threshold"),
+            }
+        )
     return rows
 
 
-def run_ab(base: str, args: list[str], *, repo: str | Path = ".", gpu: bool | None = None,
-           python: str = sys.executable, echo: Any = click.echo) -> ABReport:
+def run_ab(
+    base: str,
+    args: list[str],
+    *,
+    repo: str | Path = ".",
+    gpu: bool | None = None,
+    python: str = sys.executable,
+    echo: Any = click.echo,
+) -> ABReport:
     """The whole A/B job; prints as it goes through ``echo`` and returns the report."""
     from kperf_ci.ab import ABError, materialize, repo_root, resolve_rev
 
@@ -172,11 +211,18 @@ def run_ab(base: str, args: list[str], *, repo: str | Path = ".", gpu: bool | No
         report.messages += msgs
         for m in msgs:
             echo(f"  note: {m}")
-        echo(f"static: {len(diff.identical)} variant(s) identical code, no GPU time spent; "
-             f"{len(diff.changed)} changed, {len(diff.added)} added, {len(diff.removed)} removed"
-             + (f", {len(diff.unknown)} without SASS (compile error)" if diff.unknown else ""))
-        for what, rows in (("identical", diff.identical), ("changed", diff.changed), ("added", diff.added),
-                           ("removed", diff.removed), ("no SASS", diff.unknown)):
+        echo(
+            f"static: {len(diff.identical)} variant(s) identical code, no GPU time spent; "
+            f"{len(diff.changed)} changed, {len(diff.added)} added, {len(diff.removed)} removed"
+            + (f", {len(diff.unknown)} without SASS (compile error)" if diff.unknown else "")
+        )
+        for what, rows in (
+            ("identical", diff.identical),
+            ("changed", diff.changed),
+            ("added", diff.added),
+            ("removed", diff.removed),
+            ("no SASS", diff.unknown),
+        ):
             for r in rows:
                 echo(f"  {what:<9} {r.key.label()}  ({r.key.test or '?'})")
         to_time = diff.tests("to_time")
@@ -188,14 +234,30 @@ def run_ab(base: str, args: list[str], *, repo: str | Path = ".", gpu: bool | No
         if gpu is None:
             gpu = _gpu_available()
         if not gpu:
-            msg = (f"timing: skipped, no CUDA GPU on this machine ({len(to_time)} test(s) with changed code "
-                   f"would be timed A/B on one); the static verdicts above stand")
+            msg = (
+                f"timing: skipped, no CUDA GPU on this machine ({len(to_time)} test(s) with changed code "
+                f"would be timed A/B on one); the static verdicts above stand"
+            )
             echo(msg)
             report.messages.append(msg)
             return report
         db = Path(tmp) / "ab.db"
-        rc, out = _pytest(root, rel_cwd, _absolute_node_ids(to_time, root, rel_cwd), ["--kperf-mode", "gpu", "--kperf-base-tree", str(base_root),
-                                                   "--kperf-db", str(db), "--kperf-label", "head"], python)
+        rc, out = _pytest(
+            root,
+            rel_cwd,
+            _absolute_node_ids(to_time, root, rel_cwd),
+            [
+                "--kperf-mode",
+                "gpu",
+                "--kperf-base-tree",
+                str(base_root),
+                "--kperf-db",
+                str(db),
+                "--kperf-label",
+                "head",
+            ],
+            python,
+        )
         if not db.exists():
             raise KperfError(f"A/B timing stored no run (pytest exit {rc}):\n{_tail(out)}")
         from kperf_ci import store
@@ -206,22 +268,29 @@ def run_ab(base: str, args: list[str], *, repo: str | Path = ".", gpu: bool | No
             echo(msg + "\n" + _tail(out))
             report.messages.append(msg)
         for t in report.timed:
-            ci = ("" if t["ci_low"] is None else f" [{t['ci_low'] - 1:+.2%}, {t['ci_high'] - 1:+.2%}]")
+            ci = "" if t["ci_low"] is None else f" [{t['ci_low'] - 1:+.2%}, {t['ci_high'] - 1:+.2%}]"
             rel = "" if t["ratio"] is None else f" {t['ratio'] - 1:+.2%}"
-            echo(f"  {t['verdict']:<12} {t['kernel']} {t['arch']} {t['config']}{rel}{ci}"
-                 f" ({int(t['pairs'] or 0)} pairs, {t['seconds'] or 0:.2f} s)")
+            echo(
+                f"  {t['verdict']:<12} {t['kernel']} {t['arch']} {t['config']}{rel}{ci}"
+                f" ({int(t['pairs'] or 0)} pairs, {t['seconds'] or 0:.2f} s)"
+            )
     return report
 
 
 @click.command("ab", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--base", "base", required=True, help="base revision (branch, tag, sha, HEAD~1, ...)")
-@click.option("--gpu/--no-gpu", default=None, help="time changed kernels A/B (default: when a CUDA GPU is usable)")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="also write the report as JSON here")
+@click.option(
+    "--gpu/--no-gpu", default=None, help="time changed kernels A/B (default: when a CUDA GPU is usable)"
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="also write the report as JSON here"
+)
 @click.option("--fail-on-slower", is_flag=True, help="exit 1 when a kernel is slower with confidence")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 @user_errors
-def ab_cmd(base: str, gpu: bool | None, json_path: str | None, fail_on_slower: bool,
-           pytest_args: tuple[str, ...]) -> None:
+def ab_cmd(
+    base: str, gpu: bool | None, json_path: str | None, fail_on_slower: bool, pytest_args: tuple[str, ...]
+) -> None:
     """A/B the working tree against a base revision in one job.
 
     Kernels whose SASS is identical on both sides cost no GPU time; the rest are timed

@@ -47,7 +47,9 @@ def run_gate(
     try:
         table = _read_policy_file(policy_file) if policy_file else settings.gate
         source = policy_file or f"{settings.pyproject or 'pyproject.toml'} [tool.kperf.gate]"
-        policy = GatePolicy.from_table(table, source).merged(against=against, tag=tag, window=window, db=history_db)
+        policy = GatePolicy.from_table(table, source).merged(
+            against=against, tag=tag, window=window, db=history_db
+        )
     except GateError as e:
         raise KperfError(str(e)) from None
     thresholds = ThresholdPolicy.from_settings(settings)
@@ -62,16 +64,20 @@ def run_gate(
     if policy.against == "release":
         found = last_release(repo, policy.tag, cur.info.git_sha)
         if found is None:
-            raise KperfError(f"no release tag matching {policy.tag!r} reachable from HEAD; set [tool.kperf.gate] tag")
+            raise KperfError(
+                f"no release tag matching {policy.tag!r} reachable from HEAD; set [tool.kperf.gate] tag"
+            )
         tag_name, sha = found
         candidates = [
-            i for i in store.list_runs(hist_db) if i.git_sha and (sha.startswith(i.git_sha) or i.git_sha.startswith(sha))
+            i
+            for i in store.list_runs(hist_db)
+            if i.git_sha and (sha.startswith(i.git_sha) or i.git_sha.startswith(sha))
         ]
         same_mode = [i for i in candidates if i.mode == cur.info.mode] or candidates
         if not same_mode:
             raise KperfError(
-                f"no run of release {tag_name} ({sha[:10]}) in {hist_db}; store one by running the benchmarks "
-                f"at that commit with --kperf-db {hist_db}"
+                f"no run of release {tag_name} ({sha[:10]}) in {hist_db}; store one by running the "
+                f"benchmarks at that commit with --kperf-db {hist_db}"
             )
         base = store.load_run(hist_db, same_mode[-1].run_id)
         label = f"release {tag_name} ({sha[:10]}, run {base.info.run_id})"
@@ -87,7 +93,9 @@ def run_gate(
 
 
 @click.command("gate")
-@click.option("--db", type=click.Path(dir_okay=False), help="database of the run to gate (default: [tool.kperf] db)")
+@click.option(
+    "--db", type=click.Path(dir_okay=False), help="database of the run to gate (default: [tool.kperf] db)"
+)
 @click.option("--run", "run_id", help="run id (or unique prefix) in --db; default: the latest")
 @click.option(
     "--policy",
@@ -95,7 +103,9 @@ def run_gate(
     type=click.Path(dir_okay=False, exists=True),
     help="TOML file with a [tool.kperf.gate] table (default: the project's pyproject.toml)",
 )
-@click.option("--against", type=click.Choice(["release", "history"]), help="override [tool.kperf.gate] against")
+@click.option(
+    "--against", type=click.Choice(["release", "history"]), help="override [tool.kperf.gate] against"
+)
 @click.option(
     "--history-db",
     type=click.Path(dir_okay=False),
