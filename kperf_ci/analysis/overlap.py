@@ -22,7 +22,7 @@ import numpy as np
 
 from . import intervals
 from .findings import Finding, pct, us
-from .timeline import Timeline, is_loop_region
+from .timeline import Timeline, group_slices, is_loop_region
 
 COMPUTE_RE = r"(?i)(w?gmma|mma|dot|tensor|tcgen)"
 MEMORY_RE = r"(?i)(tma|load|copy|mem|prefetch|cp_async)"
@@ -70,11 +70,14 @@ def overlap(
 
     busy, bubble, exposed, ovl = [], [], [], []
     bubbles: list[dict] = []
-    for c in np.unique(tl.cta[is_comp]):
-        m = tl.cta == c
-        cs, ce = tl.start_ns[m & is_comp], tl.end_ns[m & is_comp]
-        if (m & is_loop).any():
-            lo, hi = tl.start_ns[m & is_loop].min(), tl.end_ns[m & is_loop].max()
+    for c, idx in group_slices(tl.cta)[1]:
+        comp, mem, lp = is_comp[idx], is_mem[idx], is_loop[idx]
+        if not comp.any():
+            continue
+        st, en, rg = tl.start_ns[idx], tl.end_ns[idx], regions[idx]
+        cs, ce = st[comp], en[comp]
+        if lp.any():
+            lo, hi = st[lp].min(), en[lp].max()
         else:
             lo, hi = cs.min(), ce.max()
         window = hi - lo
@@ -82,7 +85,7 @@ def overlap(
             continue
         cu = intervals.union(np.clip(cs, lo, hi), np.clip(ce, lo, hi))
         comp_len = float(np.sum(cu[1] - cu[0]))
-        ms, me = tl.start_ns[m & is_mem], tl.end_ns[m & is_mem]
+        ms, me = st[mem], en[mem]
         mu = intervals.union(np.clip(ms, lo, hi), np.clip(me, lo, hi))
         mem_len = float(np.sum(mu[1] - mu[0]))
         both = intervals.intersect(mu, cu)
@@ -93,8 +96,8 @@ def overlap(
             ovl.append(both_len / mem_len)
         gs, ge = intervals.gaps(cu[0], cu[1], lo, hi)
         bubble.append(float(np.sum(ge - gs)) / window)
-        named = m & ~is_loop & (regions != "kernel")
-        rn, rs, re_ = regions[named], tl.start_ns[named], tl.end_ns[named]
+        named = ~lp & (rg != "kernel")
+        rn, rs, re_ = rg[named], st[named], en[named]
         for a, z in zip(gs, ge, strict=True):
             if z - a >= min_bubble_ns:
                 open_regions = sorted(set(rn[(rs < z) & (re_ > a)].tolist()))

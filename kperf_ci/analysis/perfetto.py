@@ -19,7 +19,7 @@ import numpy as np
 from .findings import Finding
 from .launch_gaps import KernelRecord
 from .occupancy import busy_sm_series
-from .timeline import KERNEL_REGION, Timeline
+from .timeline import KERNEL_REGION, Timeline, group_slices
 
 _SM_PID_BASE = 100_000
 _CTA_PID_BASE = 1_000_000
@@ -117,6 +117,7 @@ def to_chrome_trace(
         cursor = max(cursor, off + tl.t1) + 1000.0
         spans = tl.cta_spans()
         regions = tl.region.astype(str)
+        by_cta = dict(group_slices(tl.cta)[1])
         for sm in np.unique(spans.sm):
             m = spans.sm == sm
             idx = np.flatnonzero(m)
@@ -127,10 +128,9 @@ def to_chrome_trace(
                 sm_seen.add(int(sm))
             for i, lane in zip(idx, lanes, strict=True):
                 cta = int(spans.cta[i])
-                rm = tl.cta == cta
-                warps = tl.warp[rm]
-                w0 = int(warps.min()) if len(warps) else -1
-                sel = rm & (tl.warp == w0) & (regions != KERNEL_REGION)
+                rows = by_cta[cta]
+                w0 = int(tl.warp[rows].min())
+                sel = rows[(tl.warp[rows] == w0) & (regions[rows] != KERNEL_REGION)]
                 slices = [(f"CTA {cta}", float(spans.start_ns[i]), float(spans.end_ns[i]))]
                 slices += [
                     (str(r), float(s), float(e))
@@ -154,13 +154,12 @@ def to_chrome_trace(
                     )
                     events.append(_slice(name, pid, tid, s + off, e + off, tl.kernel or "kernel", args))
         if per_warp:
-            for cta in np.unique(tl.cta):
-                rm = tl.cta == cta
+            for cta, rows in by_cta.items():
                 pid = _CTA_PID_BASE + li * 100_000 + int(cta)
-                sm = int(tl.sm[rm][0])
+                sm = int(tl.sm[rows[0]])
                 events += _meta(pid, f"{tl.kernel} CTA {int(cta)} (SM {sm})", 1000 + int(cta))
-                for w in np.unique(tl.warp[rm]):
-                    wm = rm & (tl.warp == w)
+                for w, wrows in group_slices(tl.warp[rows])[1]:
+                    wm = rows[wrows]
                     slices = [
                         (str(r), float(s), float(e))
                         for r, s, e in zip(regions[wm], tl.start_ns[wm], tl.end_ns[wm], strict=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .findings import Finding, pct, us
-from .timeline import KERNEL_REGION, Timeline, is_loop_region
+from .timeline import KERNEL_REGION, Timeline, group_slices, is_loop_region
 
 
 def phase_shares(tl: Timeline) -> dict[str, np.ndarray]:
@@ -18,28 +18,27 @@ def phase_shares(tl: Timeline) -> dict[str, np.ndarray]:
     loop = np.array([is_loop_region(r) for r in regions], dtype=bool)
     unit_key = tl.cta * 100003 + (tl.warp + 1)
     pro, epi, tot, ctas = [], [], [], []
-    for key in np.unique(unit_key):
-        m = unit_key == key
-        k = m & (regions == KERNEL_REGION)
-        span_s = tl.start_ns[k].min() if k.any() else tl.start_ns[m].min()
-        span_e = tl.end_ns[k].max() if k.any() else tl.end_ns[m].max()
+    for _, idx in group_slices(unit_key)[1]:
+        r, st, en, lp = regions[idx], tl.start_ns[idx], tl.end_ns[idx], loop[idx]
+        k = r == KERNEL_REGION
+        span_s = st[k].min() if k.any() else st.min()
+        span_e = en[k].max() if k.any() else en.max()
         total = span_e - span_s
         if total <= 0:
             continue
-        lm = m & loop
-        if lm.any():
-            p = tl.start_ns[lm].min() - span_s
-            e = span_e - tl.end_ns[lm].max()
+        if lp.any():
+            p = st[lp].min() - span_s
+            e = span_e - en[lp].max()
         else:
-            pm, em = m & (regions == "prologue"), m & (regions == "epilogue")
+            pm, em = r == "prologue", r == "epilogue"
             if not (pm.any() or em.any()):
                 continue
-            p = float(np.sum(tl.end_ns[pm] - tl.start_ns[pm]))
-            e = float(np.sum(tl.end_ns[em] - tl.start_ns[em]))
+            p = float(np.sum(en[pm] - st[pm]))
+            e = float(np.sum(en[em] - st[em]))
         pro.append(max(p, 0.0))
         epi.append(max(e, 0.0))
         tot.append(total)
-        ctas.append(int(tl.cta[m][0]))
+        ctas.append(int(tl.cta[idx[0]]))
     return {
         "prologue_ns": np.array(pro),
         "epilogue_ns": np.array(epi),

@@ -36,6 +36,25 @@ _TID_RE = re.compile(r"(?:warp|wg|warp_group|group)\s*(?P<warp>\d+)", re.IGNOREC
 _LOOP_RE = re.compile(r"^loop\d+$")
 
 
+def group_min(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each element, the minimum of ``values`` over the elements with the same key."""
+    _, inv = np.unique(keys, return_inverse=True)
+    inv = inv.reshape(-1)
+    lo = np.full(int(inv.max()) + 1 if len(inv) else 0, np.inf)
+    np.minimum.at(lo, inv, values)
+    return lo[inv]
+
+
+def group_slices(keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    """Indices of the elements of each key, without one pass over all elements per key:
+    (unique keys, [(key, indices)])."""
+    keys = np.asarray(keys)
+    order = np.argsort(keys, kind="stable")
+    uniq, first = np.unique(keys[order], return_index=True)
+    bounds = list(first) + [len(keys)]
+    return uniq, [(uniq[i], order[bounds[i] : bounds[i + 1]]) for i in range(len(uniq))]
+
+
 def is_loop_region(name: str) -> bool:
     return bool(_LOOP_RE.match(name))
 
@@ -287,14 +306,18 @@ def _estimate_clock_mhz(cta: np.ndarray, start: np.ndarray, end: np.ndarray, ini
     when the result is not a plausible SM clock."""
     if init is None or final is None:
         return None
-    cyc_sum = ns_sum = 0.0
-    for c in np.unique(cta):
-        m = cta == c
-        ns = float(final[m][0] - init[m][0])
-        cyc = float(end[m].max() - start[m].min())
-        if ns > 0 and cyc > 0:
-            cyc_sum += cyc
-            ns_sum += ns
+    _, inv = np.unique(cta, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = int(inv.max()) + 1 if len(inv) else 0
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    np.minimum.at(lo, inv, start)
+    np.maximum.at(hi, inv, end)
+    ns = np.zeros(n)
+    ns[inv] = np.asarray(final, dtype=np.float64) - np.asarray(init, dtype=np.float64)
+    cyc = hi - lo
+    ok = (ns > 0) & (cyc > 0)
+    cyc_sum, ns_sum = float(cyc[ok].sum()), float(ns[ok].sum())
     if ns_sum <= 0:
         return None
     est = cyc_sum / ns_sum * 1000.0
@@ -404,10 +427,7 @@ def _timeline_from_raw(
         how = "given"
     if clock_used is not None:
         scale = 1000.0 / clock_used
-        base = np.empty_like(start)
-        for c in np.unique(cta):
-            m = cta == c
-            base[m] = start[m].min()
+        base = group_min(cta, start)
         start, end = base + (start - base) * scale, base + (end - base) * scale
     t0 = float(start.min()) if len(start) else 0.0
     return Timeline(
