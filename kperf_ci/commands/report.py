@@ -45,6 +45,9 @@ from . import KperfError, load_settings, user_errors
     help="markdown size limit",
 )
 @click.option("--history/--no-history", default=True, show_default=True, help="chart past runs (html)")
+@click.option(
+    "--jobs", type=click.IntRange(1, None), help="processes rendering pages (default: [tool.kperf] jobs)"
+)
 @user_errors
 def report_cmd(
     db: str | None,
@@ -56,6 +59,7 @@ def report_cmd(
     link: str | None,
     max_chars: int,
     history: bool,
+    jobs: int | None,
 ) -> None:
     """Write a report of a run compared with its baseline. Exit 0 (the gate is `kperf compare`)."""
     from kperf_ci.report import build_report, render_markdown, render_summary, write_site
@@ -79,7 +83,7 @@ def report_cmd(
     )
     if fmt == "html":
         out = Path(output or settings.report)
-        index = write_site(report, out)
+        index = write_site(report, out, jobs=jobs or settings.jobs)
         click.echo(f"wrote {index} ({len(report.variants)} variants; {report.verdict_line})")
         return
     text = render_markdown(report, max_chars=max_chars) if fmt == "markdown" else render_summary(report)
@@ -161,6 +165,12 @@ class HistoryReader:
             finally:
                 db.close()
         return per_variant
+
+    def prefetch(self, metrics: list[str]) -> None:
+        """Read these metrics now (before the report forks its page workers)."""
+        for metric in metrics:
+            if metric not in self._cache:
+                self._cache[metric] = self._load(metric)
 
     def __call__(self, variant_id: str, metric: str) -> list[tuple]:
         if metric not in self._cache:

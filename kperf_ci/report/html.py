@@ -1,0 +1,498 @@
+"""The static HTML site: index.html (summary + all variants) and one page per variant under k/.
+
+Self-contained: CSS and the few lines of JavaScript are inlined into each page, charts are inline
+SVG, and a Content-Security-Policy allows nothing else (no network, no injected script: the only
+script allowed is the one whose hash the page carries). Jinja2 autoescape is on for every
+template, so text from the runs (kernel names, configs, tags, SASS) is always shown as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import json
+import logging
+import math
+import multiprocessing
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from functools import cache, lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from .. import __version__
+from ..model import VariantResult
+from . import plots
+from .view import (
+    INSTRUCTION_CLASSES,
+    MAIN_VERDICTS,
+    STATIC_HEADLINE,
+    VERDICTS,
+    MetricRow,
+    Report,
+    VariantView,
+)
+
+log = logging.getLogger(__name__)
+
+#: Most lines of a SASS/PTX diff shown on a page (the rest is summarised in a note).
+MAX_DIFF_LINES = 1500
+#: Inputs longer than this (lines) are not diffed line by line (difflib is quadratic at worst).
+MAX_DIFF_INPUT = 60_000
+#: Trace files up to this size are copied into the site; larger ones are linked where they are.
+MAX_TRACE_COPY = 64 * 1024 * 1024
+#: History: the metrics charted, first present wins per group, and how many past runs.
+HISTORY_METRICS = (("time.median",), ("registers",), ("sass.instructions",))
+HISTORY_LIMIT = 60
+TIMELINE_ARTIFACTS = ("timeline", "trace")  # artifact names starting with these hold timelines
+TRACE_ARTIFACTS = ("trace", "perfetto", "proton")
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(v: float | None, unit: str = "") -> str:
+    return plots.fmt_value(v, unit)
+
+
+def fmt_rel(rel: float | None) -> str:
+    if rel is None:
+        return ""
+    if math.isinf(rel):
+        return "new"
+    return f"{rel:+.1%}" if abs(rel) < 10 else f"{rel + 1:.1f}×"
+
+
+def fmt_ci(ci: tuple[float, float] | None) -> str:
+    if not ci:
+        return ""
+    return f"[{ci[0]:+.1%}, {ci[1]:+.1%}]"
+
+
+def fmt_delta(r: MetricRow) -> str:
+    d = r.delta
+    if d is None or d == 0:
+        return ""
+    return ("+" if d > 0 else "−") + plots.fmt_value(abs(d), r.unit)
+
+
+def sort_num(v: float | None) -> str:
+    """data-sort value for a numeric cell (empty sorts first)."""
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else repr(float(v))
+
+
+# --------------------------------------------------------------------------- environment
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("kperf_ci.report", "templates"),
+        autoescape=True,  # every template, whatever its name
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(fmt=fmt, fmt_rel=fmt_rel, fmt_ci=fmt_ci, fmt_delta=fmt_delta, sort_num=sort_num)
+    return env
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("kperf_ci.report").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _csp(script: str | None) -> str:
+    """Nothing from anywhere; inline styles; only the page's own script (by hash); data: images."""
+    parts = [
+        "default-src 'none'",
+        "style-src 'unsafe-inline'",
+        "img-src data:",
+        "base-uri 'none'",
+        "form-action 'none'",
+    ]
+    if script:
+        digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+        parts.append(f"script-src 'sha256-{digest}'")
+    return "; ".join(parts)
+
+
+def _page(template: str, *, script: str | None = None, **ctx: Any) -> str:
+    return (
+        _env()
+        .get_template(template)
+        .render(
+            css=Markup(_asset("report.css")),
+            script=Markup(script) if script else None,
+            csp=_csp(script),
+            version=__version__,
+            verdicts=VERDICTS,
+            main_verdicts=MAIN_VERDICTS,
+            **ctx,
+        )
+    )
+
+
+# --------------------------------------------------------------------------- artifacts
+
+
+def _artifact(r: VariantResult | None, *prefixes: str) -> tuple[str, str] | None:
+    """(name, text) of the first artifact whose name is or starts with one of the prefixes.
+
+    An artifact value is either the text itself or the path of a file holding it."""
+    if r is None or not r.artifacts:
+        return None
+    for p in prefixes:
+        for name, value in r.artifacts.items():
+            low = name.lower()
+            if low == p or low.startswith(p + ".") or low.startswith(p + "_") or low.endswith("." + p):
+                return name, value
+    return None
+
+
+def _looks_like_path(value: str) -> bool:
+    return "\n" not in value and len(value) < 4096 and os.path.isfile(value)
+
+
+def _artifact_text(r: VariantResult | None, *prefixes: str) -> str | None:
+    found = _artifact(r, *prefixes)
+    if found is None:
+        return None
+    value = found[1]
+    if _looks_like_path(value):
+        try:
+            return Path(value).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    return value
+
+
+_ADDR = re.compile(r"/\*\s*(?:0x)?[0-9a-fA-F]{4,}\s*\*/")
+_SPACES = re.compile(r"[ \t]+")
+
+
+def _normalize_asm(text: str) -> list[str]:
+    """Lines of SASS/PTX without instruction addresses and encodings, so a diff shows code changes
+    rather than every address after the first inserted instruction."""
+    out = []
+    for line in text.splitlines():
+        line = _SPACES.sub(" ", _ADDR.sub("", line)).strip()
+        if line:
+            out.append(line)
+    return out
+
+
+def asm_diff(base: str | None, cur: str | None, label: str) -> dict[str, Any] | None:
+    """Unified diff of two listings as classified lines, or None when there is nothing to diff."""
+    if base is None or cur is None:
+        return None
+    a, b = _normalize_asm(base), _normalize_asm(cur)
+    if a == b:
+        return {"label": label, "lines": [], "identical": True, "note": ""}
+    note = ""
+    if len(a) + len(b) > MAX_DIFF_INPUT:
+        a, b = a[: MAX_DIFF_INPUT // 2], b[: MAX_DIFF_INPUT // 2]
+        note = f"Listings longer than {MAX_DIFF_INPUT // 2} lines: only their beginnings were compared."
+    lines = []
+    added = removed = 0
+    for i, line in enumerate(difflib.unified_diff(a, b, "baseline", "current", n=3, lineterm="")):
+        if i < 2:
+            cls = "head"
+        elif line.startswith("@@"):
+            cls = "hunk"
+        elif line.startswith("+"):
+            cls, added = "add", added + 1
+        elif line.startswith("-"):
+            cls, removed = "del", removed + 1
+        else:
+            cls = ""
+        lines.append((cls, line))
+    shown = lines[:MAX_DIFF_LINES]
+    if len(lines) > MAX_DIFF_LINES:
+        note = (note + " " if note else "") + f"{len(lines) - MAX_DIFF_LINES} more diff lines not shown."
+    return {
+        "label": label,
+        "lines": shown,
+        "identical": False,
+        "note": note,
+        "added": added,
+        "removed": removed,
+        "base_lines": len(a),
+        "cur_lines": len(b),
+    }
+
+
+# --------------------------------------------------------------------------- per-variant sections
+
+
+_REGION_RE = re.compile(r"^region\.(.+)\.(cycles|ms)$")
+# Regions that contain others: stacked only when nothing finer is there.
+_REGION_CONTAINERS = ("kernel", "body")
+
+
+def region_segments(r: VariantResult | None) -> tuple[list[tuple[str, float]], str]:
+    """Non-overlapping region parts for a stacked bar, and their unit (cycles preferred).
+
+    ``kernel`` is the whole and ``body`` contains the loops, so they are not stacked next to their
+    parts; what the named parts do not cover of ``kernel`` is shown as "other"."""
+    if r is None:
+        return [], ""
+    by_unit: dict[str, dict[str, float]] = {"cycles": {}, "ms": {}}
+    for m in r.metrics:
+        mm = _REGION_RE.match(m.name)
+        if mm:
+            by_unit[mm.group(2)][mm.group(1)] = float(m.value)
+    unit = "cycles" if by_unit["cycles"] else "ms"
+    vals = by_unit[unit]
+    if not vals:
+        return [], ""
+    parts = {n: v for n, v in vals.items() if n not in _REGION_CONTAINERS}
+    if not parts and "body" in vals:
+        parts = {"body": vals["body"]}
+    if not parts:
+        return [("kernel", vals["kernel"])] if "kernel" in vals else [], unit
+    order = sorted(parts, key=_region_order)
+    segs = [(n, parts[n]) for n in order]
+    whole = vals.get("kernel")
+    if whole is not None:
+        rest = whole - sum(parts.values())
+        if rest > 0.005 * whole:
+            segs.append(("other", rest))
+    return segs, unit
+
+
+def _region_order(name: str) -> tuple:
+    fixed = {"prologue": 0, "epilogue": 3}
+    if name in fixed:
+        return (fixed[name], 0, name)
+    m = re.match(r"loop(\d+)$", name)
+    if m:
+        return (1, int(m.group(1)), name)
+    return (2, 0, name)
+
+
+def _timeline_spans(r: VariantResult | None) -> list[tuple[str, list[tuple[float, float, str]]]] | None:
+    """Per-SM lanes of CTA spans (µs) from a timeline or Proton trace artifact, when parseable."""
+    text = _artifact_text(r, *TIMELINE_ARTIFACTS)
+    if not text:
+        return None
+    try:
+        from ..analysis import timeline as tlmod  # optional stage: guarded
+    except ImportError:  # pragma: no cover - the analysis package ships with kperf-ci
+        return None
+    try:
+        obj = json.loads(text)
+        if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
+            tl = tlmod.timeline_from_json(obj)
+        elif isinstance(obj, dict) and obj.get("format") == "kperf-timelines":
+            tl = tlmod.timeline_from_json(obj["timelines"][-1])
+        else:
+            tl = tlmod.load_proton_trace(obj)
+        spans = tl.cta_spans()
+    except Exception as e:  # a malformed artifact costs its chart, never the report
+        log.warning("timeline of %s not shown: %s", r.key.label() if r else "?", e)
+        return None
+    if not len(spans):
+        return None
+    t0 = float(spans.start_ns.min())
+    lanes: dict[int, list[tuple[float, float, str]]] = {}
+    for sm, s, e in zip(spans.sm.tolist(), spans.start_ns.tolist(), spans.end_ns.tolist(), strict=True):
+        lanes.setdefault(int(sm), []).append(((s - t0) / 1000.0, (e - t0) / 1000.0, "CTA"))
+    return [(f"SM {sm}", sorted(bars)) for sm, bars in sorted(lanes.items())]
+
+
+def _trace_link(v: VariantView, out_dir: Path) -> dict[str, str] | None:
+    """Put the Perfetto-loadable trace next to the page (copied, or written from the blob)."""
+    for side, r in (("current", v.cur), ("baseline", v.base)):
+        found = _artifact(r, *TRACE_ARTIFACTS)
+        if found is None:
+            continue
+        name, value = found
+        target = out_dir / "k" / f"{v.id}.{side}.trace.json"
+        if _looks_like_path(value):
+            src = Path(value)
+            if src.stat().st_size > MAX_TRACE_COPY:
+                return {"href": src.resolve().as_uri(), "side": side, "note": "large trace, linked in place"}
+            shutil.copyfile(src, target)
+        else:
+            if len(value) > MAX_TRACE_COPY:
+                continue
+            target.write_text(value, encoding="utf-8")
+        return {"href": target.name, "side": side, "note": ""}
+    return None
+
+
+def _history(report: Report, v: VariantView) -> list[dict[str, Any]]:
+    if report.history is None or v.cur is None:
+        return []
+    charts = []
+    for group in HISTORY_METRICS:
+        name = next((n for n in group if v.cur.metric(n) is not None), None)
+        if name is None:
+            continue
+        try:
+            points = report.history(v.id, name)
+        except Exception as e:  # history is a bonus; a failing store read costs only the chart
+            log.warning("history of %s %s not shown: %s", v.key.label(), name, e)
+            continue
+        if len(points) < 2:
+            continue
+        values = [val for _info, val in points]
+        if min(values) == max(values):  # a flat line says less than one sentence
+            charts.append(
+                {"metric": name, "svg": None, "n": len(points), "flat": values[0], "change_points": []}
+            )
+            continue
+        labels = [(info.git_sha or info.run_id)[:8] for info, _ in points]
+        cps = change_points(values, labels)
+        unit = v.cur.metric(name).unit  # type: ignore[union-attr]
+        svg = plots.history_svg(
+            list(zip(labels, values, strict=True)),
+            [c["index"] for c in cps],
+            unit=unit,
+            title=f"History of {name}",
+        )
+        if svg is not None:
+            charts.append({"metric": name, "svg": svg, "n": len(points), "flat": None, "change_points": cps})
+    return charts
+
+
+def change_points(values: list[float], labels: list[str]) -> list[dict[str, Any]]:
+    """Change points from kperf_ci.changepoint when it is there (guarded: optional stage)."""
+    if len(values) < 6:
+        return []
+    try:
+        from ..changepoint import detect_change_points
+    except ImportError:  # pragma: no cover
+        return []
+    try:
+        cps = detect_change_points(values, labels=labels, log=all(x > 0 for x in values))
+    except Exception as e:
+        log.warning("change point detection failed: %s", e)
+        return []
+    return [{"index": c.index, "run": c.run, "rel": c.rel, "p": c.p_value} for c in cps]
+
+
+def kernel_context(report: Report, v: VariantView, out_dir: Path) -> dict[str, Any]:
+    """Everything a variant page shows; charts only where there is data."""
+    b, c = v.base, v.cur
+    ctx: dict[str, Any] = {"v": v}
+    ctx["dyn_rows"] = [r for r in v.rows if r.kind != "static"]
+    static = [r for r in v.rows if r.kind == "static"]
+    mix = [
+        r
+        for r in static
+        if r.name.startswith(("sass.", "ptx.")) and r.name.split(".", 1)[1] in INSTRUCTION_CLASSES
+    ]
+    ctx["static_rows"] = [r for r in static if r not in mix]
+    ctx["mix_rows"] = mix
+    ctx["headline_static"] = STATIC_HEADLINE
+    ctx["dist"] = plots.distribution_svg(b.samples if b else [], c.samples if c else [])
+    segs_b, unit_b = region_segments(b)
+    segs_c, unit_c = region_segments(c)
+    unit = unit_c or unit_b
+    rows = []
+    if segs_b and unit_b == unit:
+        rows.append(("baseline", segs_b))
+    if segs_c:
+        rows.append(("current", segs_c))
+    ctx["regions"] = plots.stacked_bars_svg(rows, unit=unit) if rows else None
+    sass_mix = [
+        (
+            cls,
+            (b.metric(f"sass.{cls}").value if b and b.metric(f"sass.{cls}") else 0),
+            (c.metric(f"sass.{cls}").value if c and c.metric(f"sass.{cls}") else 0),
+        )
+        for cls in INSTRUCTION_CLASSES
+    ]
+    ctx["mix_chart"] = plots.paired_bars_svg(sass_mix, title="SASS instruction mix") if b or c else None
+    diffs = []
+    if v.sass_changed or (b and c and not (b.sass_hash and c.sass_hash)):
+        for kind in ("sass", "ptx"):
+            d = asm_diff(_artifact_text(b, kind), _artifact_text(c, kind), kind.upper())
+            if d is not None:
+                diffs.append(d)
+    ctx["diffs"] = diffs
+    ctx["history"] = _history(report, v)
+    timelines = [(side, _timeline_spans(r)) for side, r in (("baseline", b), ("current", c))]
+    timelines = [(side, lanes) for side, lanes in timelines if lanes]
+    t_max = max((e for _, lanes in timelines for _, bars in lanes for _, e, _ in bars), default=None)
+    gantts = []
+    for side, lanes in timelines:
+        svg = plots.gantt_svg(lanes, unit="µs", title=f"Per-SM timeline, {side}", t_max=t_max)
+        if svg is not None:
+            gantts.append({"side": side, "svg": svg})
+    ctx["gantts"] = gantts
+    ctx["trace"] = _trace_link(v, out_dir)
+    return ctx
+
+
+# --------------------------------------------------------------------------- site
+
+
+def _index_rows(report: Report) -> Iterable[dict[str, Any]]:
+    for v in report.variants:
+        h = v.headline
+        yield {
+            "v": v,
+            "h": h,
+            "text": " ".join(
+                [v.key.kernel, v.key.arch, v.key.config, v.key.spec, v.key.test, v.summary, *v.tags]
+            ).lower(),
+            "tags_json": json.dumps(v.tags),
+        }
+
+
+def write_site(report: Report, out_dir: str | os.PathLike[str], *, jobs: int | None = None) -> Path:
+    """Write index.html and k/<variant id>.html under ``out_dir``; returns the index path.
+
+    ``jobs`` > 1 renders the variant pages in that many forked processes (default: the CPU
+    count, capped at 8; serial for small reports or where fork is unavailable). The report's
+    history source is asked to ``prefetch`` first, when it can, so workers share what it read.
+    """
+    out = Path(out_dir)
+    (out / "k").mkdir(parents=True, exist_ok=True)
+    index = out / "index.html"
+    index.write_text(
+        _page("index.html.j2", script=_asset("table.js"), report=report, rows=list(_index_rows(report))),
+        encoding="utf-8",
+    )
+    n = len(report.variants)
+    jobs = min(jobs or min(os.cpu_count() or 1, 8), max(1, n // PAGES_PER_JOB))
+    prefetch = getattr(report.history, "prefetch", None)
+    if prefetch is not None:
+        prefetch([name for group in HISTORY_METRICS for name in group])
+    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+        global _FORKED
+        _FORKED = (report, out, jobs)
+        try:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                pool.map(_render_share, range(jobs))
+        finally:
+            _FORKED = None
+    else:
+        _render_pages(report, out, report.variants)
+    return index
+
+
+#: Below this many pages per process, forking costs more than it saves.
+PAGES_PER_JOB = 40
+_FORKED: tuple[Report, Path, int] | None = None  # what forked workers render (set before the fork)
+
+
+def _render_share(k: int) -> None:
+    report, out, jobs = _FORKED  # type: ignore[misc]
+    _render_pages(report, out, report.variants[k::jobs])
+
+
+def _render_pages(report: Report, out: Path, variants: Iterable[VariantView]) -> None:
+    for v in variants:
+        html = _page("kernel.html.j2", report=report, **kernel_context(report, v, out))
+        (out / v.page).write_text(html, encoding="utf-8")

@@ -1,0 +1,264 @@
+"""GitHub-flavoured markdown: a PR comment (``render_markdown``) and a job summary (``render_summary``).
+
+The PR comment stays under GitHub's 65,536-character limit for comment bodies: sections are
+added worst first (regressions, then slower, ..., unchanged), each in a collapsible
+``<details>`` block except the regressions, and when the budget runs out a table is cut with a
+note pointing at the full report; every opened ``<details>`` is closed. Text from the runs
+(kernel names, configs, reasons) is escaped so that it renders literally: no markup, no broken
+table, no @-mention.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Callable, Sequence
+
+from .view import MetricRow, Report, VariantView
+
+#: GitHub refuses comment bodies longer than 65,536 characters; keep a margin.
+COMMENT_LIMIT = 65_000
+#: The first line of the comment: lets a bot find and update its own comment.
+MARKER = "<!-- kperf-report -->"
+
+# Inline markup characters. Line-start syntax (#, -, +, 1.) cannot occur: every escaped text is
+# inside a line (a table cell or after other text), and [ ] are escaped, so ( ) never form a link.
+_MD_PUNCT = re.compile(r"([\\`*_\[\]|~])")
+_MENTION = re.compile(r"@(?=\w)")
+
+_SECTIONS: tuple[tuple[str, str, bool], ...] = (
+    # verdict, title, open by default
+    ("slower", "Slower", True),
+    ("worse", "Worse static metrics", True),
+    ("error", "Errors", True),
+    ("inconclusive", "Inconclusive", False),
+    ("new", "New", False),
+    ("removed", "Removed", False),
+    ("faster", "Faster", False),
+    ("better", "Better static metrics", False),
+    ("unchanged", "Unchanged", False),
+)
+_ICON = {
+    "slower": "🔴",
+    "worse": "🟠",
+    "error": "💥",
+    "inconclusive": "⚪",
+    "new": "🆕",
+    "removed": "➖",
+    "faster": "🟢",
+    "better": "🟢",
+    "unchanged": "▫️",
+}
+
+
+def md_escape(text: object) -> str:
+    """Text that renders literally in GFM, table cells included: markdown punctuation is
+    backslash-escaped (``|`` too), ``& < > "`` become entities, line breaks become spaces and an
+    ``@`` before a word gets a zero-width joiner so it never mentions anyone."""
+    s = " ".join(str(text).split())
+    s = _MD_PUNCT.sub(r"\\\1", s)
+    s = html.escape(s, quote=True)
+    return _MENTION.sub("@\u2060", s)
+
+
+def _rel(rel: float | None) -> str:
+    if rel is None or math.isnan(rel):
+        return ""
+    if math.isinf(rel):
+        return "new"
+    return f"{rel:+.1%}"
+
+
+def _change(h: MetricRow | None) -> str:
+    if h is None:
+        return ""
+    s = _rel(h.rel)
+    if h.ci:
+        s += f" [{h.ci[0]:+.1%}, {h.ci[1]:+.1%}]"
+    return md_escape(s)
+
+
+def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None], what: str) -> list[str]:
+    name = md_escape(v.key.kernel)
+    href = kernel_link(v)
+    if href:
+        name = f"[{name}]({href})"
+    return [
+        "❌" if v.regression else _ICON.get(v.verdict, ""),
+        name,
+        md_escape(v.key.arch),
+        md_escape(v.key.config),
+        _change(v.headline),
+        md_escape(what),
+    ]
+
+
+_HEADER = ["", "kernel", "arch", "config", "change", "what moved"]
+
+
+def table_lines(rows: Sequence[Sequence[str]], header: Sequence[str] = _HEADER) -> list[str]:
+    """A GFM table, one line per row; cells must already be escaped."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cells) + " |"
+
+    return [line(header), line(["---"] * len(header))] + [line(r) for r in rows]
+
+
+def _runs_line(report: Report) -> str:
+    def side(info) -> str:  # noqa: ANN001
+        if info is None:
+            return "none"
+        bits = [md_escape(info.run_id[:12])]
+        where = " @ ".join(md_escape(x) for x in (info.git_branch, (info.git_sha or "")[:10]) if x)
+        if where:
+            bits.append(f"({where})")
+        return " ".join(bits)
+
+    fp = report.current.fingerprint
+    machine = md_escape(fp.gpu or fp.cpu or "unknown machine")
+    runs = f"**current** {side(report.current)} vs **baseline** {side(report.baseline)}"
+    return f"{runs} · {md_escape(report.current.mode)} · {machine}"
+
+
+def _counts_line(report: Report) -> str:
+    c = report.counts
+    parts = [f"{c[k]} {k}" for k in c if c[k] or k in ("slower", "faster", "unchanged", "inconclusive")]
+    return f"{len(report.variants)} variants: " + ", ".join(parts)
+
+
+def _headline(report: Report) -> str:
+    regs = report.regressions
+    icon = "❌" if regs else ("⚠️" if report.baseline is None else "✅")
+    return f"## {icon} kperf: {md_escape(report.verdict_line)}"
+
+
+def _warnings(report: Report) -> list[str]:
+    out = []
+    differ = report.fingerprints_differ
+    if differ:
+        rows = {f: (b, c) for f, b, c, _d in report.fingerprint_rows}
+        detail = ", ".join(
+            f"{md_escape(f)} {md_escape(rows[f][0] or '-')} → {md_escape(rows[f][1] or '-')}" for f in differ
+        )
+        out += ["> [!WARNING]", f"> The two runs come from different machines or software: {detail}.", ""]
+    for n in report.notes:
+        out.append(f"> {md_escape(n)}")
+    if report.notes:
+        out.append("")
+    return out
+
+
+def _link_fn(report: Report) -> Callable[[VariantView], str | None]:
+    """Per-kernel links only when the report is hosted as a site (link ends with '/')."""
+    link = report.link
+    if link and link.endswith("/"):
+        return lambda v: f"{link}{v.page}"
+    return lambda v: None
+
+
+class _Budget:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self.lines: list[str] = []
+
+    def fits(self, text: str, reserve: int = 0) -> bool:
+        return self.used + len(text) + 1 + reserve <= self.limit
+
+    def add(self, text: str) -> None:
+        self.lines.append(text)
+        self.used += len(text) + 1
+
+
+def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
+    """The PR comment: verdict, counts, machine warning, regressions, then one collapsible
+    section per verdict, worst first; at most ``max_chars`` characters."""
+    if max_chars < 2000:
+        raise ValueError("max_chars below 2000 leaves no room for a report")
+    link = _link_fn(report)
+    out = _Budget(max_chars)
+    head = [
+        MARKER,
+        _headline(report),
+        "",
+        _runs_line(report),
+        "",
+        _counts_line(report),
+        "",
+        *_warnings(report),
+    ]
+    if report.link:
+        head += [f"**[Full report]({report.link})** (plots, distributions, SASS diffs, history)", ""]
+    for line in head:
+        out.add(line)
+    # Room kept for the note that closes a cut table and the final truncation note.
+    reserve = 400
+    omitted: list[str] = []
+
+    def add_table(variants: list[VariantView], what: Callable[[VariantView], str]) -> int:
+        """Adds as many rows as fit; returns how many were left out."""
+        lines = table_lines([])
+        if not out.fits("\n".join(lines), reserve):
+            return len(variants)
+        for ln in lines:
+            out.add(ln)
+        for i, v in enumerate(variants):
+            row = table_lines([_row_cells(v, link, what(v))])[2]
+            if not out.fits(row, reserve):
+                return len(variants) - i
+            out.add(row)
+        return 0
+
+    regs = report.regressions
+    if regs:
+        out.add(f"### Regressions ({len(regs)})")
+        out.add("")
+        left = add_table(regs, lambda v: "; ".join(v.reasons) or v.summary)
+        out.add("")
+        if left:
+            out.add(f"_… {left} more regressions not shown (comment size limit); see the full report._")
+            out.add("")
+    shown = {id(v) for v in regs}
+    for verdict, title, is_open in _SECTIONS:
+        vs = [v for v in report.variants if v.verdict == verdict and id(v) not in shown]
+        if not vs:
+            continue
+        opening = f"<details{' open' if is_open else ''}><summary><b>{title}</b> ({len(vs)})</summary>"
+        if not out.fits(opening + "\n\n</details>\n", reserve):
+            omitted.append(f"{title.lower()} ({len(vs)})")
+            continue
+        out.add(opening)
+        out.add("")
+        left = add_table(vs, lambda v: v.summary or "; ".join(v.notes))
+        out.add("")
+        if left:
+            out.add(f"_… {left} more not shown (comment size limit); see the full report._")
+            out.add("")
+        out.add("</details>")
+        out.add("")
+    if omitted:
+        out.add(
+            f"_Not shown for the comment size limit: {', '.join(omitted)}. The full report has everything._"
+        )
+    text = "\n".join(out.lines).rstrip() + "\n"
+    assert len(text) <= max_chars, (len(text), max_chars)
+    return text
+
+
+def render_summary(report: Report, *, max_rows: int = 10) -> str:
+    """A short summary for ``$GITHUB_STEP_SUMMARY``: verdict, counts, warnings, worst variants."""
+    lines = [_headline(report), "", _runs_line(report), "", _counts_line(report), "", *_warnings(report)]
+    worst = report.regressions or [v for v in report.variants if v.verdict in ("slower", "worse", "error")]
+    if worst:
+        link = _link_fn(report)
+        lines += table_lines(
+            [_row_cells(v, link, "; ".join(v.reasons) or v.summary) for v in worst[:max_rows]]
+        )
+        if len(worst) > max_rows:
+            lines.append(f"\n_… and {len(worst) - max_rows} more._")
+        lines.append("")
+    if report.link:
+        lines.append(f"[Full report]({report.link})")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,352 @@
+"""Small static SVG charts for the HTML report, written by hand.
+
+Why not a plotting library: a report of 500 variants must render in well under 10 s on a
+2-core CI machine. Measured here (benchmarks/report_speed.py has the numbers): matplotlib's SVG
+backend takes 15-46 ms per chart (about 40 s for 500 kernel pages of three charts), pygal 3.4-6.5 ms
+per chart plus 18-36 kB of per-chart CSS, and neither draws a per-SM Gantt chart or change-point
+markers; these functions take well under a millisecond and emit a few kB. Every chart is a pure
+function of its data returning `Markup`; all text goes through `escape`, so kernel or region names
+can never inject markup. Colours come from CSS classes (see static/report.css), so the charts
+follow the page theme and need no inline style.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from markupsafe import Markup, escape
+
+PALETTE_SIZE = 8  # region / series colours are classes c0..c7 in report.css
+
+
+def _fmt(v: float) -> str:
+    """Number for an SVG attribute: short, no exponent noise."""
+    if v == int(v) and abs(v) < 1e12:
+        return str(int(v))
+    return f"{v:.2f}"
+
+
+_TIME_UNITS = ((1e3, "s"), (1.0, "ms"), (1e-3, "µs"), (1e-6, "ns"))
+
+
+def _num(v: float) -> str:
+    """Up to 4 significant digits, thousands separated, no exponent in the usual ranges."""
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e12 or a < 1e-4:
+        return f"{v:.3g}"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    digits = max(0, 3 - math.floor(math.log10(a)))
+    s = f"{v:.{digits}f}"
+    return s.rstrip("0").rstrip(".") if "." in s else s
+
+
+def fmt_value(v: float | None, unit: str = "") -> str:
+    """Human-readable number with its unit; times in ms are shown in s/ms/µs/ns as fits."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if unit == "ms" and v != 0:
+        scale, name = next(((f, n) for f, n in _TIME_UNITS if abs(v) >= f), _TIME_UNITS[-1])
+        return f"{_num(v / scale)} {name}"
+    if unit == "fraction":
+        return f"{v:.1%}"
+    s = _num(v)
+    return f"{s} {unit}" if unit and unit != "count" else s
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About `n` round tick values covering [lo, hi]."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    ticks = []
+    t = first
+    while t <= hi + step * 1e-9 and len(ticks) < 50:
+        ticks.append(round(t, 12))
+        t += step
+    return ticks
+
+
+class _Scale:
+    def __init__(self, d0: float, d1: float, r0: float, r1: float):
+        if d1 == d0:
+            d0, d1 = d0 - 0.5, d1 + 0.5
+        self.d0, self.d1, self.r0, self.r1 = d0, d1, r0, r1
+
+    def __call__(self, v: float) -> float:
+        return self.r0 + (v - self.d0) / (self.d1 - self.d0) * (self.r1 - self.r0)
+
+
+def _svg(width: int, height: int, title: str, body: list[str], cls: str) -> Markup:
+    head = (
+        f'<svg class="chart {cls}" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
+        f"<title>{escape(title)}</title>"
+    )
+    return Markup(head + "".join(body) + "</svg>")
+
+
+def _text(cls: str, x: float, y: float, text: str, anchor: str = "start") -> str:
+    a = "" if anchor == "start" else f' text-anchor="{anchor}"'
+    return f'<text class="{cls}" x="{_fmt(x)}" y="{_fmt(y)}"{a}>{escape(text)}</text>'
+
+
+def _rect(cls: str, x: float, y: float, w: float, h: float, title: str | None = None) -> str:
+    attrs = f'class="{cls}" x="{_fmt(x)}" y="{_fmt(y)}" width="{_fmt(w)}" height="{_fmt(h)}"'
+    if title is None:
+        return f"<rect {attrs}/>"
+    return f"<rect {attrs}><title>{escape(title)}</title></rect>"
+
+
+def _vline(cls: str, x: float, y0: float, y1: float, title: str | None = None) -> str:
+    attrs = f'class="{cls}" x1="{_fmt(x)}" x2="{_fmt(x)}" y1="{_fmt(y0)}" y2="{_fmt(y1)}"'
+    if title is None:
+        return f"<line {attrs}/>"
+    return f"<line {attrs}><title>{escape(title)}</title></line>"
+
+
+def _hline(cls: str, x0: float, x1: float, y: float) -> str:
+    return f'<line class="{cls}" x1="{_fmt(x0)}" x2="{_fmt(x1)}" y1="{_fmt(y)}" y2="{_fmt(y)}"/>'
+
+
+def _x_axis(body: list[str], sx: _Scale, ticks: list[float], y: float, top: float, unit: str) -> None:
+    body.append(_hline("axis", sx.r0, sx.r1, y))
+    for t in ticks:
+        x = sx(t)
+        body.append(_vline("grid", x, top, y))
+        body.append(_text("tick", x, y + 14, fmt_value(t), "middle"))
+    if unit:
+        body.append(_text("unit", sx.r1, y + 28, unit, "end"))
+
+
+def _legend(
+    body: list[str], items: Sequence[tuple[str, str]], x: float, y: float, wrap_at: float = 1e9
+) -> float:
+    """items: (css class, label), left to right, wrapping past ``wrap_at``; returns the last y."""
+    x0 = x
+    for cls, label in items:
+        w = 24 + 7 * len(label)
+        if x + w > wrap_at and x > x0:
+            x, y = x0, y + 16
+        body.append(_rect(cls, x, y - 9, 10, 10))
+        body.append(_text("legend", x + 14, y, label))
+        x += w
+    return y
+
+
+def distribution_svg(
+    baseline: Sequence[float],
+    current: Sequence[float],
+    unit: str = "ms",
+    width: int = 640,
+    height: int = 220,
+    bins: int = 40,
+) -> Markup | None:
+    """Overlaid histograms of two timing-sample sets on shared bins, medians marked.
+
+    Returns None when neither side has samples (the page then shows no chart at all).
+    """
+    a = [float(v) for v in baseline if math.isfinite(v)]
+    b = [float(v) for v in current if math.isfinite(v)]
+    if not a and not b:
+        return None
+    allv = sorted(a + b)
+    # Axis over the central 96%: outliers (a preempted call, a clock dip) are counted in the edge
+    # bins and in the legend instead of squeezing the distribution into one bar.
+    k = len(allv) // 50
+    lo, hi = allv[k], allv[-1 - k]
+    if hi == lo:
+        lo, hi = lo - abs(lo) * 0.01 - 1e-9, hi + abs(hi) * 0.01 + 1e-9
+    nb = max(5, min(bins, int(math.sqrt(len(allv))) * 2))
+    w = (hi - lo) / nb
+
+    def hist(vals: list[float]) -> list[float]:
+        counts = [0] * nb
+        for v in vals:
+            counts[min(nb - 1, max(0, int((v - lo) / w)))] += 1
+        n = len(vals) or 1
+        return [c / n for c in counts]  # fractions, so sides with different sample counts compare
+
+    ha, hb = hist(a), hist(b)
+    ml, mr, mt, mb = 40, 12, 22, 34
+    sx = _Scale(lo, hi, ml, width - mr)
+    sy = _Scale(0, (max(ha + hb) or 1.0) * 1.08, height - mb, mt)
+    body: list[str] = []
+    _x_axis(body, sx, nice_ticks(lo, hi), height - mb, mt, unit)
+    for cls, h, vals in (("base", ha, a), ("cur", hb, b)):
+        if not vals:
+            continue
+        for i, f in enumerate(h):
+            if f > 0:
+                x0, x1 = sx(lo + i * w), sx(lo + (i + 1) * w)
+                body.append(_rect(f"{cls} hist", x0, sy(f), max(x1 - x0 - 0.5, 0.5), sy(0) - sy(f)))
+        med = sorted(vals)[len(vals) // 2]
+        body.append(_vline(f"{cls} median", sx(med), mt, height - mb, f"median {fmt_value(med, unit)}"))
+
+    def label(side: str, vals: list[float]) -> str:
+        out = sum(1 for v in vals if v < lo or v > hi)
+        return f"{side} (n={len(vals)}" + (f", {out} off-axis)" if out else ")")
+
+    _legend(body, [("base", label("baseline", a)), ("cur", label("current", b))], ml, 14)
+    return _svg(width, height, "Timing distribution, baseline vs current", body, "dist")
+
+
+def stacked_bars_svg(
+    rows: Sequence[tuple[str, Sequence[tuple[str, float]]]],
+    unit: str = "",
+    width: int = 640,
+    title: str = "Region breakdown",
+) -> Markup | None:
+    """Horizontal stacked bars, one per row (e.g. baseline / current), one segment per part.
+
+    Segments keep one colour per name across rows; names beyond the palette cycle.
+    """
+    rows = [(label, [(n, float(v)) for n, v in segs if v and v > 0]) for label, segs in rows]
+    rows = [r for r in rows if r[1]]
+    if not rows:
+        return None
+    names = list(dict.fromkeys(n for _, segs in rows for n, _v in segs))
+    colour = {n: f"c{i % PALETTE_SIZE}" for i, n in enumerate(names)}
+    total = max(sum(v for _, v in segs) for _, segs in rows)
+    bar_h, gap, ml, mr = 22, 10, 70, 12
+    body: list[str] = []
+    top = _legend(body, [(colour[n], n) for n in names], ml, 18, wrap_at=width) + 12
+    height = top + len(rows) * (bar_h + gap) + 34
+    sx = _Scale(0, total * 1.02, ml, width - mr)
+    _x_axis(body, sx, nice_ticks(0, total), top + len(rows) * (bar_h + gap), top, unit)
+    for i, (label, segs) in enumerate(rows):
+        y = top + i * (bar_h + gap)
+        body.append(_text("rowlabel", ml - 6, y + bar_h / 2 + 4, label, "end"))
+        acc, row_total = 0.0, sum(v for _, v in segs)
+        for n, v in segs:
+            x0, x1 = sx(acc), sx(acc + v)
+            tip = f"{label} {n}: {fmt_value(v, unit)} ({100 * v / row_total:.1f}%)"
+            body.append(_rect(f"{colour[n]} seg", x0, y, max(x1 - x0, 0.5), bar_h, tip))
+            acc += v
+    return _svg(width, int(height), title, body, "stacked")
+
+
+def history_svg(
+    points: Sequence[tuple[str, float]],
+    change_points: Sequence[int] = (),
+    unit: str = "",
+    highlight_last: bool = True,
+    width: int = 640,
+    height: int = 200,
+    title: str = "History",
+) -> Markup | None:
+    """Line of a metric over past runs (oldest first); change points (indices where a new
+    level starts) drawn as dashed vertical lines; the last point (this run) highlighted."""
+    pts = [(lab, float(v)) for lab, v in points if v is not None and math.isfinite(v)]
+    if len(pts) < 2:
+        return None
+    vals = [v for _, v in pts]
+    lo, hi = min(vals), max(vals)
+    pad = (hi - lo) * 0.1 or abs(hi) * 0.05 or 1.0
+    ml, mr, mt, mb = 56, 12, 12, 24
+    sx = _Scale(0, len(pts) - 1, ml, width - mr)
+    sy = _Scale(lo - pad, hi + pad, height - mb, mt)
+    body: list[str] = []
+    for t in nice_ticks(lo - pad, hi + pad, 4):
+        body.append(_hline("grid", ml, width - mr, sy(t)))
+        body.append(_text("tick", ml - 4, sy(t) + 4, fmt_value(t), "end"))
+    body.append(_hline("axis", ml, width - mr, height - mb))
+    if unit:
+        body.append(_text("unit", ml - 4, height - 6, unit, "end"))
+    for cp in change_points:
+        if 0 < cp < len(pts):
+            x = (sx(cp - 1) + sx(cp)) / 2
+            body.append(_vline("changepoint", x, mt, height - mb, f"change point before {pts[cp][0]}"))
+    d = " ".join(f"{'M' if i == 0 else 'L'}{_fmt(sx(i))},{_fmt(sy(v))}" for i, (_, v) in enumerate(pts))
+    body.append(f'<path class="line" d="{d}"/>')
+    step = max(1, math.ceil(len(pts) / ((width - ml - mr) // 64)))  # labels ~64 px apart
+    for i, (lab, v) in enumerate(pts):
+        last = highlight_last and i == len(pts) - 1
+        body.append(
+            f'<circle class="{"pt last" if last else "pt"}" cx="{_fmt(sx(i))}" cy="{_fmt(sy(v))}" '
+            f'r="{4 if last else 2.5}"><title>{escape(lab)}: {escape(fmt_value(v, unit))}</title></circle>'
+        )
+        if last or (i % step == 0 and len(pts) - 1 - i >= step / 2):
+            body.append(_text("tick", sx(i), height - mb + 14, lab[:8], "middle"))
+    return _svg(width, height, title, body, "history")
+
+
+def gantt_svg(
+    lanes: Sequence[tuple[str, Sequence[tuple[float, float, str]]]],
+    unit: str = "cycles",
+    width: int = 760,
+    lane_h: int = 6,
+    max_bars: int = 20000,
+    title: str = "Per-SM timeline",
+    t_max: float | None = None,
+) -> Markup | None:
+    """One lane per SM, one bar per CTA (start, end, name); bars coloured by name.
+
+    ``t_max`` fixes the end of the time axis (e.g. the longer of two launches being compared,
+    so both charts share one scale). More than `max_bars` bars are thinned evenly per lane (the
+    chart notes it), so a pathological trace cannot make a page of many megabytes.
+    """
+    lanes = [(lab, [s for s in bars if s[1] > s[0]]) for lab, bars in lanes]
+    lanes = [ln for ln in lanes if ln[1]]
+    if not lanes:
+        return None
+    n_bars = sum(len(b) for _, b in lanes)
+    keep = 1 if n_bars <= max_bars else math.ceil(n_bars / max_bars)
+    t0 = min(s for _, bars in lanes for s, _, _ in bars)
+    t1 = max(e for _, bars in lanes for _, e, _ in bars)
+    names = list(dict.fromkeys(n for _, bars in lanes for _, _, n in bars))
+    colour = {n: f"c{i % PALETTE_SIZE}" for i, n in enumerate(names)}
+    ml, mr, mt = 56, 12, 22
+    height = mt + len(lanes) * lane_h + 34
+    span = max(t1 - t0, t_max or 0.0)
+    sx = _Scale(0, span, ml, width - mr)
+    shown = f"every {keep}th shown" if keep > 1 else f"on {len(lanes)} SMs"
+    body: list[str] = [_text("legend", ml, 14, f"{n_bars} CTAs {shown}")]
+    label_step = max(1, math.ceil(40 / lane_h))  # a lane label every ~40 px
+    for i, (lab, bars) in enumerate(lanes):
+        y = mt + i * lane_h
+        if i % label_step == 0:
+            body.append(_text("tick", ml - 4, y + lane_h, lab, "end"))
+        for j, (s, e, n) in enumerate(bars):
+            if j % keep == 0:
+                x0, x1 = sx(s - t0), sx(e - t0)
+                body.append(_rect(f"{colour[n]} seg", x0, y, max(x1 - x0, 0.3), lane_h - 1))
+    _x_axis(body, sx, nice_ticks(0, span), mt + len(lanes) * lane_h, mt, unit)
+    return _svg(width, height, title, body, "gantt")
+
+
+def paired_bars_svg(
+    rows: Sequence[tuple[str, float, float]],
+    unit: str = "",
+    width: int = 640,
+    title: str = "Baseline vs current",
+) -> Markup | None:
+    """Pairs of horizontal bars (baseline above current) per label: e.g. the instruction mix."""
+    rows = [(lab, float(a or 0), float(b or 0)) for lab, a, b in rows if (a or b)]
+    if not rows:
+        return None
+    ml, mr, mt, bh = 110, 60, 22, 8
+    row_h = 2 * bh + 6
+    height = mt + len(rows) * row_h + 30
+    vmax = max(max(a, b) for _, a, b in rows)
+    sx = _Scale(0, vmax * 1.02, ml, width - mr)
+    body: list[str] = []
+    _legend(body, [("base", "baseline"), ("cur", "current")], ml, 14)
+    for i, (lab, a, b) in enumerate(rows):
+        y = mt + i * row_h
+        body.append(_text("rowlabel", ml - 6, y + bh + 3, lab, "end"))
+        for k, (cls, side, v) in enumerate((("base", "baseline", a), ("cur", "current", b))):
+            body.append(
+                _rect(cls, ml, y + k * bh, max(sx(v) - ml, 0), bh - 1, f"{lab} {side}: {fmt_value(v, unit)}")
+            )
+        body.append(_text("tick", sx(max(a, b)) + 4, y + bh + 3, f"{fmt_value(a)} → {fmt_value(b)}"))
+    _x_axis(body, sx, nice_ticks(0, vmax, 4), mt + len(rows) * row_h, mt, unit)
+    return _svg(width, int(height), title, body, "paired")

@@ -1,0 +1,454 @@
+"""What a report shows, computed once from two runs and their comparison; rendered by html/markdown.
+
+The view holds no markup: every string in it is plain text (kernel names included) and the
+renderers escape it for their format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
+
+#: Variant verdicts, in the order the summary counts them. slower/faster/unchanged/inconclusive
+#: come from timing; a variant without timing (static mode) is worse/better/unchanged by its
+#: static metrics; new/removed have no counterpart; error: the current run failed to build it.
+VERDICTS = ("slower", "faster", "unchanged", "inconclusive", "worse", "better", "new", "removed", "error")
+#: Always counted on the summary, even when zero.
+MAIN_VERDICTS = ("slower", "faster", "unchanged", "inconclusive")
+#: Sort rank: worst first.
+_RANK = {
+    "error": 0,
+    "slower": 1,
+    "worse": 2,
+    "inconclusive": 3,
+    "new": 4,
+    "removed": 5,
+    "faster": 6,
+    "better": 7,
+    "unchanged": 8,
+}
+_KIND_ORDER = {"time": 0, "region": 1, "analysis": 2, "static": 3}
+#: Static metrics shown first, in this order, in the static diff.
+STATIC_HEADLINE = (
+    "registers",
+    "spills",
+    "shared_bytes",
+    "stack_bytes",
+    "local_bytes",
+    "num_warps",
+    "num_stages",
+    "cubin_bytes",
+    "sass.instructions",
+    "ptx.instructions",
+)
+INSTRUCTION_CLASSES = (
+    "global_load",
+    "global_store",
+    "shared_load",
+    "shared_store",
+    "mma",
+    "wgmma",
+    "tma",
+    "async_copy",
+    "fma_alu",
+    "sfu",
+    "barrier",
+    "branch",
+    "convert",
+    "other",
+)
+
+HistoryFn = Callable[[str, str], list[tuple[RunInfo, float]]]
+
+
+@dataclass
+class MetricRow:
+    """One metric of one variant on both sides."""
+
+    name: str
+    unit: str
+    kind: str
+    better: str
+    base: float | None
+    cur: float | None
+    verdict: str = "same"  # worse | better | same | inconclusive | changed | new | removed
+    regression: bool = False  # this metric fails the gate
+    rel: float | None = None  # relative change (cur / base - 1, or the estimated effect)
+    ci: tuple[float, float] | None = None  # confidence interval of rel
+    threshold: float | None = None
+    note: str = ""
+
+    @property
+    def delta(self) -> float | None:
+        if self.base is None or self.cur is None:
+            return None
+        return self.cur - self.base
+
+
+@dataclass
+class VariantView:
+    key: VariantKey
+    base: VariantResult | None
+    cur: VariantResult | None
+    verdict: str
+    regression: bool = False
+    reasons: list[str] = field(default_factory=list)  # why it fails the gate, one line each
+    notes: list[str] = field(default_factory=list)  # remarks that do not fail it (not comparable, ...)
+    summary: str = ""  # what moved, e.g. "time +3.1% [+2.8%, +3.4%]; registers 96 -> 128"
+    rows: list[MetricRow] = field(default_factory=list)
+    score: float = 0.0  # worst-first sort key within a verdict (larger = worse)
+
+    @property
+    def id(self) -> str:
+        return self.key.id
+
+    @property
+    def tags(self) -> list[str]:
+        r = self.cur or self.base
+        return list(r.tags) if r else []
+
+    @property
+    def rank(self) -> int:
+        """0 = worst; regressions come before everything else."""
+        return (0 if self.regression else 1) * 10 + _RANK.get(self.verdict, 9)
+
+    @property
+    def page(self) -> str:
+        return f"k/{self.id}.html"
+
+    @property
+    def sass_changed(self) -> bool:
+        return bool(
+            self.base
+            and self.cur
+            and self.base.sass_hash
+            and self.cur.sass_hash
+            and self.base.sass_hash != self.cur.sass_hash
+        )
+
+    def row(self, name: str) -> MetricRow | None:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        return None
+
+    @property
+    def headline(self) -> MetricRow | None:
+        """The one number a list shows: the time if there is one, else the first that regressed."""
+        return (
+            self.row("time.median")
+            or next((r for r in self.rows if r.regression), None)
+            or next((r for r in self.rows if r.verdict in ("worse", "better", "changed")), None)
+        )
+
+
+@dataclass
+class Report:
+    current: RunInfo
+    baseline: RunInfo | None
+    variants: list[VariantView]  # worst first
+    generated_at: str
+    link: str | None = None  # URL of the full HTML report (for the markdown outputs)
+    history: HistoryFn | None = None
+    notes: list[str] = field(default_factory=list)  # global remarks (e.g. missing baseline)
+
+    @property
+    def regressions(self) -> list[VariantView]:
+        return [v for v in self.variants if v.regression]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = dict.fromkeys(VERDICTS, 0)
+        for v in self.variants:
+            c[v.verdict] = c.get(v.verdict, 0) + 1
+        return c
+
+    @property
+    def tags(self) -> list[str]:
+        return sorted({t for v in self.variants for t in v.tags})
+
+    @property
+    def fingerprint_rows(self) -> list[tuple[str, str, str, bool]]:
+        """(field, baseline, current, differs) for each fingerprint field either side has."""
+        return fingerprint_rows(
+            self.baseline.fingerprint if self.baseline else None, self.current.fingerprint
+        )
+
+    @property
+    def fingerprints_differ(self) -> list[str]:
+        """Names of the fields that differ and matter for comparing numbers."""
+        return [f for f, _b, _c, d in self.fingerprint_rows if d and f not in _FP_IGNORED]
+
+    @property
+    def verdict_line(self) -> str:
+        regs = self.regressions
+        if regs:
+            return f"{len(regs)} regression{'s' if len(regs) != 1 else ''}"
+        if self.baseline is None:
+            return "no baseline to compare with"
+        return "no regressions"
+
+
+# Fingerprint fields that differ between any two machines without affecting the numbers.
+_FP_IGNORED = {"host_hash", "extra"}
+_FP_FIELDS = ("gpu", "sm_count", "driver", "cuda", "torch", "triton", "python", "cpu", "host_hash")
+
+
+def _fp_str(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def fingerprint_rows(base: Fingerprint | None, cur: Fingerprint) -> list[tuple[str, str, str, bool]]:
+    rows = []
+    for f in _FP_FIELDS:
+        b = _fp_str(getattr(base, f)) if base else ""
+        c = _fp_str(getattr(cur, f))
+        if b or c:
+            rows.append((f, b, c, base is not None and b != c))
+    bx = base.extra if base else {}
+    for k in sorted(set(bx) | set(cur.extra)):
+        b, c = _fp_str(bx.get(k)), _fp_str(cur.extra.get(k))
+        rows.append((f"extra.{k}", b, c, base is not None and b != c))
+    return rows
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _rel(base: float | None, cur: float | None) -> float | None:
+    if base is None or cur is None:
+        return None
+    if base == 0:
+        return 0.0 if cur == 0 else math.inf
+    return cur / base - 1.0
+
+
+def _plain_rows(base: VariantResult | None, cur: VariantResult | None) -> list[MetricRow]:
+    """Rows from the metrics alone (no comparison policy): direction of change, no gate."""
+    bm: dict[str, Metric] = {m.name: m for m in base.metrics} if base else {}
+    cm: dict[str, Metric] = {m.name: m for m in cur.metrics} if cur else {}
+    rows = []
+    for name in list(cm) + [n for n in bm if n not in cm]:
+        m = cm.get(name) or bm[name]
+        b, c = (bm[name].value if name in bm else None), (cm[name].value if name in cm else None)
+        if b is None:
+            verdict = "new"
+        elif c is None:
+            verdict = "removed"
+        elif b == c:
+            verdict = "same"
+        elif m.better == "none":
+            verdict = "changed"
+        else:
+            verdict = "worse" if (c > b) == (m.better == "lower") else "better"
+        rows.append(MetricRow(name, m.unit, m.kind, m.better, b, c, verdict, rel=_rel(b, c)))
+    rows.sort(key=_row_order)
+    return rows
+
+
+def _row_order(r: MetricRow) -> tuple:
+    kind = _KIND_ORDER.get(r.kind, 9)
+    if r.kind == "static":
+        head = STATIC_HEADLINE.index(r.name) if r.name in STATIC_HEADLINE else len(STATIC_HEADLINE)
+        return (kind, head, r.name)
+    if r.kind == "time":
+        order = ("time.median", "time.mean", "time.min", "time.ci_low", "time.ci_high", "time.iqr", "time.cv")
+        return (kind, order.index(r.name) if r.name in order else 99, r.name)
+    return (kind, 0, r.name)
+
+
+def _fmt_rel(rel: float | None) -> str:
+    if rel is None:
+        return ""
+    if math.isinf(rel):
+        return "new (was 0)"
+    return f"{rel:+.1%}"
+
+
+def _fmt_num(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{int(v)}" if v == int(v) and abs(v) < 1e15 else f"{v:.4g}"
+
+
+def describe_row(r: MetricRow) -> str:
+    """Short attribution text: 'registers 96 -> 128', 'time.median +3.1% [+2.8%, +3.4%]'."""
+    name = r.name.removeprefix("region.").removesuffix(".cycles") if r.kind == "region" else r.name
+    if r.kind in ("time", "region") and r.rel is not None:
+        s = f"{name} {_fmt_rel(r.rel)}"
+        if r.ci:
+            s += f" [{r.ci[0]:+.1%}, {r.ci[1]:+.1%}]"
+        return s
+    if r.name == "spills" and r.base is not None and r.cur is not None and r.cur > r.base:
+        return f"{_fmt_num(r.cur - r.base)} B more spills ({_fmt_num(r.base)} -> {_fmt_num(r.cur)})"
+    return f"{name} {_fmt_num(r.base)} -> {_fmt_num(r.cur)}"
+
+
+def _summary(rows: Iterable[MetricRow], limit: int = 3) -> str:
+    moved = [r for r in rows if r.regression] + [
+        r
+        for r in rows
+        if not r.regression
+        and r.verdict in ("worse", "better")
+        and r.name not in ("time.mean", "time.min", "time.ci_low", "time.ci_high", "time.iqr")
+        and not r.name.endswith((".fraction", ".ms"))
+    ]
+    return "; ".join(describe_row(r) for r in moved[:limit])
+
+
+def _score(rows: list[MetricRow]) -> float:
+    """How bad: the largest relative worsening among regressing rows, else among worse rows."""
+    worst = [r.rel for r in rows if r.regression and r.rel is not None and not math.isinf(r.rel)]
+    if not worst:
+        worst = [
+            abs(r.rel) if r.verdict == "worse" else -abs(r.rel)
+            for r in rows
+            if r.rel is not None and not math.isinf(r.rel) and r.verdict in ("worse", "better")
+        ]
+    return max(worst, default=0.0) + (1000.0 if any(r.regression for r in rows) else 0.0)
+
+
+def plain_verdict(base: VariantResult | None, cur: VariantResult | None, rows: list[MetricRow]) -> str:
+    """A variant's verdict from its rows: the time row if there is one, else the static rows."""
+    if cur is None:
+        return "removed"
+    if base is None:
+        return "new"
+    if cur.error:
+        return "error"
+    t = next((r for r in rows if r.name == "time.median"), None)
+    if t is not None:
+        return _TIME_VERDICT.get(t.verdict, "inconclusive")
+    static = [r for r in rows if r.kind == "static"]
+    if any(r.regression or r.verdict == "worse" for r in static):
+        return "worse"
+    if any(r.verdict == "better" for r in static):
+        return "better"
+    return "unchanged"
+
+
+_TIME_VERDICT = {"worse": "slower", "better": "faster", "same": "unchanged", "inconclusive": "inconclusive"}
+
+
+def build_report(
+    current: RunRecord,
+    baseline: RunRecord | None,
+    comparison: Any = None,
+    *,
+    history: HistoryFn | None = None,
+    link: str | None = None,
+    generated_at: str | None = None,
+) -> Report:
+    """Join the two runs by variant and apply the comparison (``kperf_ci.compare.Comparison``).
+
+    Without a comparison every metric still gets its direction of change and a variant's verdict
+    follows its time.median (no statistics, no gate): enough for a look, not for CI.
+    """
+    base_by_id = {r.key.id: r for r in baseline.results} if baseline else {}
+    cur_by_id = {r.key.id: r for r in current.results}
+    # Variants the comparison matched across a specialization change: one view, current's key.
+    rematched = {c.id: b.id for b, c in getattr(comparison, "rematched", [])}
+    paired_base = set(rematched.values())
+    views: dict[str, VariantView] = {}
+    for vid in list(cur_by_id) + [i for i in base_by_id if i not in cur_by_id and i not in paired_base]:
+        b, c = base_by_id.get(rematched.get(vid, vid)), cur_by_id.get(vid)
+        rows = _plain_rows(b, c)
+        key = (c or b).key  # type: ignore[union-attr]
+        v = VariantView(key=key, base=b, cur=c, verdict="", rows=rows)
+        if vid in rematched and b is not None:
+            v.notes.append(f"specialization changed: {b.key.spec or '-'} -> {key.spec or '-'}")
+        if c is not None and c.error:
+            v.reasons.append(f"error: {c.error}")
+        views[vid] = v
+    if comparison is not None:
+        _apply_comparison(comparison, views)
+    for v in views.values():
+        v.verdict = plain_verdict(v.base, v.cur, v.rows) if baseline is not None else "new"
+        if v.verdict == "error" and v.base is not None and not v.base.error:
+            v.regression = True
+        if not v.summary:
+            v.summary = _summary(v.rows)
+        v.score = _score(v.rows)
+    ordered = sorted(views.values(), key=lambda v: (v.rank, -v.score, v.key.kernel, v.key.arch, v.key.config))
+    notes = []
+    if baseline is None:
+        notes.append("No baseline run: every variant is shown as new.")
+    for kind, why in sorted({(i.kind, i.reason) for i in getattr(comparison, "incomparable", [])}):
+        notes.append(f"{kind} metrics not compared: {why}.")
+    return Report(
+        current=current.info,
+        baseline=baseline.info if baseline else None,
+        variants=ordered,
+        generated_at=generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        link=link,
+        history=history,
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- comparison
+
+_DIRECTION = {"better": "better", "worse": "worse", "same": "same"}
+
+
+def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
+    """Copy the verdicts, intervals, thresholds and gate results of a Comparison onto the rows.
+
+    Rows of a metric kind the comparison refused to compare (different GPU, Triton) lose their
+    direction: they are shown, never judged.
+    """
+    for inc in getattr(comparison, "incomparable", []):
+        v = views.get(inc.variant.id)
+        if v is None:
+            continue
+        v.notes.append(f"{inc.kind} metrics not compared: {inc.reason}")
+        for r in v.rows:
+            if r.kind == inc.kind:
+                r.verdict, r.note = "n/a", "not comparable"
+    for ch in comparison.changes:
+        v = views.get(ch.variant.id)
+        if v is None:
+            continue
+        if ch.metric == "error":
+            v.regression = True
+            if ch.reason not in v.reasons:
+                v.reasons.append(ch.reason)
+            continue
+        r = v.row(ch.metric)
+        if r is None:
+            continue
+        if ch.base is not None and ch.current is not None:
+            if ch.direction == "n/a":
+                r.verdict = "changed" if ch.base != ch.current and r.better == "none" else "same"
+            else:
+                r.verdict = _DIRECTION.get(ch.direction, r.verdict)
+        if ch.verdict:  # timing decided on samples
+            r.verdict = {"slower": "worse", "faster": "better", "unchanged": "same"}.get(
+                ch.verdict, "inconclusive"
+            )
+        if ch.rel is not None and not math.isnan(ch.rel):
+            r.rel = ch.rel
+        if ch.ci and not any(math.isnan(x) for x in ch.ci):
+            r.ci = (ch.ci[0] - 1.0, ch.ci[1] - 1.0)  # compare gives the ratio's interval
+        r.threshold = ch.threshold
+        r.regression = bool(ch.regression)
+        if ch.regression:
+            v.regression = True
+            v.reasons.append(ch.reason)
+        if ch.regression or ch.verdict:
+            r.note = ch.reason
