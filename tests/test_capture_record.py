@@ -161,3 +161,47 @@ def test_describe_args_on_compiled_jit_function():
 def test_config_string_defaults():
     assert config_string({}) == config_string({"num_warps": 4, "num_stages": 3, "num_ctas": 1})
     assert config_string({"maxnreg": 128}) == "num_warps=4,num_stages=3,num_ctas=1,maxnreg=128"
+
+
+def _interpreted_add():
+    """An InterpretedFunction for the fixture add kernel, built in this process (no env var)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    sys.path.insert(0, str(DATA))
+    try:
+        import kernels
+    finally:
+        sys.path.remove(str(DATA))
+    inner = kernels.add_kernel
+    fn = inner.fn if hasattr(inner, "fn") else inner
+    return InterpretedFunction(fn)
+
+
+def test_recorder_patches_symmetrically_in_process():
+    import torch
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from kperf_ci.capture.record import LaunchRecorder
+
+    before = (InterpretedFunction.run, Autotuner.run, Autotuner._bench)
+    k = _interpreted_add()
+    x = torch.arange(64, dtype=torch.float32)
+    out = torch.empty(64)
+    rec = LaunchRecorder()
+    with rec.recording(test="t::a", name="vector_add", tags=["x"], thresholds={"registers": 0.2}):
+        assert InterpretedFunction.run is not before[0]
+        k[(1,)](x, x, out, 64, BLOCK=64)
+    assert (InterpretedFunction.run, Autotuner.run, Autotuner._bench) == before
+    torch.testing.assert_close(out, 2 * x)  # it ran for real
+    (ls,) = rec.launches
+    assert ls.name == "vector_add" and ls.display_name == "vector_add" and ls.test == "t::a"
+    assert ls.tags == ("x",) and ls.thresholds == {"registers": 0.2}
+    assert ls.spec == "x_ptr:*fp32:D, y_ptr:*fp32:D, out_ptr:*fp32:D, n:i32:D, BLOCK=64"
+
+    # an exception inside the block still restores the originals; launches outside are ignored
+    with pytest.raises(RuntimeError), rec.recording(test="t::b"):
+        raise RuntimeError("boom")
+    assert (InterpretedFunction.run, Autotuner.run, Autotuner._bench) == before
+    k[(1,)](x, x, out, 64, BLOCK=64)
+    assert len(rec.launches) == 1

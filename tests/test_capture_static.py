@@ -123,6 +123,7 @@ def test_compile_failure_is_reported_per_variant(env):
     for arch in ARCHS:
         (r,) = find(env["results"], "test_broken", arch)
         assert r.error and "\n" not in r.error and not r.metrics
+        assert " at 0x" not in r.error  # no object addresses: the same failure reads the same
     # the others still compiled
     ok = [r for r in env["results"] if r.key.kernel not in ("broken_kernel", "local_kernel")]
     assert all(r.error is None for r in ok)
@@ -156,3 +157,17 @@ def test_source_location_relative():
                     spec="", config="")
     assert source_location(ls, str(ROOT)) == "examples/kernels/a.py::k"
     assert source_location(ls, "/nonexistent-root").endswith("examples/kernels/a.py::k")
+
+
+def test_worker_crash_is_reported_and_pool_recovers(env, tmp_path):
+    mod = tmp_path / "crashing_kernels.py"
+    mod.write_text(
+        "import os\n"
+        "os._exit(3)  # dies when imported by a compile worker\n"
+    )
+    (good,) = [x for x in env["launches"] if x.test.endswith("::test_add[1024]")]
+    bad = LaunchSpec(kernel="k", qualname="k", module="crashing_kernels", source_file=str(mod), args=(),
+                     options={}, grid=(1, 1, 1), spec="", config="num_warps=4,num_stages=3,num_ctas=1")
+    res = compile_variants([bad, good], ["sm_90"], jobs=1, cache_dir=env["cache"], rootdir=str(ROOT))
+    assert "compile worker died (exit code 3)" in res[0].error
+    assert res[1].error is None and res[1].metric("registers") is not None

@@ -28,6 +28,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -280,14 +281,15 @@ def rebuild_arg(a: dict[str, Any]) -> Any:
 def one_line(e: BaseException) -> str:
     """A one-line summary of a compile error."""
     name = type(e).__name__
-    text = str(e).strip()
+    text = re.sub(r" at 0x[0-9a-fA-F]+", "", str(e)).strip()  # object addresses change per run
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if name == "CompilationError" or "CompilationError" in name or name.endswith("AssertionFailure"):
         # triton: "at L:C:\n<source>\n^\n<message>" -- keep position and message
         pos = lines[0] if lines and lines[0].startswith("at ") else ""
         msg = lines[-1] if lines else ""
         if e.__cause__ is not None and (not msg or msg == "^"):
-            msg = f"{type(e.__cause__).__name__}: {e.__cause__}".splitlines()[0]
+            cause = f"{type(e.__cause__).__name__}: {e.__cause__}"
+            msg = re.sub(r" at 0x[0-9a-fA-F]+", "", cause).splitlines()[0]
         return f"{name} {pos} {msg}".replace("  ", " ").strip()[:500]
     if name == "PTXASError":
         for ln in lines:

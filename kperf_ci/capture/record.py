@@ -478,7 +478,7 @@ def _patched_interp_run(self, *args, grid, warmup, **kwargs):
 def _patched_autotuner_run(self, *args, **kwargs):
     """Record every (pruned) config, then let the autotuner pick the first one and run it."""
     rec = _current()
-    if rec is None or len(self.configs) <= 1:
+    if rec is None or len(self.configs) <= 1 or not _wraps_interpreted(self):
         return _originals["autotuner_run"](self, *args, **kwargs)
     self.nargs = dict(zip(self.arg_names, args, strict=False))
     try:
@@ -508,8 +508,21 @@ def _patched_autotuner_run(self, *args, **kwargs):
         self.__dict__.pop("_kperf_order", None)
 
 
+def _wraps_interpreted(obj: Any) -> bool:
+    """True when the innermost kernel object is an InterpretedFunction (record-only is safe)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    for _ in range(16):
+        if isinstance(obj, InterpretedFunction):
+            return True
+        obj = getattr(obj, "fn", None)
+        if obj is None or inspect.isfunction(obj):
+            return False
+    return False
+
+
 def _patched_autotuner_bench(self, *args, config, **meta):
-    if _current() is None:
+    if _current() is None or not hasattr(self, "_kperf_order"):
         return _originals["autotuner_bench"](self, *args, config=config, **meta)
     i = getattr(self, "_kperf_order", {}).get(id(config), 1_000_000)
     t = float(i + 1)
