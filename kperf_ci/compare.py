@@ -169,6 +169,16 @@ class ThresholdPolicy:
         return None, ""
 
 
+def gated(metric: str, selection: Any) -> bool:
+    """Whether a metric may fail the check, given a marker's `metrics=[...]` (None = all).
+
+    An entry names a metric ("registers") or a family by its prefix ("time", "sass", "region").
+    """
+    if not selection:
+        return True
+    return any(metric == s or metric.startswith(f"{s}.") for s in selection)
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -459,6 +469,9 @@ def compare_runs(
                 ch = _time_change(b, c, base, cur, policy, marker)
             else:
                 ch = _static_change(b, c, cur.key, policy, marker)
+            if ch.regression and not gated(c.name, marker.get("metrics")):
+                ch.regression = False
+                ch.reason += f" (not gated: the marker's metrics= lists {', '.join(marker['metrics'])})"
             if rematched:
                 ch.reason = (ch.reason + "; " if ch.reason else "") + (
                     f"specialization changed ({base.key.spec or '-'} -> {cur.key.spec or '-'})"

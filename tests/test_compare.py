@@ -206,3 +206,20 @@ def test_fingerprint_none_gpu_for_static_runs():
         rec(make_result(registers=10), info=info), rec(make_result(registers=12), info=make_info())
     )
     assert c.changes and not c.incomparable
+
+
+def test_marker_metrics_selection_limits_what_gates():
+    from kperf_ci.compare import gated
+
+    assert gated("time.median", ["time"]) and gated("registers", None)
+    assert not gated("registers", ["spills", "time"])
+    base = RunRecord(make_info(), [make_result(registers=32, spills=0)])
+    only_spills = RunRecord(
+        make_info(), [make_result(registers=64, spills=0, thresholds={"metrics": ["spills"]})]
+    )
+    everything = RunRecord(make_info(), [make_result(registers=64, spills=0)])
+    assert compare_runs(base, everything, ThresholdPolicy()).exit_code == 1
+    comp = compare_runs(base, only_spills, ThresholdPolicy())
+    assert comp.exit_code == 0
+    (reg,) = [ch for ch in comp.changes if ch.metric == "registers"]
+    assert reg.direction == "worse" and "not gated" in reg.reason
