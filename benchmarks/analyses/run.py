@@ -299,7 +299,11 @@ def case_overlap(workdir: str, grid_m: int, grid_n: int, kk: int):
         torch.testing.assert_close(c.float(), ref, rtol=2e-2, atol=1.0)
         ms = cuda_time_ms(launch)
         fs = overlap(tl)
-        n_mma = int((tl.region.astype(str) == "mma").sum())
+        names = tl.region.astype(str)
+        n_mma = int((names == "mma").sum())
+        dur = tl.end_ns - tl.start_ns
+        mma_us = float(np.median(dur[names == "mma"])) / 1000 if n_mma else None
+        wait_us = float(np.median(dur[names == "tma_wait"])) / 1000 if (names == "tma_wait").any() else None
         bub = finding(fs, "pipeline_bubble_fraction")
         record(
             f"overlap_stages{stages}",
@@ -310,6 +314,9 @@ def case_overlap(workdir: str, grid_m: int, grid_n: int, kk: int):
             mma_busy_fraction=finding(fs, "mma_busy_fraction").value,
             memory_exposed_fraction=finding(fs, "memory_exposed_fraction").value,
             mma_records=n_mma,
+            mma_median_us=mma_us,
+            tma_wait_median_us=wait_us,
+            clock_mhz=tl.meta.get("clock_mhz"),
             mma_records_expected=grid_m * grid_n * W * (kk // BK),
             largest_bubbles=bub.details.get("bubbles", [])[:3],
         )
