@@ -270,3 +270,18 @@ def test_threshold_overrides():
     tl = grid_timeline([10_000] * 8, num_sms=132, prologue=0.15)
     assert not by_name(analyze_timeline(tl))["prologue_fraction"].flagged
     assert by_name(analyze_timeline(tl, thresholds={"prologue_fraction": 0.1}))["prologue_fraction"].flagged
+
+
+def test_analysis_metrics_from_a_timeline_or_region_result():
+    from types import SimpleNamespace
+
+    from kperf_ci.analysis import analysis_metrics
+
+    tl = grid_timeline([100_000] * 133, num_sms=132)
+    ms = {m.name: m for m in analysis_metrics(tl)}
+    assert ms["analysis.wave_idle"].value == pytest.approx(1 - 133 / 264)
+    rr = SimpleNamespace(timeline=tl)
+    assert [m.name for m in analysis_metrics(rr)] == list(ms)
+    # the grid from the capture stage counts CTAs that recorded nothing
+    tl.meta["grid"] = [264, 1, 1]
+    assert {m.name: m for m in analysis_metrics(tl)}["analysis.waves"].value == pytest.approx(2.0)

@@ -19,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from kperf_ci.model import Metric
+
 from .findings import Finding, flagged, to_metrics
 from .imbalance import load_imbalance
 from .launch_gaps import KernelRecord, launch_gaps
@@ -35,6 +39,7 @@ __all__ = [
     "LaunchConfig",
     "Timeline",
     "analyze_timeline",
+    "analysis_metrics",
     "arch_limits",
     "flagged",
     "from_region_result",
@@ -112,11 +117,31 @@ def analyze_timeline(
         from .occupancy import sm_busy
 
         k = int(sm_busy(tl, n_sms).max_resident.max())
+        grid = tl.meta.get("grid")
+        n_grid = int(np.prod(grid)) if grid else len(spans)
         out += wave_quantization(
-            len(spans), ctas_per_sm=max(k, 1), sm_count=n_sms, timeline=tl, threshold=th["wave_idle"]
+            max(n_grid, len(spans)),
+            ctas_per_sm=max(k, 1),
+            sm_count=n_sms,
+            timeline=tl,
+            threshold=th["wave_idle"],
         )
     out += prologue_epilogue(
         tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
     )
     out += overlap(tl, bubble_threshold=th["pipeline_bubble_fraction"])
     return out
+
+
+def analysis_metrics(
+    source: Timeline | Any,
+    *,
+    launch: LaunchConfig | None = None,
+    num_sms: int | None = None,
+    thresholds: dict[str, float] | None = None,
+) -> list[Metric]:
+    """``Metric(kind="analysis", name="analysis.<x>")`` for every finding of one launch, from a
+    Timeline or the capture stage's RegionResult: what the capture stage adds to a
+    VariantResult so the numbers are stored and compared like any other metric."""
+    tl = source if isinstance(source, Timeline) else from_region_result(source, num_sms=num_sms)
+    return to_metrics(analyze_timeline(tl, launch=launch, num_sms=num_sms, thresholds=thresholds))
