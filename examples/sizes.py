@@ -6,11 +6,10 @@ pytest needs concrete parameters at collection; bytes=/flops= on the markers are
 those parameters.
 """
 
-import os
-
 import torch
+import triton
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+INTERPRET = triton.knobs.runtime.interpret  # TRITON_INTERPRET, as Triton itself reads it
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ON_GPU = DEVICE == "cuda" and not INTERPRET
 

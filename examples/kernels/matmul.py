@@ -54,13 +54,10 @@ def _run_once(kernel_call, quantiles=None):
     return [0.0, 0.0, 0.0] if quantiles else 0.0
 
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
-
-
 @triton.autotune(
     configs=get_autotune_config(),
     key=["M", "N", "K"],
-    do_bench=_run_once if _INTERPRET else None,
+    do_bench=_run_once if triton.knobs.runtime.interpret else None,
 )
 @triton.jit
 def matmul_kernel(
