@@ -285,3 +285,12 @@ def test_analysis_metrics_from_a_timeline_or_region_result():
     # the grid from the capture stage counts CTAs that recorded nothing
     tl.meta["grid"] = [264, 1, 1]
     assert {m.name: m for m in analysis_metrics(tl)}["analysis.waves"].value == pytest.approx(2.0)
+
+
+def test_overlap_region_kinds_override_the_names():
+    tl = pipelined_timeline(stages=1)
+    tl.region = np.array(["wait0" if r == "tma_wait" else r for r in tl.region], dtype=object)
+    plain = by_name(overlap(tl))
+    assert plain["memory_compute_overlap"].explanation == "no memory-wait regions to overlap"
+    told = by_name(overlap(tl, region_kinds={"wait0": "memory_wait"}))
+    assert told["memory_exposed_fraction"].value == pytest.approx(800 / 1200, rel=0.01)

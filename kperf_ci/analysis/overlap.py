@@ -51,14 +51,18 @@ def overlap(
     bubble_threshold: float = 0.25,
     min_bubble_ns: float = 0.0,
     max_bubbles: int = 20,
+    region_kinds: dict[str, str] | None = None,
 ) -> list[Finding]:
     """Findings ``mma_busy_fraction``, ``pipeline_bubble_fraction`` (flagged),
     ``memory_exposed_fraction`` and ``memory_compute_overlap`` (medians over CTAs).
 
     Memory regions whose name says "wait" are the memory waits when any exist; otherwise all
-    memory regions count. Empty when the timeline has no compute regions."""
+    memory regions count. ``region_kinds`` overrides the classification by name (values
+    "compute", "memory", "memory_wait", "other"), e.g. for the capture stage's ``wait<i>``
+    regions, whose names do not say what they wait for. Empty when the timeline has no compute
+    regions."""
     regions = tl.region.astype(str)
-    kinds = classify(tl.regions(), compute_re, memory_re)
+    kinds = {**classify(tl.regions(), compute_re, memory_re), **(region_kinds or {})}
     comp_names = [n for n, k in kinds.items() if k == "compute"]
     if not comp_names:
         return []
