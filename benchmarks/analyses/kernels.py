@@ -9,6 +9,10 @@
                loaded then consumed: every wait exposed) vs NUM_STAGES=3 (loads 2 tiles ahead).
 - launch gaps: 64 launches of ``tiny_add`` vs one ``fused_add`` doing the same work.
 
+``TAG`` (an unused constexpr) gives each profiled case its own compiled kernel: Proton learns a
+kernel's scope names when the kernel is loaded inside a session, so a binary loaded in an
+earlier session would report its regions as ``scope_<n>``.
+
 Regions are written with Proton's DSL (``triton.profiler.language``), outside loops for the
 Triton kernels (as Proton advises) and inside the loop only for the Gluon kernel. Nothing here
 runs at import time; ``run.py`` launches them.
@@ -34,7 +38,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 
 @triton.jit
-def wave_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def wave_matmul(
+    a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, TAG: tl.constexpr = 0
+):
     pl.enter_scope("kernel")
     pid = tl.program_id(0)
     n_tiles_n = tl.cdiv(N, BN)
@@ -59,7 +65,7 @@ def wave_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr
 
 
 @triton.jit
-def work_kernel(out_ptr, pro_iters_ptr, main_iters_ptr, BLOCK: tl.constexpr):
+def work_kernel(out_ptr, pro_iters_ptr, main_iters_ptr, BLOCK: tl.constexpr, TAG: tl.constexpr = 0):
     pl.enter_scope("kernel")
     pl.enter_scope("prologue")
     pid = tl.program_id(0)

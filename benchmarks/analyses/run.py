@@ -86,6 +86,9 @@ def profile_once(fn, name: str, workdir: str, mode=None) -> tuple[list[Timeline]
     if not files:
         raise RuntimeError(f"Proton wrote no trace for {name}")
     tls = load_proton_traces(files[0], num_sms=NUM_SMS)
+    unnamed = sorted({r for t in tls for r in t.regions() if r.startswith("scope_")})
+    if unnamed:
+        log(f"  WARNING {name}: Proton did not name regions {unnamed}")
     return tls, files[0], ret
 
 
@@ -169,7 +172,9 @@ def case_waves(workdir: str):
         c = torch.empty(M, N, device=DEV, dtype=torch.float16)
 
         def launch(tiles=tiles, a=a, b=b, c=c, M=M, N=N):
-            return K.wave_matmul[(tiles,)](a, b, c, M, N, KK, BM=BM, BN=BN, BK=BK, num_warps=8, num_stages=4)
+            return K.wave_matmul[(tiles,)](
+                a, b, c, M, N, KK, BM=BM, BN=BN, BK=BK, TAG=tiles, num_warps=8, num_stages=4
+            )
 
         tls, path, ck = profile_once(launch, f"wave_{tiles}", workdir)
         tl = tls[-1]
@@ -219,14 +224,14 @@ def case_waves(workdir: str):
                 json.dump({"displayTimeUnit": "ns", "traceEvents": keep}, f, separators=(",", ":"))
 
 
-def _work(workdir, name, pro, main):
+def _work(workdir, name, pro, main, tag):
     grid = len(main)
     out = torch.empty(grid * 128, device=DEV, dtype=torch.float32)
     pro_t = torch.tensor(pro, device=DEV, dtype=torch.int32)
     main_t = torch.tensor(main, device=DEV, dtype=torch.int32)
 
     def launch():
-        return K.work_kernel[(grid,)](out, pro_t, main_t, BLOCK=128, num_warps=4)
+        return K.work_kernel[(grid,)](out, pro_t, main_t, BLOCK=128, TAG=tag, num_warps=4)
 
     tls, _, _ = profile_once(launch, name, workdir)
     ms = cuda_time_ms(launch)
@@ -237,7 +242,7 @@ def case_imbalance(workdir: str, base: int):
     g = NUM_SMS
     skew = [base * 8 if i % 16 == 0 else base for i in range(g)]
     for name, main, expected in (("imbalance_skewed", skew, True), ("imbalance_equal", [base] * g, False)):
-        tl, ms = _work(workdir, name, [0] * g, main)
+        tl, ms = _work(workdir, name, [0] * g, main, tag=len(TRACES) + 1)
         fs = load_imbalance(tl, num_sms=NUM_SMS)
         record(
             name,
@@ -254,7 +259,7 @@ def case_imbalance(workdir: str, base: int):
 def case_prologue(workdir: str, base: int):
     g = NUM_SMS
     for name, pro, expected in (("prologue_heavy", [base] * g, True), ("prologue_light", [0] * g, False)):
-        tl, ms = _work(workdir, name, pro, [base] * g)
+        tl, ms = _work(workdir, name, pro, [base] * g, tag=len(TRACES) + 1)
         fs = prologue_epilogue(tl)
         record(
             name,
