@@ -111,6 +111,7 @@ def test_cli_overlap_on_a_pipelined_timeline(tmp_path):
     save_timeline(pipelined_timeline(stages=1), p)
     r = CliRunner().invoke(analyze_cmd, ["--trace", str(p)])
     assert "[FLAG] pipeline_bubble_fraction" in r.output
+    assert "bubble: CTA" in r.output
 
 
 def test_cli_db_reads_trace_artifacts(tmp_path):

@@ -267,10 +267,12 @@ def _measured(
             measured,
             "fraction",
             flagged,
-            f"after their last CTA (or never used) SMs idled {pct(measured)} of SM-time{note}",
+            f"after their last CTA (or never used) SMs idled {pct(measured)} of SM-time "
+            f"({tail / 1000:.1f} SM-us){note}",
             suggestion if flagged else "",
             better="lower",
             threshold=threshold,
+            details={"idle_sm_ns": tail, "span_ns": span, "num_sms": b.num_sms},
         ),
         Finding(
             "ctas_per_sm_observed",

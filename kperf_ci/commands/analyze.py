@@ -24,6 +24,7 @@ import numpy as np
 from kperf_ci.analysis import DEFAULT_THRESHOLDS, LaunchConfig, analyze_timeline
 from kperf_ci.analysis.findings import Finding
 from kperf_ci.analysis.launch_gaps import launch_gaps, load_records, records_from_timelines
+from kperf_ci.analysis.overlap import largest_bubbles
 from kperf_ci.analysis.perfetto import write_chrome_trace
 from kperf_ci.analysis.timeline import Timeline, load_timelines, timeline_from_json, timeline_from_npz
 from kperf_ci.analysis.waves import wave_quantization
@@ -355,6 +356,8 @@ def analyze_cmd(
             click.echo(f"== {lr.label}")
             for f in lr.findings:
                 click.echo("  " + f.line().replace("\n", "\n  "))
+            for line in largest_bubbles(lr.findings)[:5]:
+                click.echo(f"       bubble: {line}")
         if report.sequence:
             click.echo("== kernel sequence")
             for f in report.sequence:
