@@ -1,0 +1,80 @@
+"""Done-when of the foundation: a regression planted in an example fails `kperf compare`, naming
+the kernel and the metric; reverting it passes again. Everything real: the example test file,
+the plugin in static mode, Triton's AOT compiler, the SQLite files, the `kperf` console script.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def capture(db: Path, plant: str | None) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    env.pop("TRITON_INTERPRET", None)
+    if plant:
+        env["KPERF_EXAMPLE_PLANT"] = plant
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "examples/test_matmul.py",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--kperf",
+        "--kperf-mode",
+        "static",
+        "--kperf-arch",
+        "sm_90",
+        "--kperf-db",
+        str(db),
+    ]
+    # Not the baseline named in pyproject.toml: the test compares explicitly below.
+    env["KPERF_BASELINE"] = ""
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def compare(base: Path, db: Path) -> subprocess.CompletedProcess:
+    kperf = Path(sys.executable).with_name("kperf")
+    env = {**os.environ, "COLUMNS": "250"}
+    return subprocess.run(
+        [str(kperf), "compare", "--baseline", str(base), "--db", str(db)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "plant, metric",
+    [("spills", "spills"), ("smem", "shared_bytes")],
+)
+def test_planted_regression_fails_compare_and_revert_passes(tmp_path: Path, plant: str, metric: str) -> None:
+    base, planted, reverted = tmp_path / "base.db", tmp_path / "planted.db", tmp_path / "reverted.db"
+    capture(base, None)
+    capture(planted, plant)
+    capture(reverted, None)
+
+    bad = compare(base, planted)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    regression_lines = [line for line in bad.stdout.splitlines() if "REGRESSION" in line]
+    assert regression_lines, bad.stdout
+    assert any("matmul" in line and metric in line for line in regression_lines), bad.stdout
+
+    good = compare(base, reverted)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "REGRESSION" not in good.stdout
