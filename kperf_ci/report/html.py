@@ -342,7 +342,7 @@ def _history(report: Report, v: VariantView) -> list[dict[str, Any]]:
         except Exception as e:  # history is a bonus; a failing store read costs only the chart
             log.warning("history of %s %s not shown: %s", v.key.label(), name, e)
             continue
-        if len(points) < 2:
+        if len(points) < 3:  # two points are a line, not a history
             continue
         values = [val for _info, val in points]
         if min(values) == max(values):  # a flat line says less than one sentence

@@ -11,11 +11,10 @@ table, no @-mention.
 from __future__ import annotations
 
 import html
-import math
 import re
 from collections.abc import Callable, Sequence
 
-from .view import MetricRow, Report, VariantView
+from .view import Report, VariantView
 
 #: GitHub refuses comment bodies longer than 65,536 characters; keep a margin.
 COMMENT_LIMIT = 65_000
@@ -62,23 +61,6 @@ def md_escape(text: object) -> str:
     return _MENTION.sub("@\u2060", s)
 
 
-def _rel(rel: float | None) -> str:
-    if rel is None or math.isnan(rel):
-        return ""
-    if math.isinf(rel):
-        return "new"
-    return f"{rel:+.1%}"
-
-
-def _change(h: MetricRow | None) -> str:
-    if h is None:
-        return ""
-    s = _rel(h.rel)
-    if h.ci:
-        s += f" [{h.ci[0]:+.1%}, {h.ci[1]:+.1%}]"
-    return md_escape(s)
-
-
 def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None], what: str) -> list[str]:
     name = md_escape(v.key.kernel)
     href = kernel_link(v)
@@ -88,13 +70,13 @@ def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None],
         "❌" if v.regression else _ICON.get(v.verdict, ""),
         name,
         md_escape(v.key.arch),
-        md_escape(v.key.config),
-        _change(v.headline),
+        md_escape(" · ".join(x for x in (v.key.config, v.short_spec) if x)),
+        md_escape(v.headline_text),
         md_escape(what),
     ]
 
 
-_HEADER = ["", "kernel", "arch", "config", "change", "what moved"]
+_HEADER = ["", "kernel", "arch", "config · specialization", "change", "what moved"]
 
 
 def table_lines(rows: Sequence[Sequence[str]], header: Sequence[str] = _HEADER) -> list[str]:

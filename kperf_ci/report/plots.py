@@ -159,10 +159,11 @@ def distribution_svg(
     if not a and not b:
         return None
     allv = sorted(a + b)
-    # Axis over the central 96%: outliers (a preempted call, a clock dip) are counted in the edge
-    # bins and in the legend instead of squeezing the distribution into one bar.
-    k = len(allv) // 50
-    lo, hi = allv[k], allv[-1 - k]
+    # Axis within Tukey's far-out fences (3 IQR beyond the quartiles): outliers (a preempted
+    # call, a clock dip) land in the edge bins and are counted in the legend instead of
+    # squeezing the distribution into one bar.
+    q1, q3 = allv[len(allv) // 4], allv[(3 * len(allv)) // 4]
+    lo, hi = max(allv[0], q1 - 3 * (q3 - q1)), min(allv[-1], q3 + 3 * (q3 - q1))
     if hi == lo:
         lo, hi = lo - abs(lo) * 0.01 - 1e-9, hi + abs(hi) * 0.01 + 1e-9
     nb = max(5, min(bins, int(math.sqrt(len(allv))) * 2))
@@ -259,8 +260,8 @@ def history_svg(
         body.append(_hline("grid", ml, width - mr, sy(t)))
         body.append(_text("tick", ml - 4, sy(t) + 4, fmt_value(t), "end"))
     body.append(_hline("axis", ml, width - mr, height - mb))
-    if unit:
-        body.append(_text("unit", ml - 4, height - 6, unit, "end"))
+    if unit and unit != "count":
+        body.append(_text("unit", 4, mt - 2, unit))
     for cp in change_points:
         if 0 < cp < len(pts):
             x = (sx(cp - 1) + sx(cp)) / 2

@@ -146,6 +146,26 @@ class VariantView:
             or next((r for r in self.rows if r.verdict in ("worse", "better", "changed")), None)
         )
 
+    @property
+    def headline_text(self) -> str:
+        """The headline as text: the timing change with its interval, else what the metric did."""
+        h = self.headline
+        if h is None:
+            return ""
+        if h.name == "time.median":
+            s = _fmt_rel(h.rel)
+            return s + (f" [{h.ci[0]:+.1%}, {h.ci[1]:+.1%}]" if h.ci else "")
+        return describe_row(h)
+
+    @property
+    def short_spec(self) -> str:
+        """What tells variants of one kernel apart at a glance: the constexpr and specialised
+        values of the signature (``BLOCK_M=128, stride_k=1``), else its end."""
+        parts = [p.strip() for p in self.key.spec.split(",")]
+        named = [p for p in parts if "=" in p and ":" not in p]
+        text = ", ".join(named) if named else self.key.spec
+        return text if len(text) <= 80 else "…" + text[-79:]
+
 
 @dataclass
 class Report:
@@ -182,7 +202,11 @@ class Report:
     @property
     def fingerprints_differ(self) -> list[str]:
         """Names of the fields that differ and matter for comparing numbers."""
-        return [f for f, _b, _c, d in self.fingerprint_rows if d and f not in _FP_IGNORED]
+        return [
+            f
+            for f, _b, _c, d in self.fingerprint_rows
+            if d and f not in _FP_IGNORED and not f.startswith("extra.")
+        ]
 
     @property
     def verdict_line(self) -> str:
@@ -194,8 +218,9 @@ class Report:
         return "no regressions"
 
 
-# Fingerprint fields that differ between any two machines without affecting the numbers.
-_FP_IGNORED = {"host_hash", "extra"}
+# Fingerprint fields that differ between machines without changing what the numbers mean
+# (extra.* too: clocks, temperature, platform strings); they are listed, never warned about.
+_FP_IGNORED = {"host_hash"}
 _FP_FIELDS = ("gpu", "sm_count", "driver", "cuda", "torch", "triton", "python", "cpu", "host_hash")
 
 
