@@ -62,6 +62,7 @@ class Settings:
     save: bool = True
     thresholds: dict[str, float] = field(default_factory=dict)  # metric name (or "time") -> rel / abs
     time_floor_ms: float = 0.001
+    timing_budget_s: float = 2.0  # GPU mode: host seconds of measurement per variant
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
@@ -174,6 +175,7 @@ _VALIDATORS = {
     "save": _bool,
     "thresholds": _thresholds,
     "time_floor_ms": lambda k, v, s: _number(k, v, s),
+    "timing_budget_s": lambda k, v, s: _number(k, v, s, positive=True),
     "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
     "gate": _table,
     "report": _str,

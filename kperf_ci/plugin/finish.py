@@ -40,6 +40,10 @@ def write_summary(ks: Any, tr: Any) -> None:
         tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}")
     if ks.saved_to:
         tr.write_line(f"kperf: run {ks.run_id} stored in {ks.saved_to}")
+    for _nodeid, label, description, verdict in ks.ab_results:
+        tr.write_line(f"kperf A/B {label}: {verdict}: {description}", red=verdict == "slower")
+    for nodeid, message in ks.warnings:
+        tr.write_line(f"kperf warning {nodeid}: {message}", yellow=True)
     for nodeid, reason in ks.errors:
         tr.write_line(f"kperf ERROR {nodeid}: {reason}", red=True)
     if ks.comparison is not None:

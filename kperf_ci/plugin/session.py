@@ -61,6 +61,9 @@ class KperfSession:
     saved_to: str | None = None
     comparison: Any = None
     recorder: Any = None
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one line)
+    blobs: list[tuple[str, str, bytes]] = field(default_factory=list)  # (variant id, name, data)
+    ab_results: list[tuple[str, str, str, str]] = field(default_factory=list)
     started_at: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     )
@@ -97,6 +100,9 @@ class KperfSession:
     def db_path(self) -> Path:
         path = Path(self.settings.db)
         return path if path.is_absolute() else self.config.rootpath / path
+
+    def warn(self, nodeid: str, message: str) -> None:
+        self.warnings.append((nodeid, message))
 
     # -- per test ---------------------------------------------------------------------------
 
@@ -176,6 +182,8 @@ class KperfSession:
                 store.add_results(str(path), self.run_id, self.results)
         else:
             store.save_run(str(path), self.run_info(), self.results)
+        for variant_id, name, data in self.blobs:
+            store.save_blob(str(path), self.run_id, variant_id, name, data)
         self.saved_to = str(path)
 
     def _xdist_controller(self) -> bool:
