@@ -414,3 +414,43 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
     assert data["static"]["identical_tests"] == ["tests/test_k.py::test_copy"]
     assert data["static"]["tests_to_time"] == ["tests/test_k.py::test_scale"]
     assert len(_git(repo, "worktree", "list").splitlines()) == 1  # the base worktree is gone
+
+
+@pytest.mark.slow
+def test_detection_eval_harness_on_a_simulated_device(tmp_path):
+    """benchmarks/detection_eval.py end to end (driver, fresh worker processes, analysis, .md)."""
+    import json
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "detection_eval.py"
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--simulate",
+            "--out",
+            str(tmp_path),
+            "--processes",
+            "2",
+            "--parallel",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((tmp_path / "detection_eval.json").read_text())
+    for key in (
+        "device",
+        "false_alarm_rate",
+        "recall",
+        "effect_error_pct",
+        "gpu_seconds_per_comparison",
+        "baselines",
+        "history",
+    ):
+        assert key in doc
+    assert set(doc["recall"]) == {"0.5", "1", "2", "3", "5"}
+    assert doc["details"]["processes"] == 2 and doc["simulated"] is True
+    assert doc["false_alarm_rate"] == 0.0 and doc["recall"]["5"] == 1.0
+    assert "SIMULATED" in (tmp_path / "detection_eval.md").read_text()
