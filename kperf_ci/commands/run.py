@@ -1,9 +1,12 @@
-"""`kperf run [PYTEST ARGS]`: pytest with the kperf plugin enabled, in a subprocess."""
+"""`kperf run [PYTEST ARGS]`: the main job. pytest with the kperf plugin enabled (the plugin
+stores the run and compares it with the baseline), then the reports of that run."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
@@ -14,6 +17,26 @@ import click
 )
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(pytest_args: tuple[str, ...]) -> None:
-    """Run `python -m pytest --kperf PYTEST_ARGS...` and exit with its exit code."""
+    """Run `python -m pytest --kperf PYTEST_ARGS...`, then write the HTML report and the PR-comment
+    markdown under [tool.kperf] report (skip with KPERF_NO_REPORT=1). Exits with pytest's code:
+    1 when a test failed, a kernel did not compile, or a metric crossed its threshold."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "--kperf", *pytest_args], check=False)
+    if proc.returncode in (0, 1) and os.environ.get("KPERF_NO_REPORT", "") not in ("1", "true"):
+        _reports()
     raise SystemExit(proc.returncode)
+
+
+def _reports() -> None:
+    from kperf_ci.commands import load_settings
+    from kperf_ci.commands.report import report_cmd
+
+    settings = load_settings()
+    if not Path(settings.db).exists():
+        return
+    out = Path(settings.report)
+    for args in (["-o", str(out)], ["--format", "markdown", "-o", str(out / "comment.md")]):
+        try:
+            report_cmd.main(args, standalone_mode=False)
+        except (click.ClickException, SystemExit) as e:
+            if isinstance(e, click.ClickException):
+                click.echo(f"kperf run: report not written: {e.format_message()}", err=True)
