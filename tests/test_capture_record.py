@@ -205,3 +205,11 @@ def test_recorder_patches_symmetrically_in_process():
     assert (InterpretedFunction.run, Autotuner.run, Autotuner._bench) == before
     k[(1,)](x, x, out, 64, BLOCK=64)
     assert len(rec.launches) == 1
+
+
+def test_tensor_descriptor_recorded(launches):
+    (ls,) = by_test(launches, "test_tma")
+    d = ls.args[0]
+    assert d.kind == "tensordesc" and d.dtype == "fp16" and d.aligned
+    assert d.value == {"shape": [64, 64], "strides": [64, 1], "block_shape": [32, 32], "padding": "zero"}
+    assert ls.spec.startswith("in_desc:tensordesc<fp16[32, 32]>")

@@ -171,3 +171,11 @@ def test_worker_crash_is_reported_and_pool_recovers(env, tmp_path):
     res = compile_variants([bad, good], ["sm_90"], jobs=1, cache_dir=env["cache"], rootdir=str(ROOT))
     assert "compile worker died (exit code 3)" in res[0].error
     assert res[1].error is None and res[1].metric("registers") is not None
+
+
+def test_tensor_descriptor_uses_tma_on_hopper(env):
+    (r80,) = find(env["results"], "test_tma", "sm_80")
+    (r90,) = find(env["results"], "test_tma", "sm_90")
+    assert r80.error is None and r90.error is None
+    assert m(r90, "sass.tma") > 0 and m(r90, "ptx.tma") > 0
+    assert m(r80, "sass.tma") == 0 and m(r80, "sass.global_load") > 0

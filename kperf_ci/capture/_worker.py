@@ -53,15 +53,46 @@ class StandInTensor:
         return f"StandInTensor({self.dtype}, ptr={self._ptr})"
 
 
+# Device properties by capability, for user modules that query them at import time (the Triton
+# tutorials do: driver.active.utils.get_device_properties(...)). Representative parts.
+_DEVICE_PROPERTIES = {
+    80: {"multiprocessor_count": 108, "max_shared_mem": 166912, "max_num_regs": 65536},  # A100
+    86: {"multiprocessor_count": 84, "max_shared_mem": 101376, "max_num_regs": 65536},  # A10/3090
+    89: {"multiprocessor_count": 142, "max_shared_mem": 101376, "max_num_regs": 65536},  # L40S
+    90: {"multiprocessor_count": 132, "max_shared_mem": 232448, "max_num_regs": 65536},  # H100 SXM
+    100: {"multiprocessor_count": 148, "max_shared_mem": 232448, "max_num_regs": 65536},  # B200
+    120: {"multiprocessor_count": 170, "max_shared_mem": 101376, "max_num_regs": 65536},  # RTX 5090
+}
+
+
+def device_properties(cc: int) -> dict[str, int]:
+    known = [c for c in sorted(_DEVICE_PROPERTIES) if c <= cc] or [80]
+    props = dict(_DEVICE_PROPERTIES.get(cc) or _DEVICE_PROPERTIES[known[-1]])
+    props.update({"warpSize": 32, "sm_clock_rate": 1_755_000, "mem_clock_rate": 2_619_000,
+                  "mem_bus_width": 5120})
+    return props
+
+
 def _make_driver():
     from triton.backends.compiler import GPUTarget
     from triton.backends.driver import DriverBase
+
+    class _Utils:
+        def __init__(self, drv: Any) -> None:
+            self._drv = drv
+
+        def get_device_properties(self, device: Any = None) -> dict[str, int]:
+            return device_properties(self._drv.cc)
 
     class StaticDriver(DriverBase):
         """Reports a chosen CUDA target; the device index is the capability, so that each
         JITFunction keeps one binder (and kernel cache) per target."""
 
         cc = 90
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.utils = _Utils(self)
 
         @classmethod
         def is_active(cls) -> bool:

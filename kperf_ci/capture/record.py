@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import math
+import numbers
 import os
 import threading
 import weakref
@@ -255,6 +256,11 @@ def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
         return ArgSpec(name, "float", constexpr, value=v if math.isfinite(v) else repr(v))
     if isinstance(v, str):
         return ArgSpec(name, "str", constexpr, value=v)
+    if isinstance(v, numbers.Integral):  # numpy integers
+        return ArgSpec(name, "int", constexpr, value=int(v))
+    if isinstance(v, numbers.Real) and not hasattr(v, "data_ptr"):  # numpy floats
+        f = float(v)
+        return ArgSpec(name, "float", constexpr, value=f if math.isfinite(f) else repr(f))
     cls = type(v)
     mod = getattr(cls, "__module__", "") or ""
     if mod.startswith("triton") and cls.__name__ in ("dtype", "pointer_type") or _is_triton_dtype(v):

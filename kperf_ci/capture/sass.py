@@ -10,6 +10,17 @@ Uses the NVIDIA binaries shipped inside the Triton wheel (``triton/backends/nvid
   ``ptxas -v`` on the PTX once more (cheap for Triton-sized kernels).
 
 All metric names follow ``.helpers/METRICS.md``. The same input gives byte-identical output.
+
+Instruction classes (SASS opcode without modifiers / PTX mnemonic): global_load (LDG, generic LD;
+ld.global), global_store (STG, ST; st.global), shared_load (LDS, LDSM; ld.shared, ldmatrix),
+shared_store (STS, STSM; st.shared, stmatrix), mma (HMMA/IMMA/DMMA/...; mma.sync), wgmma
+(Hopper HGMMA/IGMMA/QGMMA and Blackwell tcgen05 UTCHMMA/UTCIMMA/UTCQMMA/UTCOMMA; wgmma.*,
+tcgen05.mma), tma (UTMALDG/UTMASTG/UBLKCP/...; cp.async.bulk*), async_copy (LDGSTS, LDGDEPBAR;
+cp.async), fma_alu (FP and integer arithmetic, compare and logic: FFMA/FADD/FMUL/IMAD/IADD3/
+LOP3/ISETP/SEL/...), sfu (MUFU; ex2/lg2/rsqrt/sqrt/rcp/sin/cos/tanh), barrier (BAR, MEMBAR, FENCE,
+SYNCS (mbarrier), DEPBAR, WARPSYNC, UTCBAR; bar/barrier/membar/fence/mbarrier), branch (BRA, EXIT,
+RET, CALL, BSSY/BSYNC, ...; bra/ret/exit/call), convert (F2F/F2FP/I2F/F2I/...; cvt), other (moves,
+constant/param loads, special registers, atomics, ...). NOP padding is not counted.
 """
 
 from __future__ import annotations
@@ -232,7 +243,7 @@ for _cls, _ops in {
         "HSETP2 HSET2 DFMA DADD DMUL DSETP IMAD IMAD32I IADD3 IADD IADD32I IMUL IMNMX VIMNMX VIMNMX3 "
         "ISETP ISET IABS LOP3 LOP LOP32I SHF SHL SHR LEA LEA_HI SEL IDP IDP4A POPC FLO BREV BMSK "
         "PRMT SGXT VABSDIFF VABSDIFF4 FMNMX3 FADD2 FMUL2 FFMA2 UIADD3 UIMAD ULOP3 USHF ULEA USEL "
-        "UISETP ULOP UPRMT UFLO UPOPC UBREV USGXT UBMSK UIMNMX"
+        "UISETP ULOP UPRMT UFLO UPOPC UBREV USGXT UBMSK UIMNMX VIADD VIADDMNMX PLOP3 UPLOP3 IADD32I"
     ),
     "sfu": "MUFU",
     "barrier": (

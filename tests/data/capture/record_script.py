@@ -86,6 +86,17 @@ def test_broken():
     torch.testing.assert_close(out, x * 2)
 
 
+def test_tma():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x = torch.randn(64, 64, dtype=torch.float16)
+    out = torch.empty_like(x)
+    in_desc = TensorDescriptor.from_tensor(x, [32, 32])
+    out_desc = TensorDescriptor.from_tensor(out, [32, 32])
+    kernels.tma_copy_kernel[(2, 2)](in_desc, out_desc, BLOCK_M=32, BLOCK_N=32)
+    torch.testing.assert_close(out, x * 2)
+
+
 def test_closure():
     @triton.jit
     def local_kernel(x_ptr, n, BLOCK: tl.constexpr):
@@ -108,6 +119,7 @@ if __name__ == "__main__":
         ("test_autotune", test_autotune),
         ("test_heuristics", test_heuristics),
         ("test_broken", test_broken),
+        ("test_tma", test_tma),
         ("test_closure", test_closure),
     ]
     only = set(sys.argv[2:])
