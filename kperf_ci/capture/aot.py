@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,7 @@ class Worker:
             [python, "-m", "kperf_ci.capture._worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
             cwd=os.getcwd(), bufsize=0,
+            start_new_session=True,  # its own process group: a kill also ends ptxas & co.
         )
         self._buf = b""
         self._sel = selectors.DefaultSelector()
@@ -112,6 +114,12 @@ class Worker:
             if resp.get("id") == self._next_id:
                 return resp
 
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and the tools it started
+        except (ProcessLookupError, PermissionError, AttributeError):
+            self.proc.kill()
+
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -126,7 +134,7 @@ class Worker:
                 except (OSError, subprocess.TimeoutExpired):
                     kill = True
             if kill or self.proc.poll() is None:
-                self.proc.kill()
+                self._kill_group()
                 try:
                     self.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
