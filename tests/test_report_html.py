@@ -222,11 +222,9 @@ def browser():
     b.close()
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """A report made the way users make it: runs saved with store.save_run, `kperf report`."""
-    root = tmp_path_factory.mktemp("report")
-    bases, cur = synthetic_runs(40, hostile_name=HOSTILE, history=9)
+def _make_site(root: Path, hostile: str | None) -> Path:
+    """A report made the way users make it: runs saved with store.save_run, then `kperf report`."""
+    bases, cur = synthetic_runs(40, hostile_name=hostile, history=9)
     for b in bases:
         store.save_run(root / "baseline.db", b.info, b.results)
     store.save_run(root / "run.db", cur.info, cur.results)
@@ -238,6 +236,11 @@ def site(tmp_path_factory):
     )
     assert r.exit_code == 0, r.output
     return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return _make_site(tmp_path_factory.mktemp("report"), HOSTILE)
 
 
 def _page_with(site: Path, text: str) -> Path:
@@ -429,9 +432,11 @@ def test_committed_databases_render(browser, db, tmp_path):
 
 
 @needs_chromium
-def test_summary_screenshot(browser, site, tmp_path):
+def test_summary_screenshot(browser, tmp_path):
     """The README picture: KPERF_SCREENSHOT_DIR=docs/img pytest tests/test_report_html.py -k screenshot."""
+    site = _make_site(tmp_path, None)
     browser.open(site / "index.html")
+    assert browser.errors == []
     shot = browser.screenshot(tmp_path / "report-summary.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     target = os.environ.get("KPERF_SCREENSHOT_DIR")

@@ -48,9 +48,8 @@ MAX_DIFF_LINES = 1500
 MAX_DIFF_INPUT = 60_000
 #: Trace files up to this size are copied into the site; larger ones are linked where they are.
 MAX_TRACE_COPY = 64 * 1024 * 1024
-#: History: the metrics charted, first present wins per group, and how many past runs.
+#: History: the metrics charted (the first present of each group).
 HISTORY_METRICS = (("time.median",), ("registers",), ("sass.instructions",))
-HISTORY_LIMIT = 60
 TIMELINE_ARTIFACTS = ("timeline", "trace")  # artifact names starting with these hold timelines
 TRACE_ARTIFACTS = ("trace", "perfetto", "proton")
 
@@ -60,20 +59,6 @@ TRACE_ARTIFACTS = ("trace", "perfetto", "proton")
 
 def fmt(v: float | None, unit: str = "") -> str:
     return plots.fmt_value(v, unit)
-
-
-def fmt_rel(rel: float | None) -> str:
-    if rel is None:
-        return ""
-    if math.isinf(rel):
-        return "new"
-    return f"{rel:+.1%}" if abs(rel) < 10 else f"{rel + 1:.1f}×"
-
-
-def fmt_ci(ci: tuple[float, float] | None) -> str:
-    if not ci:
-        return ""
-    return f"[{ci[0]:+.1%}, {ci[1]:+.1%}]"
 
 
 def fmt_delta(r: MetricRow) -> str:
@@ -100,7 +85,9 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(fmt=fmt, fmt_rel=fmt_rel, fmt_ci=fmt_ci, fmt_delta=fmt_delta, sort_num=sort_num)
+    env.filters.update(
+        fmt=fmt, fmt_rel=plots.fmt_rel, fmt_ci=plots.fmt_ci, fmt_delta=fmt_delta, sort_num=sort_num
+    )
     return env
 
 

@@ -57,6 +57,20 @@ def fmt_value(v: float | None, unit: str = "") -> str:
     return f"{s} {unit}" if unit and unit != "count" else s
 
 
+def fmt_rel(rel: float | None) -> str:
+    """A relative change: "+3.1%", "12.0×" for big ones, "from 0" when the base was zero."""
+    if rel is None or math.isnan(rel):
+        return ""
+    if math.isinf(rel):
+        return "from 0"
+    return f"{rel:+.1%}" if abs(rel) < 10 else f"{rel + 1:.1f}×"
+
+
+def fmt_ci(ci: tuple[float, float] | None) -> str:
+    """A confidence interval of a relative change: "[+2.8%, +3.4%]"."""
+    return f"[{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci else ""
+
+
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """About `n` round tick values covering [lo, hi]."""
     if not (math.isfinite(lo) and math.isfinite(hi)):

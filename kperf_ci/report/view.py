@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
+from .plots import fmt_ci, fmt_rel, fmt_value
 
 #: Variant verdicts, in the order the summary counts them. slower/faster/unchanged/inconclusive
 #: come from timing; a variant without timing (static mode) is worse/better/unchanged by its
@@ -153,8 +154,7 @@ class VariantView:
         if h is None:
             return ""
         if h.name == "time.median":
-            s = _fmt_rel(h.rel)
-            return s + (f" [{h.ci[0]:+.1%}, {h.ci[1]:+.1%}]" if h.ci else "")
+            return f"{fmt_rel(h.rel)} {fmt_ci(h.ci)}".strip()
         return describe_row(h)
 
     @property
@@ -297,31 +297,14 @@ def _row_order(r: MetricRow) -> tuple:
     return (kind, 0, r.name)
 
 
-def _fmt_rel(rel: float | None) -> str:
-    if rel is None:
-        return ""
-    if math.isinf(rel):
-        return "new (was 0)"
-    return f"{rel:+.1%}"
-
-
-def _fmt_num(v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{int(v)}" if v == int(v) and abs(v) < 1e15 else f"{v:.4g}"
-
-
 def describe_row(r: MetricRow) -> str:
     """Short attribution text: 'registers 96 -> 128', 'time.median +3.1% [+2.8%, +3.4%]'."""
     name = r.name.removeprefix("region.").removesuffix(".cycles") if r.kind == "region" else r.name
     if r.kind in ("time", "region") and r.rel is not None:
-        s = f"{name} {_fmt_rel(r.rel)}"
-        if r.ci:
-            s += f" [{r.ci[0]:+.1%}, {r.ci[1]:+.1%}]"
-        return s
+        return f"{name} {fmt_rel(r.rel)} {fmt_ci(r.ci)}".rstrip()
     if r.name == "spills" and r.base is not None and r.cur is not None and r.cur > r.base:
-        return f"{_fmt_num(r.cur - r.base)} B more spills ({_fmt_num(r.base)} -> {_fmt_num(r.cur)})"
-    return f"{name} {_fmt_num(r.base)} -> {_fmt_num(r.cur)}"
+        return f"{fmt_value(r.cur - r.base)} B more spills ({fmt_value(r.base)} -> {fmt_value(r.cur)})"
+    return f"{name} {fmt_value(r.base)} -> {fmt_value(r.cur)}"
 
 
 def _summary(rows: Iterable[MetricRow], limit: int = 3) -> str:
