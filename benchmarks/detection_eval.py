@@ -961,6 +961,7 @@ def main(argv: list[str] | None = None) -> int:
         "--simulate", action="store_true", help="simulated device: tests the harness without a GPU"
     )
     ap.add_argument("--analyze", metavar="RAW", help="recompute the summary from a saved raw file")
+    ap.add_argument("--raw-only", action="store_true", help="write the raw file only (analyze elsewhere)")
     ap.add_argument(
         "--dry-run-cpu", action="store_true", help="build and call every variant on the CPU (tiny sizes)"
     )
@@ -990,6 +991,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         raw = drive(out, args.processes, args.deadline, args.parallel, args.simulate)
         (out / "detection_eval_raw.json").write_text(json.dumps(raw))
+        if args.raw_only:
+            return 0
     doc = analyze(raw)
     doc["errors"] = raw.get("errors", [])
     (out / "detection_eval.json").write_text(json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n")

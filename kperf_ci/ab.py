@@ -267,7 +267,8 @@ def adaptive_ab(
     into order-balanced blocks and compared with ``compare_samples(paired=True)``; the loop stops
     when the verdict is not ``inconclusive`` ("certain"), the host time spent measuring reaches
     ``budget_s`` ("budget"), or ``max_pairs`` is reached.  Rounds grow by ``growth`` so that the
-    number of looks stays small (about 10 within a 2 s budget).
+    number of looks stays small (about 10 within a 2 s budget), and are cut to what the remaining
+    budget allows at the pace measured so far.
 
     ``backend``: a :class:`kperf_ci.capture.timing.DeviceBackend` (default: CUDA on the current
     device); warm-up and the choice of CUDA-graph replay for short kernels follow ``cfg``
@@ -338,10 +339,13 @@ def adaptive_ab(
         if comparison.verdict != "inconclusive":
             stopped_by = "certain"
             break
-        if be.host_time() - t0 >= budget_s:
+        spent = be.host_time() - t0
+        if spent >= budget_s:
             stopped_by = "budget"
             break
         size = int(math.ceil(size * growth))
+        if spent > 0:  # never plan a round that would overrun the budget by much
+            size = min(size, int((budget_s - spent) / (spent / len(base_ms))) + 2)
     assert comparison is not None
     return ABResult(
         verdict=comparison.verdict,
