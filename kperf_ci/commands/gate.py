@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,10 @@ from . import KperfError, load_settings, user_errors
 
 
 def _read_policy_file(path: str) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise KperfError(f"{path}: cannot read the gate policy: {e}") from None
+    """The [tool.kperf.gate] table of a TOML file (or the whole file when it has none)."""
+    from kperf_ci.config import _load_toml
+
+    data = _load_toml(Path(path))  # a ConfigError (one line, exit 2) when unreadable
     table = data.get("tool", {}).get("kperf", {}).get("gate", data)
     if not isinstance(table, dict):
         raise KperfError(f"{path}: [tool.kperf.gate] is not a table")
