@@ -454,3 +454,29 @@ def test_detection_eval_harness_on_a_simulated_device(tmp_path):
     assert doc["details"]["processes"] == 2 and doc["simulated"] is True
     assert doc["false_alarm_rate"] == 0.0 and doc["recall"]["5"] == 1.0
     assert "SIMULATED" in (tmp_path / "detection_eval.md").read_text()
+
+
+def test_ab_command_helpers(tmp_path):
+    from kperf_ci.commands.ab import _ab_rows, _absolute_node_ids, _base_args
+    from kperf_ci.model import Metric, VariantKey, VariantResult
+
+    (tmp_path / "sub" / "tests").mkdir(parents=True)
+    (tmp_path / "sub" / "tests" / "test_a.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_b.py").write_text("")
+    ids = _absolute_node_ids(
+        ["tests/test_a.py::t[1]", "tests/test_b.py::t", "gone.py::t"], tmp_path, Path("sub")
+    )
+    assert ids == [f"{tmp_path}/sub/tests/test_a.py::t[1]", f"{tmp_path}/tests/test_b.py::t", "gone.py::t"]
+    keep, dropped = _base_args(["-k", "x", "tests/test_b.py", "tests/new.py::t"], tmp_path)
+    assert keep == ["-k", "x", "tests/test_b.py"] and dropped == ["tests/new.py::t"]
+    vr = VariantResult(
+        key=VariantKey("k", "H100", test="t"),
+        metrics=[Metric("ab.ratio", 1.03), Metric("ab.pairs", 40.0)],
+        tags=["memory-bound", "ab:slower"],
+    )
+    plain = VariantResult(key=VariantKey("j", "H100"))
+    (row,) = _ab_rows([vr, plain])
+    assert (
+        row["verdict"] == "slower" and row["ratio"] == 1.03 and row["pairs"] == 40.0 and row["ci_low"] is None
+    )

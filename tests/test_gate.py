@@ -223,3 +223,25 @@ def test_gate_command_exit_codes(tagged_repo, monkeypatch):
     assert r.exit_code == 2 and "against" in r.output
     r = CliRunner().invoke(main, ["gate", "--against", "history"])
     assert r.exit_code == 0 and "not gated" in r.output  # one stored run is not a history
+
+
+def test_gate_command_history(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.kperf]\ndb = "run.db"\n[tool.kperf.gate]\nagainst = "history"\ndb = "history.db"\n'
+    )
+    rng = np.random.default_rng(3)
+    for i in range(8):
+        info = make_info(mode="gpu", gpu=GPU, started_at=f"2026-01-0{1 + i // 4}T00:00:0{i % 4}+00:00")
+        store.save_run(tmp_path / "history.db", info, [timed("softmax", samples(rng, 1.0))])
+    late = "2026-02-01T00:00:00+00:00"
+    store.save_run(
+        tmp_path / "run.db",
+        make_info(mode="gpu", gpu=GPU, started_at=late),
+        [timed("softmax", samples(rng, 1.15))],
+    )
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["gate"])
+    assert r.exit_code == 1, r.output
+    assert "history of 8 run(s)" in r.output and "vs the level of the last 8 runs" in r.output
+    r = CliRunner().invoke(main, ["gate", "--window", "6", "--format", "json"])
+    assert r.exit_code == 1 and "history of 6 run(s)" in r.output
