@@ -85,6 +85,7 @@ class Browser:
         self._session: str | None = None
         self.errors: list[str] = []  # console errors, exceptions, CSP/network errors
         self.dialogs: list[str] = []  # alert/confirm/prompt, dismissed
+        self.requests: list[str] = []  # URLs the page asked for since the last open()
         try:
             targets = self._call("Target.getTargets")["targetInfos"]
             page = next(t for t in targets if t["type"] == "page")
@@ -160,8 +161,6 @@ class Browser:
         return self._call(method, self._session, **params)
 
     # -- API --------------------------------------------------------------------------------
-    requests: list[str]
-
     def open(self, path: str | Path, settle_s: float = 0.3) -> None:
         """Navigate, wait for the load event and let late console output arrive."""
         url = path if isinstance(path, str) and ":" in path[:12] else Path(path).resolve().as_uri()

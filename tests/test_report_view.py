@@ -17,7 +17,7 @@ from kperf_ci.compare import compare_runs
 from kperf_ci.model import Fingerprint, Metric, RunRecord
 from kperf_ci.report import build_report, plots, write_site
 from kperf_ci.report.html import asm_diff, region_segments
-from kperf_ci.report.sample import synthetic_runs, timeline_blob
+from kperf_ci.report.sample import synthetic_runs, timeline_blob, timeline_npz
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -258,14 +258,39 @@ def test_cli_bad_database_is_one_line(tmp_path):
     assert "not a SQLite database" in r.output and "Traceback" not in r.output
 
 
-def test_timeline_blob_round_trip():
-    from kperf_ci.report.html import _timeline_spans
+def test_timelines_json_npz_and_broken():
+    from kperf_ci.report.html import _timeline, gantt_lanes
 
-    _b, cur = _pair({}, {})
+    bases, cur = synthetic_runs(4)
+    report = build_report(cur, bases[-1])
     r = cur.results[0]
     r.artifacts["timeline"] = timeline_blob(num_sms=4, ctas=10)
-    lanes = _timeline_spans(r)
+    lanes = gantt_lanes(_timeline(report, "current", r))
     assert [lab for lab, _ in lanes] == ["SM 0", "SM 1", "SM 2", "SM 3"]
     assert sum(len(b) for _, b in lanes) == 10
-    r.artifacts["timeline"] = "{not json"
-    assert _timeline_spans(r) is None  # a broken artifact costs its chart only
+    del r.artifacts["timeline"]
+    r.artifacts["timeline.npz"] = timeline_npz(num_sms=4, ctas=10)  # bytes, as captured
+    npz_lanes = gantt_lanes(_timeline(report, "current", r))
+    assert sum(len(b) for _, b in npz_lanes) == 10
+    # Same launch, same CTA spans (to float rounding), whichever form it was stored in.
+    assert [round(s, 2) for _, bars in npz_lanes for s, _e, _ in bars] == [
+        round(s, 2) for _, bars in lanes for s, _e, _ in bars
+    ]
+    r.artifacts["timeline.npz"] = "{not json"
+    assert _timeline(report, "current", r) is None  # a broken artifact costs its chart only
+
+
+def test_npz_timeline_read_from_the_database(dbs):
+    """load_run decodes blobs as text, which binary npz does not survive: the report reads the
+    bytes through store.load_blob, draws both Gantt charts and exports a Perfetto trace."""
+    r = _kperf(
+        "report", "--db", str(dbs / "run.db"), "--baseline", str(dbs / "base.db"), "-o", str(dbs / "s")
+    )
+    assert r.exit_code == 0, r.output
+    (page,) = [p for p in (dbs / "s" / "k").glob("*.html") if "CTAs per SM" in p.read_text(encoding="utf-8")]
+    html = page.read_text(encoding="utf-8")
+    assert html.count('class="chart gantt"') == 2  # baseline (JSON) and current (npz)
+    trace = next((dbs / "s" / "k").glob("*.trace.json"))
+    assert f'href="{trace.name}"' in html
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)

@@ -79,6 +79,7 @@ def report_cmd(
         base,
         comparison,
         history=HistoryReader(paths, current) if history and fmt == "html" else None,
+        blob=blob_reader(settings.db, current, base_path, base),
         link=link,
     )
     if fmt == "html":
@@ -182,3 +183,18 @@ class HistoryReader:
         if m is not None:
             points.append((self.current.info, m.value))
         return points
+
+
+def blob_reader(db: str, current, base_path: str | None, base):  # noqa: ANN001
+    """blob(side, variant_id, name): the stored bytes of an artifact of either run (binary ones,
+    such as the capture stage's timeline npz, do not survive load_run's text decoding)."""
+    from kperf_ci import store
+
+    def blob(side: str, variant_id: str, name: str) -> bytes | None:
+        if side == "current":
+            return store.load_blob(db, current.info.run_id, variant_id, name)
+        if base is None or base_path is None:
+            return None
+        return store.load_blob(base_path, base.info.run_id, variant_id, name)
+
+    return blob

@@ -48,6 +48,8 @@ MAX_DIFF_LINES = 1500
 MAX_DIFF_INPUT = 60_000
 #: Trace files up to this size are copied into the site; larger ones are linked where they are.
 MAX_TRACE_COPY = 64 * 1024 * 1024
+#: Timelines up to this many records are exported as a Perfetto trace when the run has none.
+MAX_TRACE_RECORDS = 200_000
 #: History: the metrics charted (the first present of each group).
 HISTORY_METRICS = (("time.median",), ("registers",), ("sass.instructions",))
 TIMELINE_ARTIFACTS = ("timeline", "trace")  # artifact names starting with these hold timelines
@@ -130,10 +132,10 @@ def _page(template: str, *, script: str | None = None, **ctx: Any) -> str:
 # --------------------------------------------------------------------------- artifacts
 
 
-def _artifact(r: VariantResult | None, *prefixes: str) -> tuple[str, str] | None:
-    """(name, text) of the first artifact whose name is or starts with one of the prefixes.
+def _artifact(r: VariantResult | None, *prefixes: str) -> tuple[str, Any] | None:
+    """(name, value) of the first artifact whose name is or starts with one of the prefixes.
 
-    An artifact value is either the text itself or the path of a file holding it."""
+    A value is the text itself, the path of a file holding it, or (in memory) bytes."""
     if r is None or not r.artifacts:
         return None
     for p in prefixes:
@@ -153,6 +155,8 @@ def _artifact_text(r: VariantResult | None, *prefixes: str) -> str | None:
     if found is None:
         return None
     value = found[1]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
     if _looks_like_path(value):
         try:
             return Path(value).read_text(encoding="utf-8", errors="replace")
@@ -265,29 +269,49 @@ def _region_order(name: str) -> tuple:
     return (2, 0, name)
 
 
-def _timeline_spans(r: VariantResult | None) -> list[tuple[str, list[tuple[float, float, str]]]] | None:
-    """Per-SM lanes of CTA spans (µs) from a timeline or Proton trace artifact, when parseable."""
-    text = _artifact_text(r, *TIMELINE_ARTIFACTS)
-    if not text:
+def _timeline(report: Report, side: str, r: VariantResult | None) -> Any:
+    """The launch timeline of one side (``kperf_ci.analysis.timeline.Timeline``), when there is a
+    parseable artifact: kperf-timeline JSON, a Proton Chrome trace (text or path), or the capture
+    stage's binary npz, which is read as bytes through ``report.blob``."""
+    found = _artifact(r, *TIMELINE_ARTIFACTS)
+    if r is None or found is None:
         return None
     try:
-        from ..analysis import timeline as tlmod  # optional stage: guarded
-    except ImportError:  # pragma: no cover - the analysis package ships with kperf-ci
+        from ..analysis import timeline as tlmod  # the analysis stage is optional: guarded
+    except ImportError:  # pragma: no cover
         return None
+    name, value = found
     try:
-        obj = json.loads(text)
+        raw = value if isinstance(value, bytes) else None
+        if raw is None and not value.lstrip().startswith(("{", "[")) and not _looks_like_path(value):
+            raw = report.blob(side, r.key.id, name) if report.blob else None  # binary: the stored bytes
+        if raw is not None:
+            if raw[:2] != b"PK":
+                raise ValueError(f"artifact {name!r} is neither JSON nor a timeline npz")
+            return tlmod.timeline_from_npz(raw, num_sms=_sm_count(report, side))
+        if _looks_like_path(value):
+            return tlmod.load_timelines(value)[-1]
+        obj = json.loads(value)
         if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
-            tl = tlmod.timeline_from_json(obj)
-        elif isinstance(obj, dict) and obj.get("format") == "kperf-timelines":
-            tl = tlmod.timeline_from_json(obj["timelines"][-1])
-        else:
-            tl = tlmod.load_proton_trace(obj)
-        spans = tl.cta_spans()
+            return tlmod.timeline_from_json(obj)
+        if isinstance(obj, dict) and obj.get("format") == "kperf-timelines":
+            return tlmod.timeline_from_json(obj["timelines"][-1])
+        return tlmod.load_proton_trace(obj)
     except Exception as e:  # a malformed artifact costs its chart, never the report
-        log.warning("timeline of %s not shown: %s", r.key.label() if r else "?", e)
+        log.warning("timeline of %s (%s) not shown: %s", r.key.label(), side, e)
         return None
+
+
+def _sm_count(report: Report, side: str) -> int | None:
+    info = report.current if side == "current" else report.baseline
+    return info.fingerprint.sm_count if info else None
+
+
+def gantt_lanes(tl: Any) -> list[tuple[str, list[tuple[float, float, str]]]]:
+    """Per-SM lanes of CTA spans in µs from the launch start."""
+    spans = tl.cta_spans()
     if not len(spans):
-        return None
+        return []
     t0 = float(spans.start_ns.min())
     lanes: dict[int, list[tuple[float, float, str]]] = {}
     for sm, s, e in zip(spans.sm.tolist(), spans.start_ns.tolist(), spans.end_ns.tolist(), strict=True):
@@ -295,24 +319,36 @@ def _timeline_spans(r: VariantResult | None) -> list[tuple[str, list[tuple[float
     return [(f"SM {sm}", sorted(bars)) for sm, bars in sorted(lanes.items())]
 
 
-def _trace_link(v: VariantView, out_dir: Path) -> dict[str, str] | None:
-    """Put the Perfetto-loadable trace next to the page (copied, or written from the blob)."""
+def _trace_link(v: VariantView, out_dir: Path, timelines: dict[str, Any]) -> dict[str, str] | None:
+    """A Perfetto-loadable trace next to the page: the run's own trace artifact (copied or written
+    out), else one exported from the timeline by kperf_ci.analysis.perfetto."""
     for side, r in (("current", v.cur), ("baseline", v.base)):
         found = _artifact(r, *TRACE_ARTIFACTS)
-        if found is None:
+        if found is None or isinstance(found[1], bytes):
             continue
-        name, value = found
+        value = found[1]
         target = out_dir / "k" / f"{v.id}.{side}.trace.json"
         if _looks_like_path(value):
             src = Path(value)
             if src.stat().st_size > MAX_TRACE_COPY:
                 return {"href": src.resolve().as_uri(), "side": side, "note": "large trace, linked in place"}
             shutil.copyfile(src, target)
-        else:
-            if len(value) > MAX_TRACE_COPY:
-                continue
+        elif value.lstrip().startswith(("{", "[")) and len(value) <= MAX_TRACE_COPY:
             target.write_text(value, encoding="utf-8")
+        else:
+            continue
         return {"href": target.name, "side": side, "note": ""}
+    for side in ("current", "baseline"):
+        tl = timelines.get(side)
+        if tl is None or len(tl) > MAX_TRACE_RECORDS:
+            continue
+        try:
+            from ..analysis.perfetto import write_chrome_trace
+        except ImportError:  # pragma: no cover
+            return None
+        target = out_dir / "k" / f"{v.id}.{side}.trace.json"
+        write_chrome_trace(target, tl)
+        return {"href": target.name, "side": side, "note": "exported from the stored timeline"}
     return None
 
 
@@ -408,16 +444,17 @@ def kernel_context(report: Report, v: VariantView, out_dir: Path) -> dict[str, A
                 diffs.append(d)
     ctx["diffs"] = diffs
     ctx["history"] = _history(report, v)
-    timelines = [(side, _timeline_spans(r)) for side, r in (("baseline", b), ("current", c))]
-    timelines = [(side, lanes) for side, lanes in timelines if lanes]
-    t_max = max((e for _, lanes in timelines for _, bars in lanes for _, e, _ in bars), default=None)
+    timelines = {side: _timeline(report, side, r) for side, r in (("baseline", b), ("current", c))}
+    timelines = {side: tl for side, tl in timelines.items() if tl is not None}
+    lanes = {side: gantt_lanes(tl) for side, tl in timelines.items()}
+    t_max = max((e for ls in lanes.values() for _, bars in ls for _, e, _ in bars), default=None)
     gantts = []
-    for side, lanes in timelines:
-        svg = plots.gantt_svg(lanes, unit="µs", title=f"Per-SM timeline, {side}", t_max=t_max)
+    for side, ls in lanes.items():
+        svg = plots.gantt_svg(ls, unit="µs", title=f"Per-SM timeline, {side}", t_max=t_max)
         if svg is not None:
             gantts.append({"side": side, "svg": svg})
     ctx["gantts"] = gantts
-    ctx["trace"] = _trace_link(v, out_dir)
+    ctx["trace"] = _trace_link(v, out_dir, timelines)
     return ctx
 
 

@@ -164,6 +164,41 @@ def timeline_blob(num_sms: int = 132, ctas: int = 264, seed: int = 0, tail: floa
     )
 
 
+def timeline_npz(num_sms: int = 132, ctas: int = 264, seed: int = 0, tail: float = 1.0) -> bytes:
+    """The same launch as :func:`timeline_blob` in the capture stage's binary form
+    (``RegionResult.timeline_bytes``: an npz of KernelTrace arrays plus a JSON header)."""
+    import io
+
+    import numpy as np
+
+    cols = json.loads(timeline_blob(num_sms, ctas, seed, tail))["columns"]
+    names = ["kernel", "prologue", "loop0", "epilogue"]
+    clock_ghz = 1.755
+    cta = np.asarray(cols["cta"], dtype=np.int64)
+    start_ns = np.asarray(cols["start_ns"])
+    end_ns = np.asarray(cols["end_ns"])
+    cta_ids = np.unique(cta)
+    first = np.array([start_ns[cta == c].min() for c in cta_ids])
+    last = np.array([end_ns[cta == c].max() for c in cta_ids])
+    idx = np.searchsorted(cta_ids, cta)
+    arrays = {
+        "region": np.array([names.index(r) for r in cols["region"]], dtype=np.int32),
+        "cta": cta,
+        "sm": np.asarray(cols["sm"], dtype=np.int64),
+        "unit": np.full(len(cta), -1, dtype=np.int64),
+        "start": (start_ns - first[idx]) * clock_ghz,  # cycles since the CTA's first record
+        "dur": (end_ns - start_ns) * clock_ghz,
+        "cta_ids": cta_ids,
+        "cta_sm": np.array([cols["sm"][int(np.argmax(cta == c))] for c in cta_ids], dtype=np.int64),
+        "cta_init_ns": first + 1e9,
+        "cta_final_ns": last + 1e9,
+    }
+    header = {"kernel": "matmul_kernel", "names": names, "clock_ghz": clock_ghz, "dropped_events": 0}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **arrays)
+    return buf.getvalue()
+
+
 def _variant(i: int, arch: str) -> tuple[VariantKey, str, float]:
     name, tag, t = KERNELS[i % len(KERNELS)]
     block = 2 ** (6 + (i // len(KERNELS)) % 5)
@@ -329,8 +364,8 @@ def synthetic_runs(
             regions=p.get("regions", False),
             seed=i + 7000 * ("regs" in p),  # new code where registers changed
         )
-        if p.get("timeline"):
-            res.artifacts["timeline"] = timeline_blob(seed=i + 1, tail=1.25)
+        if p.get("timeline"):  # binary, as the GPU capture stores it (bytes in memory, a blob in a db)
+            res.artifacts["timeline.npz"] = timeline_npz(seed=i + 1, tail=1.25)  # type: ignore[assignment]
         cur_results.append(res)
     cur = RunRecord(
         run_info(

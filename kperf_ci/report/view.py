@@ -65,6 +65,7 @@ INSTRUCTION_CLASSES = (
 )
 
 HistoryFn = Callable[[str, str], list[tuple[RunInfo, float]]]
+BlobFn = Callable[[str, str, str], "bytes | None"]
 
 
 @dataclass
@@ -175,6 +176,8 @@ class Report:
     generated_at: str
     link: str | None = None  # URL of the full HTML report (for the markdown outputs)
     history: HistoryFn | None = None
+    #: blob(side, variant_id, name) -> the stored bytes of a binary artifact ("baseline"/"current")
+    blob: BlobFn | None = None
     notes: list[str] = field(default_factory=list)  # global remarks (e.g. missing baseline)
 
     @property
@@ -359,6 +362,7 @@ def build_report(
     comparison: Any = None,
     *,
     history: HistoryFn | None = None,
+    blob: BlobFn | None = None,
     link: str | None = None,
     generated_at: str | None = None,
 ) -> Report:
@@ -405,6 +409,7 @@ def build_report(
         generated_at=generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         link=link,
         history=history,
+        blob=blob,
         notes=notes,
     )
 
