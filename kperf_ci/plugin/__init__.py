@@ -7,14 +7,13 @@ a fixture that calls through, so an ordinary test run pays nothing for it.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
 from typing import Any
 
 import pytest
 
 from kperf_ci.plugin import options
 from kperf_ci.plugin.fixture import KperfFixture
-from kperf_ci.plugin.marker import MARKER_HELP, MarkerError, parse_marker
+from kperf_ci.plugin.marker import MARKER_HELP, parse_marker
 
 SESSION_KEY = pytest.StashKey["KperfSession"]()  # noqa: F821  (forward ref, imported lazily)
 MARKER_KEY = pytest.StashKey[Any]()
@@ -45,6 +44,13 @@ def pytest_load_initial_conftests(
 
 
 def _pyproject_kperf(config: pytest.Config) -> dict[str, Any]:
+    # A text check first: a disabled plugin must not pay for importing the settings machinery.
+    path = config.rootpath / "pyproject.toml"
+    try:
+        if "tool.kperf" not in path.read_text(encoding="utf-8"):
+            return {}
+    except OSError:
+        return {}
     try:
         from kperf_ci.config import read_pyproject
 
@@ -77,6 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"kperf: {e}") from None
     session = KperfSession.from_config(config, settings)
     config.stash[SESSION_KEY] = session
+    # Per-test hooks exist only in an enabled session: a disabled plugin adds no call per test.
+    from kperf_ci.plugin.hooks import ActiveHooks
+
+    config.pluginmanager.register(ActiveHooks(session), "kperf-session")
     if hasattr(config, "workerinput") or not session.settings.save:
         return
     if getattr(config.option, "numprocesses", None):
@@ -95,63 +105,6 @@ def _create_run(session: Any) -> None:
         raise pytest.UsageError(f"kperf: {e}") from None
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    session = node.config.stash.get(SESSION_KEY, None)
-    if session is not None:
-        node.workerinput["kperf_run_id"] = session.run_id
-        node.workerinput["kperf_mode"] = session.mode
-
-
-def pytest_report_header(config: pytest.Config) -> str | None:
-    session = config.stash.get(SESSION_KEY, None)
-    if session is None:
-        return None
-    s = session.settings
-    where = f"db={s.db}" if s.save else "not saved"
-    arch = f" arch={','.join(s.arch)}" if session.mode == "static" else ""
-    base = f" baseline={s.baseline}" if s.baseline else ""
-    return f"kperf: mode={session.mode}{arch} {where}{base} run={session.run_id}"
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    session = item.config.stash.get(SESSION_KEY, None)
-    if session is None:
-        return
-    try:
-        marker = parse_marker(item)
-    except MarkerError as e:
-        pytest.fail(str(e), pytrace=False)
-    if marker is not None:
-        item.stash[MARKER_KEY] = marker
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    session = item.config.stash.get(SESSION_KEY, None)
-    marker = item.stash.get(MARKER_KEY, None)
-    if session is None or marker is None or session.mode != "static":
-        return (yield)
-    from kperf_ci.plugin.session import LAUNCHES_KEY
-
-    with session.recording(item, marker):
-        try:
-            return (yield)
-        finally:
-            item.stash[LAUNCHES_KEY] = session.take_launches()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, Any]:
-    report = yield
-    if call.when == "call" and report.passed:
-        session = item.config.stash.get(SESSION_KEY, None)
-        marker = item.stash.get(MARKER_KEY, None)
-        if session is not None and marker is not None:
-            session.test_passed(item, marker)
-    return report
-
-
 @pytest.fixture
 def kperf(request: pytest.FixtureRequest) -> KperfFixture:
     """Measure the Triton kernels a test launches: `out = kperf.bench(fn, *args)`."""
@@ -168,24 +121,3 @@ def parse_marker_or_default(item: pytest.Item) -> Any:
     from kperf_ci.plugin.marker import KperfMarker, default_name
 
     return parse_marker(item) or KperfMarker(name=default_name(item))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    ks = session.config.stash.get(SESSION_KEY, None)
-    if ks is None:
-        return
-    from kperf_ci.plugin.finish import finish_session
-
-    status = finish_session(ks)
-    if status and session.exitstatus == 0:
-        session.exitstatus = status
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    ks = config.stash.get(SESSION_KEY, None)
-    if ks is None or ks.is_worker:
-        return
-    from kperf_ci.plugin.finish import write_summary
-
-    write_summary(ks, terminalreporter)

@@ -1,0 +1,75 @@
+"""Hooks of an enabled kperf session, registered by `pytest_configure` only when kperf is on."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from kperf_ci.plugin import MARKER_KEY
+from kperf_ci.plugin.marker import MarkerError, parse_marker
+from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession
+
+
+class ActiveHooks:
+    def __init__(self, session: KperfSession) -> None:
+        self.session = session
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["kperf_run_id"] = self.session.run_id
+        node.workerinput["kperf_mode"] = self.session.mode
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        session = self.session
+        s = session.settings
+        where = f"db={s.db}" if s.save else "not saved"
+        arch = f" arch={','.join(s.arch)}" if session.mode == "static" else ""
+        base = f" baseline={s.baseline}" if s.baseline else ""
+        return f"kperf: mode={session.mode}{arch} {where}{base} run={session.run_id}"
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        try:
+            marker = parse_marker(item)
+        except MarkerError as e:
+            pytest.fail(str(e), pytrace=False)
+        if marker is not None:
+            item.stash[MARKER_KEY] = marker
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        marker = item.stash.get(MARKER_KEY, None)
+        if marker is None or self.session.mode != "static":
+            return (yield)
+        with self.session.recording(item, marker):
+            try:
+                return (yield)
+            finally:
+                item.stash[LAUNCHES_KEY] = self.session.take_launches()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo
+    ) -> Generator[None, Any, Any]:
+        report = yield
+        if call.when == "call" and report.passed:
+            marker = item.stash.get(MARKER_KEY, None)
+            if marker is not None:
+                self.session.test_passed(item, marker)
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from kperf_ci.plugin.finish import finish_session
+
+        status = finish_session(self.session)
+        if status and session.exitstatus == 0:
+            session.exitstatus = status
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.session.is_worker:
+            return
+        from kperf_ci.plugin.finish import write_summary
+
+        write_summary(self.session, terminalreporter)
