@@ -37,6 +37,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "filterwarnings", "ignore:Conversion of an array with ndim > 0 to a scalar:DeprecationWarning"
     )
-    if not config.pluginmanager.hasplugin("kperf"):
+    pm = config.pluginmanager
+    if not (pm.hasplugin("kperf") or pm.hasplugin("kperf_ci.plugin")):
         config.addinivalue_line("markers", "kperf(name=None, tags=(), ...): a kperf-ci benchmark (inactive)")
         config.pluginmanager.register(_FallbackPlugin(), "kperf-examples-fallback")

@@ -146,8 +146,10 @@ class KperfSession:
         launches = item.stash.get(LAUNCHES_KEY, [])
         if launches:
             self.pending.append(PendingLaunches(item.nodeid, marker, launches))
-        self.results.extend(item.stash.get(RESULTS_KEY, []))
-        self.results.extend(benchmark_fixture_results(item, marker))
+        measured = item.stash.get(RESULTS_KEY, []) + benchmark_fixture_results(item, marker)
+        self.results.extend(measured)
+        if self.mode == "gpu" and not measured:
+            self.warn(item.nodeid, "nothing measured: in GPU mode only kperf.bench(fn, ...) calls are timed")
 
     # -- end of session ---------------------------------------------------------------------
 
