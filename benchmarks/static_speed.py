@@ -132,7 +132,14 @@ def run_mode(launches: list[LaunchSpec], archs: list[str], jobs: int, cache: Pat
     }
 
 
-def machine() -> dict:
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine(load_start: list[float] | None) -> dict:
     cpu = platform.processor()
     try:
         for line in open("/proc/cpuinfo"):
@@ -141,12 +148,9 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
     return {"cpu": cpu, "cores": default_jobs(), "os": platform.platform(),
-            "python": platform.python_version(), "gpu": None, "loadavg_at_start": load}
+            "python": platform.python_version(), "gpu": None, "loadavg_at_start": load_start,
+            "loadavg_at_end": _load()}
 
 
 def versions() -> dict:
@@ -168,8 +172,9 @@ def write_md(doc: dict, path: Path) -> None:
         f"Measured {doc['date']} on {doc['machine']['cpu']} ({doc['machine']['cores']} cores, no GPU); "
         f"triton {doc['versions']['triton']}, torch {doc['versions']['torch']}, "
         f"Python {doc['machine']['python']}. Produced by `benchmarks/static_speed.py`. "
-        f"Load average when it started: {doc['machine']['loadavg_at_start']} (the machine is shared; "
-        "other processes inflate the cold numbers most).",
+        f"Load average (1/5/15 min) at start {doc['machine']['loadavg_at_start']}, at end "
+        f"{doc['machine']['loadavg_at_end']}: the machine is shared, other processes inflate the "
+        "cold numbers most.",
         "",
         f"{doc['launches_recorded']} recorded launches ({doc['sources']}) -> {doc['unique_launches']} unique "
         f"launches x {len(doc['archs'])} archs ({', '.join(doc['archs'])}) = {doc['variants']} variants, "
@@ -225,6 +230,7 @@ def main() -> int:
     ap.add_argument("--no-examples", action="store_true")
     ap.add_argument("--out", default=str(RESULTS / "static_speed.json"))
     args = ap.parse_args()
+    load_start = _load()
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     jobs = args.jobs or default_jobs()
 
@@ -271,7 +277,7 @@ def main() -> int:
     doc = {
         "benchmark": "static_speed",
         "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "machine": machine(),
+        "machine": machine(load_start),
         "versions": versions(),
         "archs": archs,
         "jobs": jobs,
