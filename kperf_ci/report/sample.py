@@ -15,6 +15,7 @@ import random
 from dataclasses import replace
 
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
+from .view import INSTRUCTION_CLASSES
 
 KERNELS = (
     ("add_kernel", "memory-bound", 0.27),
@@ -25,22 +26,6 @@ KERNELS = (
     ("rms_norm_bwd", "memory-bound", 0.12),
     ("grouped_gemm", "compute-bound", 0.51),
     ("rope_embedding", "memory-bound", 0.03),
-)
-_CLASSES = (
-    "global_load",
-    "global_store",
-    "shared_load",
-    "shared_store",
-    "mma",
-    "wgmma",
-    "tma",
-    "async_copy",
-    "fma_alu",
-    "sfu",
-    "barrier",
-    "branch",
-    "convert",
-    "other",
 )
 _SASS_OPS = {
     "global_load": "LDG.E.128",
@@ -119,7 +104,7 @@ def _sass(counts: dict[str, int], seed: int) -> str:
 def _ptx(counts: dict[str, int]) -> str:
     body = [
         f"\t{cls.replace('_', '.')}.b32 %r{i}, %r{i + 1};"
-        for i, cls in enumerate(_CLASSES)
+        for i, cls in enumerate(INSTRUCTION_CLASSES)
         for _ in range(min(counts.get(cls, 0), 8))
     ]
     return (
@@ -232,7 +217,7 @@ def _result(
     seed: int = 0,
 ) -> VariantResult:
     static_rng = random.Random(seed)  # the code of a variant is the same in every run, unless planted
-    counts = {cls: static_rng.randrange(0, 30) for cls in _CLASSES}
+    counts = {cls: static_rng.randrange(0, 30) for cls in INSTRUCTION_CLASSES}
     counts["fma_alu"] += 40
     if tag == "compute-bound":
         counts["mma"] += 16

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ..capture.sass import CLASSES
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from .plots import fmt_ci, fmt_rel, fmt_value
 
@@ -47,22 +48,7 @@ STATIC_HEADLINE = (
     "sass.instructions",
     "ptx.instructions",
 )
-INSTRUCTION_CLASSES = (
-    "global_load",
-    "global_store",
-    "shared_load",
-    "shared_store",
-    "mma",
-    "wgmma",
-    "tma",
-    "async_copy",
-    "fma_alu",
-    "sfu",
-    "barrier",
-    "branch",
-    "convert",
-    "other",
-)
+INSTRUCTION_CLASSES = CLASSES  # sass.<class> / ptx.<class> metric names (METRICS.md)
 
 HistoryFn = Callable[[str, str], list[tuple[RunInfo, float]]]
 BlobFn = Callable[[str, str, str], "bytes | None"]
