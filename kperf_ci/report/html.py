@@ -407,7 +407,8 @@ def kernel_context(report: Report, v: VariantView, out_dir: Path) -> dict[str, A
     """Everything a variant page shows; charts only where there is data."""
     b, c = v.base, v.cur
     ctx: dict[str, Any] = {"v": v}
-    ctx["dyn_rows"] = [r for r in v.rows if r.kind != "static"]
+    ctx["dyn_rows"] = [r for r in v.rows if r.kind in ("time", "region")]
+    ctx["analysis_rows"] = [r for r in v.rows if r.kind not in ("time", "region", "static")]
     static = [r for r in v.rows if r.kind == "static"]
     mix = [
         r

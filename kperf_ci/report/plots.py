@@ -176,8 +176,11 @@ def distribution_svg(
     # Axis within Tukey's far-out fences (3 IQR beyond the quartiles): outliers (a preempted
     # call, a clock dip) land in the edge bins and are counted in the legend instead of
     # squeezing the distribution into one bar.
+    # When more than 2% would fall outside, they are a mode of the distribution, not outliers.
     q1, q3 = allv[len(allv) // 4], allv[(3 * len(allv)) // 4]
     lo, hi = max(allv[0], q1 - 3 * (q3 - q1)), min(allv[-1], q3 + 3 * (q3 - q1))
+    if sum(1 for v in allv if v < lo or v > hi) > 0.02 * len(allv):
+        lo, hi = allv[0], allv[-1]
     if hi == lo:
         lo, hi = lo - abs(lo) * 0.01 - 1e-9, hi + abs(hi) * 0.01 + 1e-9
     nb = max(5, min(bins, int(math.sqrt(len(allv))) * 2))
