@@ -14,5 +14,11 @@ if ! python -c "import torch" 2>/dev/null; then
   # CPU build for static mode and the tests; Triton's interpreter needs numpy < 2.4.
   python -m pip install -q "torch==${KPERF_TORCH_VERSION:-2.13.0}"
 fi
-python -m pip install -q -e ".[test]" "numpy<2.4"
+# Triton is pinned where this script installs it: static metrics (and baselines/main.db) are
+# comparable only within one Triton version. A runner that already has Triton keeps its own.
+pins=("numpy<2.4")
+if ! python -c "import triton" 2>/dev/null; then
+  pins+=("triton==${KPERF_TRITON_VERSION:-3.6.0}")
+fi
+python -m pip install -q -e ".[test]" "${pins[@]}"
 python -c "import kperf_ci, triton, torch; print('kperf-ci', kperf_ci.__version__, '| triton', triton.__version__, '| torch', torch.__version__)"
