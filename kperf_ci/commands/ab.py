@@ -124,7 +124,9 @@ def static_pass(
             root,
             rel_cwd,
             side_args,
-            ["--kperf-mode", "static", "--kperf-db", str(db), "--kperf-label", side],
+            # only options every kperf version has: in kperf-ci's own repository the base tree's
+            # copy of the plugin is the one imported there
+            ["--kperf-mode", "static", "--kperf-db", str(db)],
             python,
         )
         if not db.exists():
