@@ -18,7 +18,7 @@ Variants (base vs head):
 
 The true effect of each variant is measured once, independently of the evaluated comparisons,
 by a long interleaved reference (1000 pairs) in a calibration process; each comparison's error
-is its estimate minus that reference. The calibration process also runs 15 short A/A comparisons
+is its estimate minus that reference. The calibration process also runs 12 short A/A comparisons
 per kernel and derives the kernel's threshold with ``kperf_ci.changepoint.noise_model`` -- the
 per-kernel threshold kperf would derive from A/A history -- which every evaluated comparison
 then uses (with kperf's default absolute floor of 1 us).
@@ -80,7 +80,7 @@ K0, K_STEP = 4096, 64  # matmul: base K, extra K per step
 
 def variants(kernel: str) -> list[dict[str, Any]]:
     """name, kind (aa/effect/config), nominal level (str) or None, parameter."""
-    out = [{"name": "aa", "kind": "aa", "nominal": None, "param": 0.0}]
+    out = [{"name": name, "kind": "aa", "nominal": None, "param": 0.0} for name in ("aa", "aa#2")]
     if kernel in MEMORY_BOUND:
         out += [
             {"name": f"+{lv}%", "kind": "effect", "nominal": lv, "param": float(lv) / 100} for lv in LEVELS
@@ -247,6 +247,9 @@ class HostBackend:
     def host_time(self):
         return time.perf_counter()
 
+    def sleep(self, seconds):
+        time.sleep(seconds)
+
 
 class SimDevice:
     """A DeviceBackend on a simulated clock (ms of device time; host seconds follow it)."""
@@ -282,6 +285,10 @@ class SimDevice:
 
     def host_time(self):
         return self.host
+
+    def sleep(self, seconds):
+        self.host += seconds
+        self.t += seconds * 1000.0
 
     def kernel(self, ms: float, noise: float, order_effect: float = 0.0):
         def run():
@@ -453,13 +460,17 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
     }
 
 
-def calibrate(simulate: bool, aa_runs: int = 15, ref_pairs: int = 1000) -> dict[str, Any]:
+def calibrate(simulate: bool, aa_runs: int = 12, ref_pairs: int = 1000) -> dict[str, Any]:
     """Per-kernel thresholds from A/A comparisons (noise_model) and reference effects."""
     from kperf_ci.ab import adaptive_ab
+    from kperf_ci.capture.timing import TimingConfig
     from kperf_ci.changepoint import noise_model
 
     bench = SimBench(10_000) if simulate else CudaBench(seed=1234)
     be = bench.backend
+    # the GPU is kept busy by the calibration itself: a short warm-up per comparison is enough here
+    # (the evaluated comparisons use kperf's defaults)
+    cfg = TimingConfig(warmup_min_s=0.05)
     out: dict[str, Any] = {"thresholds": {}, "aa_ratios": {}, "reference": {}}
     for k in KERNELS:
         vs = variants(k)
@@ -468,17 +479,21 @@ def calibrate(simulate: bool, aa_runs: int = 15, ref_pairs: int = 1000) -> dict[
         _warm(h, be, 3)
         ratios = []
         for i in range(aa_runs):
-            r = adaptive_ab(b, h, threshold=0.01, backend=be, first_round_pairs=40, max_pairs=40, seed=i)
+            r = adaptive_ab(
+                b, h, threshold=0.01, backend=be, cfg=cfg, first_round_pairs=40, max_pairs=40, seed=i
+            )
             ratios.append(r.ratio)
         out["aa_ratios"][k] = ratios
         out["thresholds"][k] = noise_model(ratios)
         out["reference"][k] = {}
         for v in vs:
+            if v["kind"] == "aa" and v is not vs[0]:
+                continue  # one A/A reference is enough
             b, h = bench.pair(k, v)
             _warm(b, be, 3)
             _warm(h, be, 3)
             r = adaptive_ab(
-                b, h, threshold=0.01, backend=be, first_round_pairs=ref_pairs, max_pairs=ref_pairs
+                b, h, threshold=0.01, backend=be, cfg=cfg, first_round_pairs=ref_pairs, max_pairs=ref_pairs
             )
             out["reference"][k][v["name"]] = {
                 "rel": r.rel,
@@ -539,7 +554,7 @@ def history_eval(rows: list[dict[str, Any]], seed: int = 0, series: int = 40) ->
                 med.setdefault(r["variant"], {"base": [], "head": []})
                 med[r["variant"]]["base"].append(r["seq_base_median_ms"])
                 med[r["variant"]]["head"].append(r["seq_head_median_ms"])
-        if "aa" not in med or len(med["aa"]["base"]) < 5:
+        if sum(len(v["base"]) for v in med.values()) < 5:
             continue
         base_pool = [x for v in med.values() for x in v["base"]]  # every base median is an A/A run
         center = statistics.median(base_pool)
@@ -559,9 +574,9 @@ def history_eval(rows: list[dict[str, Any]], seed: int = 0, series: int = 40) ->
             outl.append(bool(detect_change_points(s, seed=i)))
         res["single_outlier_flagged_rate"] = _rate(outl)
         steps = {}
-        for name in [v["name"] for v in variants(k)]:
+        for name in [v["name"] for v in variants(k) if v["kind"] != "aa"]:
             v = med.get(name)
-            if name == "aa" or v is None or len(v["head"]) < 5:
+            if v is None or len(v["head"]) < 5:
                 continue
             hits = []
             for i in range(series):
@@ -818,7 +833,7 @@ def render_md(doc: dict[str, Any]) -> str:
     L += [
         "",
         "Reference effect: one interleaved comparison of 1000 pairs per variant in a separate calibration "
-        "process. Thresholds: `noise_model` of 15 A/A comparisons of 40 pairs per kernel in that process "
+        "process. Thresholds: `noise_model` of 12 A/A comparisons of 40 pairs per kernel in that process "
         "(4 robust SDs, at least 0.2%), used with kperf's 1 us floor.",
         "",
         "## Baselines (same processes)",

@@ -253,6 +253,7 @@ def adaptive_ab(
     budget_s: float = 2.0,
     floor: float = 0.0,
     confidence: float = 0.99,
+    precision: float = 0.005,
     first_round_pairs: int = 20,
     growth: float = 1.5,
     max_pairs: int = 4000,
@@ -265,7 +266,9 @@ def adaptive_ab(
     order alternating pair by pair (AB, BA, ...).  Before every call the L2 is flushed (enqueued
     before the start marker, as ``capture.timing`` does).  After each round the pairs are folded
     into order-balanced blocks and compared with ``compare_samples(paired=True)``; the loop stops
-    when the verdict is not ``inconclusive`` ("certain"), the host time spent measuring reaches
+    when the verdict is not ``inconclusive`` and the interval's half-width is at most ``precision``
+    (0.005: the reported effect is good to about +-0.5% at the given confidence) ("certain"), when
+    the host time spent measuring reaches
     ``budget_s`` ("budget"), or ``max_pairs`` is reached.  Rounds grow by ``growth`` so that the
     number of looks stays small (about 10 within a 2 s budget), and are cut to what the remaining
     budget allows at the pace measured so far.
@@ -336,7 +339,8 @@ def adaptive_ab(
             confidence=confidence,
             seed=seed,
         )
-        if comparison.verdict != "inconclusive":
+        half_width = (comparison.ci_high - comparison.ci_low) / 2  # NaN (too few pairs) compares False
+        if comparison.verdict != "inconclusive" and half_width <= precision:
             stopped_by = "certain"
             break
         spent = be.host_time() - t0

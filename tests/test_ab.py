@@ -270,6 +270,16 @@ def test_aa_is_unchanged_and_never_a_false_alarm():
     assert counts["unchanged"] >= 99, counts
 
 
+def test_a_certain_verdict_waits_for_a_precise_effect():
+    rng = random.Random(3)
+    r = run_ab(FakeDevice(), noisy(rng, 1.0, 0.02), noisy(rng, 1.10, 0.02))
+    assert r.verdict == "slower" and r.stopped_by == "certain"
+    assert (r.ci_high - r.ci_low) / 2 <= 0.005 and r.n_pairs > 100
+    assert r.rel == pytest.approx(0.10, abs=0.005)
+    quick = run_ab(FakeDevice(), noisy(rng, 1.0, 0.02), noisy(rng, 1.10, 0.02), precision=1.0)
+    assert quick.verdict == "slower" and quick.n_pairs == 20  # the verdict alone was clear at once
+
+
 def test_small_effect_above_threshold_takes_more_rounds_but_is_found():
     rounds = 0
     for seed in range(20):
