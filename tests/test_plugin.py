@@ -290,3 +290,41 @@ def test_bad_pyproject_setting_is_one_usage_line(sample: pytest.Pytester) -> Non
     result = run(sample, "--kperf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*kperf:*mode*"])
+
+
+def test_bench_interleaved_in_static_mode_records_both(sample: pytest.Pytester) -> None:
+    sample.makepyfile(
+        kernels_add2="""
+        import torch, triton
+        import triton.language as tl
+
+        @triton.jit
+        def add2_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+        def add2(x, y):
+            out = torch.empty_like(x)
+            add2_kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)
+            return out
+        """
+    )
+    sample.makepyfile(
+        test_ab="""
+        import pytest, torch
+        from kernels_add import add
+        from kernels_add2 import add2
+
+        @pytest.mark.kperf(name="add")
+        def test_old_vs_new(kperf):
+            x = torch.rand(1024)
+            out = kperf.bench_interleaved({"old": add, "new": add2}, x, x)
+            assert set(out) == {"old", "new"}
+            torch.testing.assert_close(out["old"], out["new"])
+        """
+    )
+    result = run(sample, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db")
+    result.assert_outcomes(passed=1)
+    kernels = {r[0] for r in _rows(sample.path / "run.db", "select name from kernels")}
+    assert kernels == {"add/add_kernel", "add/add2_kernel"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -52,6 +52,24 @@ class KperfFixture:
     def bench(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.mode == "off":
             return fn(*args, **kwargs)
+        return self._run({"fn": fn}, args, kwargs)["fn"]
+
+    def bench_interleaved(
+        self, fns: Mapping[str, Callable[..., Any]], *args: Any, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Measure several implementations on the same arguments, e.g. `{"old": f, "new": g}`.
+
+        In GPU mode they are timed interleaved (A, B, ... then ..., B, A), so clock and thermal
+        drift affect all alike; each becomes a variant named `<marker name>[<key>]`. Returns
+        each callable's result, by key.
+        """
+        if not fns:
+            raise ValueError("kperf.bench_interleaved needs at least one callable")
+        if self.mode == "off":
+            return {name: fn(*args, **kwargs) for name, fn in fns.items()}
+        return self._run(dict(fns), args, kwargs)
+
+    def _run(self, fns: dict[str, Callable[..., Any]], args: tuple, kwargs: dict) -> dict[str, Any]:
         self._bench_calls += 1
         assert self._session is not None and self._item is not None and self._marker is not None
-        return self._session.bench(self._item, self._marker, fn, args, kwargs, call_index=self._bench_calls)
+        return self._session.bench(self._item, self._marker, fns, args, kwargs, call_index=self._bench_calls)

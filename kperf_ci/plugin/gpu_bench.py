@@ -49,24 +49,29 @@ def bench_on_gpu(
     ks: KperfSession,
     item: pytest.Item,
     marker: KperfMarker,
-    fn: Callable[..., Any],
+    fns: dict[str, Callable[..., Any]],
     args: tuple,
     kwargs: dict,
     *,
     call_index: int,
-) -> tuple[Any, list[VariantResult]]:
+) -> tuple[dict[str, Any], list[VariantResult]]:
+    """Measure one or several callables given the same arguments. Several are timed interleaved
+    (A, B, ... then ..., B, A), so clock and thermal drift hit all of them alike."""
     import torch
 
-    from kperf_ci.capture import gpu, instrument, timing
+    from kperf_ci.capture import gpu, timing
 
-    def call() -> Any:
-        return fn(*args, **kwargs)
-
-    result, launches = gpu.capture_launches(call)
+    calls = {name: (lambda f=f: f(*args, **kwargs)) for name, f in fns.items()}
+    results: dict[str, Any] = {}
+    launches: dict[str, list[Any]] = {}
+    for name, call in calls.items():
+        results[name], launches[name] = gpu.capture_launches(call)
     torch.cuda.synchronize()
-    if not launches:
-        ks.warn(item.nodeid, "kperf.bench() launched no Triton kernel; nothing measured")
-        return result, []
+    for name in [n for n, ls in launches.items() if not ls]:
+        ks.warn(item.nodeid, f"kperf.bench: {name} launched no Triton kernel; nothing measured")
+        del calls[name]
+    if not calls:
+        return results, []
 
     params = _params(item)
     declared_bytes = marker.resolved(params, "bytes")
@@ -74,57 +79,76 @@ def bench_on_gpu(
         budget_s=ks.settings.timing_budget_s,
         input_bytes=int(declared_bytes) if declared_bytes else None,
     )
-    gpu_name = torch.cuda.get_device_name()
-    suffix = f"#{call_index}" if call_index > 1 else ""
-    shape = _shape_id(item)
+    ab = _ab_against_base_tree(ks, marker, fns, calls, args, kwargs, cfg) if len(fns) == 1 else None
+    timed = timing.time_interleaved(calls, cfg)
+    for name, t in timed.items():
+        for w in t.warnings:
+            ks.warn(item.nodeid, f"{name}: {w}" if len(calls) > 1 else w)
 
-    ab = None
+    variants: list[VariantResult] = []
+    for name, call in calls.items():
+        prefix = marker.name if len(fns) == 1 else f"{marker.name}[{name}]"
+        if call_index > 1:
+            prefix += f"#{call_index}"
+        variants += _variants(ks, item, marker, prefix, call, launches[name], timed[name], ab)
+    return results, variants
+
+
+def _ab_against_base_tree(ks, marker, fns, calls, args, kwargs, cfg):  # noqa: ANN001, ANN202
     base_tree = ks.config.getoption("kperf_base_tree", default=None)
-    if base_tree:
-        from kperf_ci import ab as ab_mod
+    if not base_tree:
+        return None
+    from kperf_ci import ab as ab_mod
 
-        base_fn = ab_mod.load_base_callable(fn, str(ks.config.rootpath), base_tree)
-        if base_fn is not None:
-            threshold = float(marker.thresholds.get("time", ks.settings.thresholds.get("time", 0.02)))
-            ab = ab_mod.adaptive_ab(
-                lambda: base_fn(*args, **kwargs),
-                call,
-                threshold=threshold,
-                budget_s=ks.settings.timing_budget_s,
-                cfg=cfg,
-            )
-    timed = timing.time_callable(call, cfg)
-    for w in timed.warnings:
-        ks.warn(item.nodeid, w)
+    (name,) = fns
+    base_fn = ab_mod.load_base_callable(fns[name], str(ks.config.rootpath), base_tree)
+    if base_fn is None:
+        return None
+    threshold = float(marker.thresholds.get("time", ks.settings.thresholds.get("time", 0.02)))
+    return ab_mod.adaptive_ab(
+        lambda: base_fn(*args, **kwargs),
+        calls[name],
+        threshold=threshold,
+        budget_s=ks.settings.timing_budget_s,
+        cfg=cfg,
+    )
+
+
+def _variants(
+    ks: KperfSession,
+    item: pytest.Item,
+    marker: KperfMarker,
+    prefix: str,
+    call: Callable[[], Any],
+    launches: list[Any],
+    timed: Any,
+    ab: Any,
+) -> list[VariantResult]:
+    """One variant per distinct kernel the callable launched, carrying its static and region
+    metrics; the callable's timing goes on its kernel when it launched one, else on a variant
+    of its own."""
+    import torch
+
+    from kperf_ci.capture import instrument
 
     try:
         regions = instrument.instrument_callable_all(call, instrument.RegionConfig())
-    except Exception as e:  # regions are extra evidence; the timing above stands without them
+    except Exception as e:  # regions are extra evidence; the timing stands without them
         regions = {}
         ks.warn(item.nodeid, f"instrumented launch failed: {type(e).__name__}: {str(e)[:200]}")
 
+    params = _params(item)
+    gpu_name = torch.cuda.get_device_name()
+    shape = _shape_id(item)
     kernels: dict[str, Any] = {}
     for info in launches:
         kernels.setdefault(info.name, info)
     single = len(kernels) == 1
     variants: list[VariantResult] = []
-    plaus_metrics: list[Metric] = []
-    try:
-        from kperf_ci import plausibility
-
-        flops = marker.resolved(params, "flops")
-        p = plausibility.check(timed.median, device=gpu_name, bytes=declared_bytes, flops=flops)
-        plaus_metrics = p.to_metrics()
-        for problem in p.problems:
-            ks.warn(item.nodeid, f"implausible timing: {problem}")
-    except Exception as e:
-        ks.warn(item.nodeid, f"plausibility check skipped: {e}")
-
     for name, info in kernels.items():
         spec, config = _launch_spec(info)
-        kname = (marker.name if single else f"{marker.name}/{name}") + suffix
         key = VariantKey(
-            kernel=kname,
+            kernel=prefix if single else f"{prefix}/{name}",
             arch=gpu_name,
             spec=f"{spec} @ {shape}" if shape else spec,
             config=config,
@@ -141,30 +165,27 @@ def bench_on_gpu(
             try:
                 from kperf_ci.analysis import analysis_metrics
 
-                metrics += analysis_metrics(
-                    region, num_sms=torch.cuda.get_device_properties(0).multi_processor_count
-                )
+                sms = torch.cuda.get_device_properties(0).multi_processor_count
+                metrics += analysis_metrics(region, num_sms=sms)
             except Exception as e:
                 ks.warn(item.nodeid, f"{name}: analyses skipped: {type(e).__name__}: {e}")
-        vr = VariantResult(
-            key=key,
-            metrics=metrics,
-            tags=list(marker.tags),
-            thresholds=marker.threshold_dict(),
-            sass_hash=info.sass_hash,
-        )
-        if region is not None:
             ks.blobs.append((key.id, "timeline.npz", region.timeline_bytes()))
-        variants.append(vr)
+        variants.append(
+            VariantResult(
+                key=key,
+                metrics=metrics,
+                tags=list(marker.tags),
+                thresholds=marker.threshold_dict(),
+                sass_hash=info.sass_hash,
+            )
+        )
 
-    # The timing belongs to the whole callable: on the kernel when it launched one, else on a
-    # variant of its own named after the marker.
     timed_variant = variants[0] if single else None
     if timed_variant is None:
         names = canonical_json(sorted(kernels))
         timed_variant = VariantResult(
             key=VariantKey(
-                kernel=marker.name + suffix,
+                kernel=prefix,
                 arch=gpu_name,
                 spec=shape,
                 config="callable:" + hashlib.sha256(names.encode()).hexdigest()[:8],
@@ -174,7 +195,7 @@ def bench_on_gpu(
             thresholds=marker.threshold_dict(),
         )
         variants.insert(0, timed_variant)
-    timed_variant.metrics += timed.to_metrics() + plaus_metrics
+    timed_variant.metrics += timed.to_metrics() + _plausibility(ks, item, marker, params, timed, gpu_name)
     timed_variant.samples = list(timed.samples_ms)
     timed_variant.artifacts["timing"] = canonical_json(
         {k: v for k, v in timed.to_dict().items() if k != "samples_ms"}
@@ -183,4 +204,23 @@ def bench_on_gpu(
         timed_variant.metrics += ab.to_metrics()
         timed_variant.tags.append(ab.tag)
         ks.ab_results.append((item.nodeid, timed_variant.key.label(), ab.describe(), ab.verdict))
-    return result, variants
+    return variants
+
+
+def _plausibility(ks, item, marker, params, timed, gpu_name) -> list[Metric]:  # noqa: ANN001
+    """Achieved bandwidth / FLOP/s; a result above the device's peak is a measurement error."""
+    try:
+        from kperf_ci import plausibility
+
+        p = plausibility.check(
+            timed.median,
+            device=gpu_name,
+            bytes=marker.resolved(params, "bytes"),
+            flops=marker.resolved(params, "flops"),
+        )
+    except Exception as e:
+        ks.warn(item.nodeid, f"plausibility check skipped: {e}")
+        return []
+    for problem in p.problems:
+        ks.warn(item.nodeid, f"implausible timing: {problem}")
+    return p.to_metrics()

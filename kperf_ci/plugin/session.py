@@ -127,20 +127,20 @@ class KperfSession:
         self,
         item: pytest.Item,
         marker: KperfMarker,
-        fn: Callable[..., Any],
+        fns: dict[str, Callable[..., Any]],
         args: tuple,
         kwargs: dict,
         *,
         call_index: int,
-    ) -> Any:
+    ) -> dict[str, Any]:
         if self.mode == "static":
-            # The wrapper around the whole test records launches; one plain call suffices.
-            return fn(*args, **kwargs)
+            # The wrapper around the whole test records launches; one plain call each suffices.
+            return {name: fn(*args, **kwargs) for name, fn in fns.items()}
         from kperf_ci.plugin.gpu_bench import bench_on_gpu
 
-        result, variants = bench_on_gpu(self, item, marker, fn, args, kwargs, call_index=call_index)
+        results, variants = bench_on_gpu(self, item, marker, fns, args, kwargs, call_index=call_index)
         item.stash.setdefault(RESULTS_KEY, []).extend(variants)
-        return result
+        return results
 
     def test_passed(self, item: pytest.Item, marker: KperfMarker) -> None:
         launches = item.stash.get(LAUNCHES_KEY, [])
