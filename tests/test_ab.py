@@ -325,6 +325,29 @@ def test_order_effect_cancels_in_balanced_blocks():
     assert max(raw) > 1.02 and min(raw) < 0.98  # each raw pair is off by the order effect
 
 
+def test_first_call_after_an_idle_gap_is_not_timed():
+    """After each round's sync the device idles; its next call runs 2x slow. Re-warm calls absorb it."""
+
+    class ColdAfterSync(FakeDevice):
+        cold = False
+
+        def synchronize(self):
+            super().synchronize()
+            self.cold = True
+
+        def kernel(self, name, dur):
+            def run(*args):
+                self.log.append(name)
+                self.t += dur * (2.0 if self.cold else 1.0)
+                self.cold = False
+
+            return run
+
+    dev = ColdAfterSync()
+    r = adaptive_ab(dev.kernel("base", 1.0), dev.kernel("head", 1.0), backend=dev, threshold=0.01, cfg=CFG)
+    assert r.verdict == "unchanged" and max(r.base_ms + r.head_ms) == pytest.approx(1.0)
+
+
 def test_budget_and_max_pairs_stop_an_undecidable_comparison():
     rng = random.Random(0)
     # 20% noise per call: a 1% band cannot be settled within these limits
