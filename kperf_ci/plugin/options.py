@@ -88,6 +88,7 @@ def cli_overrides(config: pytest.Config) -> dict[str, Any]:
         "kperf_arch": "arch",
         "kperf_save": "save",
         "kperf_jobs": "jobs",
+        "kperf_label": "label",
     }
     out: dict[str, Any] = {}
     for opt, key in names.items():

@@ -40,15 +40,6 @@ def resolve_mode(requested: str) -> str:
 
 
 @dataclass
-class PendingLaunches:
-    """Launches one passed test made, waiting to be compiled at the end of the session."""
-
-    nodeid: str
-    marker: KperfMarker
-    launches: list[Any]
-
-
-@dataclass
 class KperfSession:
     config: pytest.Config
     settings: Any  # kperf_ci.config.Settings
@@ -56,7 +47,7 @@ class KperfSession:
     run_id: str
     is_worker: bool = False
     results: list[VariantResult] = field(default_factory=list)
-    pending: list[PendingLaunches] = field(default_factory=list)
+    pending: list[Any] = field(default_factory=list)  # LaunchSpecs of passed tests, compiled at the end
     errors: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one-line reason)
     saved_to: str | None = None
     comparison: Any = None
@@ -94,7 +85,7 @@ class KperfSession:
             git_sha=sha,
             git_branch=branch,
             kperf_version=__version__,
-            label=self.config.getoption("kperf_label", default=None),
+            label=self.settings.label,
         )
 
     def db_path(self) -> Path:
@@ -143,9 +134,7 @@ class KperfSession:
         return results
 
     def test_passed(self, item: pytest.Item, marker: KperfMarker) -> None:
-        launches = item.stash.get(LAUNCHES_KEY, [])
-        if launches:
-            self.pending.append(PendingLaunches(item.nodeid, marker, launches))
+        self.pending.extend(item.stash.get(LAUNCHES_KEY, []))
         measured = item.stash.get(RESULTS_KEY, []) + benchmark_fixture_results(item, marker)
         self.results.extend(measured)
         if self.mode == "gpu" and not measured:
@@ -156,8 +145,7 @@ class KperfSession:
     def compile_pending(self) -> None:
         """Compile every launch of every passed test at once: the worker pool is started once
         and both cores stay busy across tests."""
-        launches = [launch for pending in self.pending for launch in pending.launches]
-        self.pending.clear()
+        launches, self.pending = self.pending, []
         if not launches:
             return
         from kperf_ci.capture.static import compile_variants
