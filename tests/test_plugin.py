@@ -328,3 +328,49 @@ def test_bench_interleaved_in_static_mode_records_both(sample: pytest.Pytester) 
     result.assert_outcomes(passed=1)
     kernels = {r[0] for r in _rows(sample.path / "run.db", "select name from kernels")}
     assert kernels == {"add/add_kernel", "add/add2_kernel"}
+
+
+def test_missing_baseline_is_one_error_line(sample: pytest.Pytester) -> None:
+    sample.makepyfile(
+        test_one="""
+        import pytest, torch
+        from kernels_add import add
+
+        @pytest.mark.kperf
+        def test_add(kperf):
+            kperf.bench(add, torch.rand(64), torch.rand(64))
+        """
+    )
+    result = run(
+        sample, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db", "--kperf-baseline", "nope.db"
+    )
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*kperf ERROR <baseline>: baseline *nope.db does not exist; create it with*"]
+    )
+    assert (sample.path / "run.db").exists()  # the run itself is stored
+
+
+def test_regression_against_baseline_fails_the_session(sample: pytest.Pytester) -> None:
+    sample.makepyfile(
+        test_one="""
+        import os, pytest, torch
+        from kernels_add import add
+
+        @pytest.mark.kperf(name="add")
+        def test_add(kperf):
+            kperf.bench(add, torch.rand(4096), torch.rand(4096))
+        """
+    )
+    run(sample, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "base.db").assert_outcomes(passed=1)
+    same = run(
+        sample, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db", "--kperf-baseline", "base.db"
+    )
+    assert same.ret == 0, same.stdout.str()
+    # More arithmetic per element: more SASS instructions than the default +5% allows.
+    sample.makepyfile(kernels_add=ADD_KERNEL.replace("x + y", "x * 1.5 + y * 0.5 + x * y"))
+    worse = run(
+        sample, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db", "--kperf-baseline", "base.db"
+    )
+    assert worse.ret == 1, worse.stdout.str()
+    worse.stdout.fnmatch_lines(["*REGRESSION*"])
