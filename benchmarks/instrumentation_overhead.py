@@ -1,26 +1,25 @@
 """Device-time cost of kperf's automatic regions, and how well the regions' clock agrees with
-CUDA events. Needs a CUDA GPU; writes instrumentation_overhead.{json,md}.
+CUDA events. Needs a CUDA GPU; writes instrumentation_overhead.{json,md}
+(``--render JSON`` re-renders the .md from a JSON on any machine).
 
 Method (per example kernel, at a GPU-filling size):
 
 1. Run the example once (compile; autotune for matmul), then capture its launch: the plain
    CompiledKernel, its grid and bound arguments.
-2. ``instrument_callable`` runs it under a Proton instrumentation session (``data="trace"``):
-   this compiles the instrumented kernel and gives the regions. Repeated ``--accuracy-runs``
-   times (each launch preceded by an L2 flush) for the whole-kernel span.
+2. ``instrument_callable`` runs it once under a Proton instrumentation session
+   (``data="trace"``), as the plugin does: this compiles the instrumented kernel and gives the
+   regions, the partition check (b), and, from the raw buffer kept through the session, the
+   plugin path's measured clock.
 3. Inside ``instrumented_launches`` (no Proton session) the example is called once more to
-   capture the *instrumented* CompiledKernel with the same arguments.
-4. Both compiled kernels are launched through the same path (``CompiledKernel[grid](*args)``,
-   no wrapper allocation, no Proton hooks; the instrumented one writes its records into a fixed
+   capture the *instrumented* CompiledKernel with the same arguments; it is launched
+   ``--launches`` times between CUDA events and each launch's records are read from the device
+   buffer: accuracy (a) compares that launch's span with that launch's event time.
+4. Plain, instrumented and two other buffer configurations are launched through the same path
+   (``CompiledKernel[grid](*args)``, no Proton hooks; the instrumented ones write into a fixed
    buffer that nobody reads) and timed with ``time_interleaved`` (CUDA events, L2 flushed
    outside the timed window, A/B/B/A). overhead = instrumented median / plain median - 1.
    This is the kernel's own device cost of the records and the buffer copy-out; Proton's host
    post-processing (seconds per launch) is excluded by construction, and reported separately.
-
-Accuracy: (a) whole-kernel span from the trace (first CTA start to last CTA end, cycles within
-a CTA converted with the clock measured in the same trace) against the event-timed median of
-the same instrumented kernel, for kernels of at least 50 us; (b) per warp, the sum of the
-non-overlapping regions (prologue + loops + epilogue, or body) against the kernel region.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ import time
 import traceback
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import cases, device_info, geomean, out_dir, write_json  # noqa: E402
@@ -42,9 +39,54 @@ TARGET_GEOMEAN = 0.03
 TARGET_WORST = 0.08
 TARGET_ACCURACY = 0.02
 ACCURACY_MIN_MS = 0.05
+VARIANT_LABELS = {
+    "proton_default_buffer": "shared buffer, Proton's size (the earlier default)",
+    "shared_buffer_512": "shared buffer, 512 B",
+}
 
 
-def run_case(case, cfg, cfg_all, tcfg, accuracy_runs: int) -> tuple[dict, dict, dict]:
+def _raw_launches(run, alloc, kernel, n_ctas: int, launches: int, be) -> list[dict]:
+    """Launch the instrumented kernel `launches` times, each after 3 untimed warm calls queued
+    just before it (no idle gap) and an L2 flush, between two CUDA events; after each, read the
+    records straight from the profile buffer and compare the span with that launch's time."""
+    from kperf_ci.capture import proton_trace as pt
+    from kperf_ci.capture.instrument import read_raw_trace
+
+    out = []
+    for _ in range(launches):
+        for _ in range(3):
+            be.flush()
+            run()
+        be.flush()
+        a = be.marker()
+        run()
+        b = be.marker()
+        be.synchronize()
+        ms = be.elapsed_ms(a, b)
+        kt = read_raw_trace(alloc, kernel, n_ctas)
+        fit = pt.fit_clock(kt)
+        kreg = "kernel" if "kernel" in kt.names else ("body" if "body" in kt.names else None)
+        spans = pt.spans_from_raw(kt, fit, kreg) if fit else {}
+        out.append(
+            {
+                "event_ms": ms,
+                "span_ms": spans.get("regions", float("nan")) / 1e6 if spans else None,
+                "span_cta_ms": spans.get("cta", float("nan")) / 1e6 if spans else None,
+                "rel_error": (spans["regions"] / 1e6 / ms - 1.0) if spans else None,
+                "rel_error_cta": (spans["cta"] / 1e6 / ms - 1.0) if "cta" in spans else None,
+                "clock_ghz": fit.ghz if fit else None,
+                "clock_ghz_median_sm": fit.ghz_median_sm if fit else None,
+                "clock_fit_rms_ns": fit.rms_residual_ns if fit else None,
+                "clock_fit_rejected": fit.rejected if fit else None,
+                "clock_fit_sms": fit.n_sms if fit else None,
+                "ctas": int(kt.cta_ids.size),
+                "warnings": kt.warnings[:5],
+            }
+        )
+    return out
+
+
+def run_case(case, cfg, variants_cfg: dict, tcfg, launches: int) -> tuple[dict, dict]:
     import tempfile
 
     import torch
@@ -59,55 +101,60 @@ def run_case(case, cfg, cfg_all, tcfg, accuracy_runs: int) -> tuple[dict, dict, 
     _, plain = capture_launches(fn, static=False)
     assert plain and plain[0].kernel is not None, "no Triton launch captured"
     p = plain[0]
+    n_ctas = p.grid[0] * p.grid[1] * p.grid[2]
     be = CudaBackend()
 
     def flushed():
         be.flush()
         fn()
 
-    regions = []
-    raw_head = None
-    for k in range(accuracy_runs):
-        if k == 0:
-            wd = tempfile.mkdtemp(prefix="kperf_bench_")
-            regions.append(instrument_callable(flushed, cfg, kernel=p.name, workdir=wd, keep_trace=True))
-            tp = regions[0].trace_path
-            if tp:
-                raw_head = Path(tp).read_text()[:3000]
-                Path(tp).unlink()
-        else:
-            regions.append(instrument_callable(flushed, cfg, kernel=p.name))
-    with instrumented_launches(cfg):
+    # 1. the plugin's path: one launch under a Proton session (regions, and the raw buffer kept
+    #    through the session for the clock fit and the span)
+    wd = tempfile.mkdtemp(prefix="kperf_bench_")
+    r0 = instrument_callable(flushed, cfg, kernel=p.name, workdir=wd)
+    # 2. the same instrumented binary without a session: raw launches for accuracy (a)
+    with instrumented_launches(cfg) as alloc:
         _, inst = capture_launches(fn, static=False)
-    i = inst[0]
-    scratch = getattr(i.kernel.metadata, "profile_scratch_size", 0)
-    assert scratch > 0, "the launch inside instrumented_launches was not instrumented"
-    variants = {"plain": p.replay(), "instrumented": i.replay()}
-    iw = None
-    if cfg_all is not None:
-        try:  # every warp records: compiled with Proton's lowering, no session, no trace
-            with instrumented_launches(cfg_all, compile=True):
-                _, inst_w = capture_launches(fn, static=False)
-            iw = inst_w[0]
-            assert getattr(iw.kernel.metadata, "profile_scratch_size", 0) > 0
-            variants["instrumented_all_warps"] = iw.replay()
+        i = inst[0]
+        scratch = getattr(i.kernel.metadata, "profile_scratch_size", 0)
+        assert scratch > 0, "the launch inside instrumented_launches was not instrumented"
+        run = i.replay()
+        raw = _raw_launches(run, alloc, i.kernel, n_ctas, launches, be)
+    variants = {"plain": p.replay(), "instrumented": run}
+    extra = {}
+    for vname, vcfg in variants_cfg.items():
+        try:
+            with instrumented_launches(vcfg, compile=True):
+                _, iv = capture_launches(fn, static=False)
+            variants[vname] = iv[0].replay()
+            extra[vname] = {
+                "shared_bytes": iv[0].kernel.metadata.shared,
+                "registers": iv[0].n_regs,
+                "profile_scratch_bytes_per_cta": int(iv[0].kernel.metadata.profile_scratch_size),
+                "config": {k: v for k, v in vcfg.__dict__.items() if k != "ops"},
+            }
         except Exception as e:
             traceback.print_exc()
-            iw = f"{type(e).__name__}: {e}"[:300]
+            extra[vname] = {"error": f"{type(e).__name__}: {e}"[:300]}
     with profile_buffer():
         res = time_interleaved(variants, tcfg)
     rp, ri = res["plain"], res["instrumented"]
-    overhead = ri.median / rp.median - 1.0
-    r0 = regions[0]
+    for vname in extra:
+        if vname in res:
+            rv = res[vname]
+            extra[vname].update(
+                instrumented_ms=rv.median, overhead=rv.median / rp.median - 1.0, ci_ms=[rv.ci_low, rv.ci_high]
+            )
     entry = {
         "name": case.name,
         "size": case.size,
         "plain_ms": rp.median,
         "instrumented_ms": ri.median,
-        "overhead": overhead,
+        "overhead": ri.median / rp.median - 1.0,
         "plain_ci_ms": [rp.ci_low, rp.ci_high],
         "instrumented_ci_ms": [ri.ci_low, ri.ci_high],
         "samples": [rp.n, ri.n],
+        "discarded_rewarm_samples": [len(rp.discarded_ms), len(ri.discarded_ms)],
         "method": rp.method,
         "stopped_by": rp.stopped_by,
         "grid": list(p.grid) if p.grid else None,
@@ -117,83 +164,46 @@ def run_case(case, cfg, cfg_all, tcfg, accuracy_runs: int) -> tuple[dict, dict, 
         "profile_scratch_bytes_per_cta": scratch,
         "regions": list(r0.regions),
         "proton_host_seconds_per_instrumented_launch": r0.host_seconds,
+        "variants": extra,
         "warnings": sorted(set(rp.warnings + ri.warnings)),
     }
-    if "instrumented_all_warps" in res:
-        rw = res["instrumented_all_warps"]
-        entry["all_warps"] = {
-            "instrumented_ms": rw.median,
-            "overhead": rw.median / rp.median - 1.0,
-            "ci_ms": [rw.ci_low, rw.ci_high],
-            "registers": iw.n_regs,
-            "shared_bytes": iw.shared,
-        }
-    elif isinstance(iw, str):
-        entry["all_warps"] = {"error": iw}
-    spans = [r.span_ns / 1e6 for r in regions if r.span_ns]
-    span = statistics.median(spans) if spans else None
+    errs = [x["rel_error"] for x in raw if x["rel_error"] is not None]
     acc = {
         "name": case.name,
         "event_ms_instrumented": ri.median,
         "event_ms_plain": rp.median,
-        "span_ms": span,
-        "spans_ms": spans,
-        "rel_error": (span / ri.median - 1.0) if span else None,
-        "rel_error_vs_plain": (span / rp.median - 1.0) if span else None,
-        "evaluated": bool(span) and rp.median >= ACCURACY_MIN_MS,
-        "clock_ghz": r0.clock_ghz,
-        "clock_source": r0.clock_source,
-        "clock_nvml_mhz": r0.clock_nvml_mhz,
+        "launches": raw,
+        "rel_error": statistics.median(errs) if errs else None,
+        "span_ms": statistics.median([x["span_ms"] for x in raw if x["span_ms"]]) if errs else None,
+        "event_ms_launches": statistics.median([x["event_ms"] for x in raw]),
+        "evaluated": bool(errs) and ri.median >= ACCURACY_MIN_MS,
+        "clock_ghz": statistics.median([x["clock_ghz"] for x in raw if x["clock_ghz"]]) if errs else None,
+        "session": {
+            "clock_ghz": r0.clock_ghz,
+            "clock_source": r0.clock_source,
+            "clock_fit": r0.clock_fit,
+            "clock_nvml_mhz": r0.clock_nvml_mhz,
+            "span_ms": r0.span_ns / 1e6 if r0.span_ns else None,
+            "spans_ms": {k: v / 1e6 for k, v in r0.spans_ns.items()},
+        },
         "partition": r0.partition,
-        "fractions": {n: s.fraction for n, s in r0.regions.items()},
-        "region_us": {n: (s.ns_median / 1000 if s.ns_median else None) for n, s in r0.regions.items()},
+        "fractions": {n: st.fraction for n, st in r0.regions.items()},
+        "region_us": {n: (st.ns_median / 1000 if st.ns_median else None) for n, st in r0.regions.items()},
         "n_ctas": r0.n_ctas,
-        "dropped_events": max(r.dropped_events for r in regions),
-        "warnings": sorted(set(w for r in regions for w in r.warnings)),
-        "trace_sample": _trace_sample(r0),
-        "raw_head": raw_head,
+        "dropped_events": r0.dropped_events,
+        "warnings": sorted(set(r0.warnings)),
     }
-    raw = {f"{case.name}/{k}": v for k, v in r0.trace.arrays().items()}
-    raw.update({f"{case.name}/raw_{k.replace(':', '_')}": v for k, v in r0.trace.raw.items()})
-    raw[f"{case.name}/names"] = np.array(r0.trace.names)
-    raw[f"{case.name}/event_ms"] = np.array([rp.median, ri.median])
-    for j, r in enumerate(regions[1:], 1):
-        raw.update({f"{case.name}/run{j}_{k}": v for k, v in r.trace.raw.items() if k == "ts"})
-        raw[f"{case.name}/run{j}_dur"] = r.trace.dur
-        raw[f"{case.name}/run{j}_cta"] = r.trace.cta
-    return entry, acc, raw
+    return entry, acc
 
 
-def _trace_sample(r) -> dict:
-    kt = r.trace
-    n = min(8, kt.n_events)
-    return {
-        "names": kt.names,
-        "first": [
-            {
-                "region": kt.names[int(kt.region[j])],
-                "cta": int(kt.cta[j]),
-                "sm": int(kt.sm[j]),
-                "unit": int(kt.unit[j]),
-                "start": int(kt.start[j]),
-                "dur": int(kt.dur[j]),
-            }
-            for j in range(n)
-        ],
-        "cta_init_ns": kt.cta_init_ns[:4].tolist(),
-        "cta_final_ns": kt.cta_final_ns[:4].tolist(),
-    }
-
-
-def _aw(k: dict) -> str:
-    a = k.get("all_warps") or {}
-    if "overhead" in a:
-        return f"{a['overhead']:+.2%}"
-    return "error" if a else "n/a"
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:+.2%}"
 
 
 def render_md(doc: dict) -> str:
     d = doc["device"]
+    rc = doc.get("region_config", {})
+    labels = doc.get("variant_labels") or {n: n for n in VARIANT_LABELS}
     lines = [
         "# Instrumentation overhead and accuracy",
         "",
@@ -203,29 +213,39 @@ def render_md(doc: dict) -> str:
         "",
         "Regions: kperf's default automatic regions (`kernel` + `prologue`/`loopN`/`epilogue`, or `body` "
         "alone in a loop-free kernel) at the default granularity `cta`: warp 0 of every CTA records "
-        "(Proton's selective sampling) into Proton's shared-memory buffer. The last column is the same "
-        "regions recorded "
-        'by every warp (`granularity="warp"`). Both kernels are launched through the same '
-        "path (`CompiledKernel[grid](*args)`), timed with CUDA events in one interleaved loop (A,B then B,A; "
-        "L2 flushed outside the timed window). The instrumented kernel writes into a fixed profile buffer "
-        "with no Proton session active, so Proton's per-launch host post-processing is not in these numbers "
-        "(it is listed separately: it is why instrumented launches never run inside a timing loop).",
+        f"(Proton's selective sampling) into a {rc.get('buffer_bytes')}-byte {rc.get('buffer_type')}-memory "
+        "buffer per CTA (`RegionConfig` defaults). Plain and instrumented kernels are launched through "
+        "the same path (`CompiledKernel[grid](*args)`) and timed with CUDA events in one interleaved loop "
+        "(A,B,.. then ..,B,A; L2 flushed outside the timed window; re-warm calls after each idle gap, "
+        "not counted). The instrumented kernels write into a fixed profile buffer with no Proton "
+        "session active, so Proton's per-launch host post-processing is not in these numbers.",
         "",
-        "| kernel | size | plain ms | instrumented ms | overhead | shared B plain/instr. | regs plain/instr. "
-        "| all warps recording: overhead |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| kernel | size | plain ms | instrumented ms | overhead | shared B plain/instr. | "
+        + " | ".join(labels.values())
+        + " |",
+        "|---|---|---:|---:|---:|---:|" + "---:|" * len(labels),
     ]
     for k in doc["kernels"]:
         if "error" in k:
-            lines.append(f"| {k['name']} | | error: {k['error']} | | | | |")
+            lines.append(f"| {k['name']} | | error: {k['error']} | | | |" + " |" * len(labels))
             continue
+        v = k.get("variants", {})
+
+        def cell(name, k=k, v=v):
+            e = v.get(name, {})
+            if "overhead" not in e:
+                return "error" if e else "n/a"
+            return f"{e['overhead']:+.2%} ({e['shared_bytes']} B)"
+
         lines.append(
             f"| {k['name']} | {k['size']} | {k['plain_ms']:.4f} | {k['instrumented_ms']:.4f} | "
             f"{k['overhead']:+.2%} | {k['shared_bytes'][0]}/{k['shared_bytes'][1]} | "
-            f"{k['registers'][0]}/{k['registers'][1]} | {_aw(k)} |"
+            + " | ".join(cell(n) for n in labels)
+            + " |"
         )
     g = doc.get("geomean_overhead")
     worst = doc.get("worst_overhead")
+    vg = doc.get("variant_geomean_overhead", {})
     lines += [
         "",
         f"Geomean overhead: **{g:+.2%}** (target <= {TARGET_GEOMEAN:.0%}); worst: **{worst:+.2%}** "
@@ -233,8 +253,8 @@ def render_md(doc: dict) -> str:
         if g is not None
         else "Geomean overhead: n/a",
         "",
-        f"All warps recording: geomean {doc['all_warps_geomean_overhead']:+.2%}."
-        if doc.get("all_warps_geomean_overhead") is not None
+        "Geomean of the other buffers: " + ", ".join(f"{n} {x:+.2%}" for n, x in vg.items()) + "."
+        if vg
         else "",
         "",
     ]
@@ -242,23 +262,37 @@ def render_md(doc: dict) -> str:
     lines += [
         "## Accuracy",
         "",
-        "(a) Whole-kernel span from the trace (first CTA start to last CTA end; cycles converted with the "
-        "clock measured in the same trace: cycles / globaltimer ns over all CTAs) against the event-timed "
-        f"median of the same instrumented kernel; median of {acc['runs']} instrumented launches, each after "
-        f"an L2 flush. Evaluated for kernels of at least {ACCURACY_MIN_MS * 1000:.0f} us.",
+        "(a) Whole-kernel span from the instrumentation against CUDA events around the *same launch* of the "
+        f"same instrumented binary ({acc['launches']} launches per kernel, each queued right behind 3 warm "
+        "calls and an L2 flush). The records are read straight from Proton's device buffer (absolute SM "
+        "cycles of every record, per-CTA globaltimer stamps); the SM clock is measured in the same launch "
+        "(per SM, each CTA's first-record cycle regressed on its globaltimer start: one slope, one intercept "
+        "per SM), and span = latest end of the `kernel` region minus earliest start over all CTAs, each "
+        "CTA's cycles placed on the globaltimer axis by its SM's fitted line. rel. error = median over the "
+        "launches of span / event time - 1. Evaluated for kernels of at least "
+        f"{ACCURACY_MIN_MS * 1000:.0f} us.",
         "",
-        "| kernel | events ms (instr.) | span ms | rel. error | vs plain | clock GHz (source) | NVML MHz |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| kernel | event ms (same launches) | span ms | rel. error (median) | per launch | clock GHz "
+        "(fit rms ns) | plugin path: clock GHz (source) | NVML MHz |",
+        "|---|---:|---:|---:|---|---:|---:|---:|",
     ]
     for a in acc["kernels"]:
-        if a.get("span_ms") is None:
-            lines.append(f"| {a['name']} | | n/a | | | | |")
-            continue
-        mark = "" if a["evaluated"] else " (not evaluated)"
+        ls = a.get("launches") or []
+        per = ", ".join(_pct(x["rel_error"]) for x in ls)
+        ses = a.get("session") or {}
+        rms = statistics.median(
+            [x["clock_fit_rms_ns"] for x in ls if x.get("clock_fit_rms_ns")] or [float("nan")]
+        )
+        mark = "" if a.get("evaluated") else " (not evaluated)"
+        clk = a.get("clock_ghz")
+        sclk = ses.get("clock_ghz")
         lines.append(
-            f"| {a['name']} | {a['event_ms_instrumented']:.4f} | {a['span_ms']:.4f} | "
-            f"{a['rel_error']:+.2%}{mark} | {a['rel_error_vs_plain']:+.2%} | "
-            f"{a['clock_ghz']:.3f} ({a['clock_source']}) | {a['clock_nvml_mhz']} |"
+            f"| {a['name']} | {a['event_ms_launches']:.4f} | "
+            f"{a['span_ms'] if a['span_ms'] is None else format(a['span_ms'], '.4f')} | "
+            f"{_pct(a['rel_error'])}{mark} | {per} | "
+            f"{'n/a' if clk is None else format(clk, '.3f')} ({rms:.0f}) | "
+            f"{'n/a' if sclk is None else format(sclk, '.3f')} ({ses.get('clock_source')}) | "
+            f"{ses.get('clock_nvml_mhz')} |"
         )
     mre = acc.get("max_rel_error")
     lines += [
@@ -267,10 +301,9 @@ def render_md(doc: dict) -> str:
         if mre is not None
         else "max_rel_error: n/a",
         "",
-        "(b) Per recording unit (warp 0 of each CTA at the default granularity), the sum of the "
-        "non-overlapping regions against the `kernel` region "
-        "(1.0 = the phases cover the kernel exactly; the small rest is the records themselves and code "
-        "between loops).",
+        "(b) Per recording unit (warp 0 of each CTA), the sum of the non-overlapping regions against the "
+        "`kernel` region (1.0 = the phases cover the kernel exactly; the rest is the records themselves and "
+        "code between loops).",
         "",
         "| kernel | regions | median ratio | total ratio | min | max |",
         "|---|---|---:|---:|---:|---:|",
@@ -289,11 +322,8 @@ def render_md(doc: dict) -> str:
         lines.append(f"- {a['name']}: {fr}")
     misses = doc.get("misses") or []
     lines += ["", "## Targets", ""]
-    if not misses:
-        lines.append("All targets met.")
-    else:
-        lines += [f"- {m}" for m in misses]
-    notes = doc.get("notes") or []
+    lines += [f"- {m}" for m in misses] if misses else ["All targets met."]
+    notes = ([doc["provenance"]] if doc.get("provenance") else []) + list(doc.get("notes") or [])
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
@@ -303,9 +333,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="output folder (default: $OUT or benchmarks/results)")
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--accuracy-runs", type=int, default=3)
+    ap.add_argument("--launches", type=int, default=3, help="raw-buffer launches per kernel for accuracy")
     ap.add_argument("--budget", type=float, default=2.0, help="timing budget per variant, s")
+    ap.add_argument("--render", default=None, help="re-render the .md next to this JSON and exit")
     args = ap.parse_args(argv)
+    if args.render:
+        import json
+
+        src = Path(args.render)
+        doc = json.loads(src.read_text())
+        src.with_suffix(".md").write_text(render_md(doc))
+        return 0
 
     import torch
     import triton
@@ -320,11 +358,11 @@ def main(argv=None) -> int:
         "device": device_info(),
         "triton": triton.__version__,
         "torch": torch.__version__,
-        "region_config": cfg.__dict__ | {"ops": list(cfg.ops)},
+        "region_config": cfg.__dict__ | {"ops": list(cfg.ops), "buffer_bytes": cfg.effective_buffer_size()},
         "kernels": [],
         "geomean_overhead": None,
         "accuracy": {
-            "runs": args.accuracy_runs,
+            "launches": args.launches,
             "min_kernel_ms": ACCURACY_MIN_MS,
             "kernels": [],
             "max_rel_error": None,
@@ -335,27 +373,30 @@ def main(argv=None) -> int:
             "max_rel_error": TARGET_ACCURACY,
         },
     }
-    raw_all: dict = {}
-    cfg_all = RegionConfig(granularity="warp")
+    # the earlier default (a shared-memory buffer of Proton's own size: 8 KB per CTA, 64 KB
+    # for the matmul) and a 512-byte shared buffer, timed in the same loop as the default
+    variants_cfg = {
+        "proton_default_buffer": RegionConfig(buffer_type="shared", buffer_size=0),
+        "shared_buffer_512": RegionConfig(buffer_type="shared"),
+    }
+    doc["variant_labels"] = dict(VARIANT_LABELS)
     for case in cases(args.only):
         t = time.perf_counter()
         try:
-            entry, acc, raw = run_case(case, cfg, cfg_all, tcfg, args.accuracy_runs)
-            raw_all.update(raw)
-            np.savez_compressed(out / "regions_raw.npz", **raw_all)
+            entry, acc = run_case(case, cfg, variants_cfg, tcfg, args.launches)
         except Exception as e:
             traceback.print_exc()
             doc["kernels"].append({"name": case.name, "error": f"{type(e).__name__}: {e}"[:500]})
             continue
         doc["kernels"].append(entry)
         doc["accuracy"]["kernels"].append(acc)
-        aw = entry.get("all_warps", {})
-        print(f"    all warps: {aw}", flush=True)
         print(
             f"{case.name:16s} plain {entry['plain_ms']:.4f} ms  "
             f"instrumented {entry['instrumented_ms']:.4f} ms  "
-            f"overhead {entry['overhead']:+.2%}  span {acc['span_ms']} ms  err {acc['rel_error']}  "
-            f"clock {acc['clock_ghz']} ({acc['clock_source']})  dropped {acc['dropped_events']}  "
+            f"overhead {entry['overhead']:+.2%}  "
+            + "  ".join(f"{k} {v.get('overhead', float('nan')):+.2%}" for k, v in entry["variants"].items())
+            + f"  span err {acc['rel_error']}  launches {[x['rel_error'] for x in acc['launches']]}  "
+            f"clock {acc['clock_ghz']}  session {acc['session']}  dropped {acc['dropped_events']}  "
             f"[{time.perf_counter() - t:.1f} s]",
             flush=True,
         )
@@ -390,9 +431,10 @@ def main(argv=None) -> int:
     for k in doc["kernels"]:
         if "error" in k:
             misses.append(f"{k['name']}: not measured ({k['error']})")
-    aws = [k["all_warps"]["overhead"] for k in ok if "overhead" in (k.get("all_warps") or {})]
-    if aws:
-        doc["all_warps_geomean_overhead"] = geomean([1.0 + x for x in aws]) - 1.0
+    for vname in variants_cfg:
+        xs = [k["variants"][vname]["overhead"] for k in ok if "overhead" in k["variants"].get(vname, {})]
+        if len(xs) == len(ok) and xs:
+            doc.setdefault("variant_geomean_overhead", {})[vname] = geomean([1.0 + x for x in xs]) - 1.0
     doc["misses"] = misses
     write_json(out / "instrumentation_overhead.json", doc)
     (out / "instrumentation_overhead.md").write_text(render_md(doc))

@@ -223,7 +223,8 @@ def test_aot_matmul_regions_compile_and_read_clocks(aot):
         'proton.record end "kernel"',
     ]
     assert {"clock", "globaltimer", "smid"} <= set(mm["ptx_regs"])
-    assert mm["profile_scratch_size"] > 0 and mm["shared"] > aot["mm_plain"]["shared"]
+    # default buffer: 512 bytes per CTA in global memory, so no shared memory is taken
+    assert mm["profile_scratch_size"] > 0 and mm["shared"] == aot["mm_plain"]["shared"]
     assert "kperf_regions=" in mm["mode"]
 
 

@@ -132,7 +132,8 @@ def test_adaptive_stops_on_ci_and_noisy_runs_take_more_samples():
 def test_time_floor_and_drift_gate():
     # clean samples would satisfy the CI at 20 samples; the floor keeps measuring for min_time_s
     dev = FakeDevice(host_per_op_s=1e-3)
-    r = time_callable(dev.kernel("k", 1.0), TimingConfig(use_graph=False, min_time_s=0.5), backend=dev)
+    cfg = TimingConfig(use_graph=False, min_time_s=0.5, rewarm_ms=0.0, rewarm_min_calls=0)
+    r = time_callable(dev.kernel("k", 1.0), cfg, backend=dev)
     assert r.stopped_by == "ci" and r.elapsed_s >= 0.5 and r.n >= 240
     # a slow monotone drift: every CI is narrow, but the halves disagree, so it never stops on CI
     dev = FakeDevice(host_per_op_s=1e-3)
@@ -241,6 +242,8 @@ def test_interleaving_alternates_order_and_shares_drift():
         warmup_min_batches=2,
         min_samples=10,
         ci_rel_width=1.0,
+        rewarm_ms=0.0,  # (re-warm calls would interleave with the order checked below)
+        rewarm_min_calls=0,
     )
     res = time_interleaved(
         {"A": dev.kernel("A", drifting(1.0)), "B": dev.kernel("B", drifting(1.0))}, cfg, backend=dev

@@ -36,9 +36,18 @@ cost +0.7..+2% on four of the five examples, against +7..+25% on short-CTA memor
 when every warp records (``"warp"``; ``"warp_group"`` also records in every warp and merges
 groups of 4 afterwards). See benchmarks/results/instrumentation_overhead.md.
 
-Clock. Cycles are exact. ns/ms need the SM clock during the kernel: measured from the trace
-when Proton writes per-CTA globaltimer start/end (newer Proton); Proton 3.6 writes only the
-CTA starts, so the clock then comes from NVML after the launch, flagged in the warnings.
+Buffer. Default: warp 0's records go straight to a 512-byte per-CTA buffer in global memory
+(``RegionConfig.buffer_type`` / ``effective_buffer_size``): with Proton's default 8 KB shared
+buffer the layernorm example cost +16%, with the global one +8%.
+
+Clock. Cycles are exact; ns/ms need the SM clock during the kernel. Proton 3.6's Chrome trace
+cannot give it: it subtracts each CTA's first cycle and carries no per-CTA end time. So the
+profile buffer of each launch is kept through the session (``_keep_profile_buffers``) and read
+directly (:func:`read_raw_trace`): every record's absolute SM cycle plus each CTA's globaltimer
+init / pre-final / post-final stamps. :func:`proton_trace.fit_clock` regresses, per SM, the
+first-record cycle of each CTA on its init stamp (one slope, one intercept per SM): that slope
+is the clock during this launch (``clock_source="trace"``). Without a raw buffer (or an SM
+with two CTAs) the clock falls back to NVML after the launch, flagged in the warnings.
 
 :func:`aot_compile` applies the same pass and Proton's lowering in an ahead-of-time compile
 (no GPU needed: CPU CI checks the pass there).
@@ -108,9 +117,12 @@ class RegionConfig:
     per_iteration: bool = False  # loopN.iter inside each top-level loop
     ops: tuple[str, ...] = ()  # any of "dot", "copy", "wait"
     granularity: str = "cta"  # "cta" (warp 0 records), "warp" or "warp_group" (all warps record)
-    buffer_type: str = "shared"  # "shared" or "global"
+    # "global" (default) or "shared". Records go straight to global memory: on an H100 the
+    # shared-memory buffer cost the layernorm example +15..17% against +7.8..8.2% (see
+    # effective_buffer_size and benchmarks/results/instrumentation_overhead.md)
+    buffer_type: str = "global"
     buffer_strategy: str = "circular"
-    buffer_size: int = 0  # bytes per CTA; 0: Proton's default
+    buffer_size: int | None = None  # bytes per CTA; 0: Proton's default; None: auto (below)
     optimizations: str = ""  # Proton's, e.g. "clock32,time_shift"
 
     def __post_init__(self):
@@ -119,6 +131,23 @@ class RegionConfig:
             raise ValueError(f"unknown op classes {sorted(unknown)}; choose from {sorted(OP_CLASSES)}")
         if self.granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, got {self.granularity!r}")
+
+    def effective_buffer_size(self) -> int:
+        """Bytes of Proton's per-CTA buffer. Auto (``buffer_size=None``): 512 when only warp 0
+        records the top-level regions (each runs once per CTA: 2 records of 8 bytes per region,
+        so 512 bytes hold 32 regions; more are dropped and reported); Proton's default otherwise.
+
+        Why small: Proton's default is 8 KB per CTA (64 KB of shared memory in the matmul
+        example with a shared buffer) and the profile scratch is allocated for every CTA of the
+        grid (8320 bytes x 65,536 CTAs = 545 MB for the vector-add example; 640 bytes -> 42 MB).
+        It does not buy device time: on an H100 the layernorm example cost +15.0% with a 512-byte
+        shared buffer and +16.7% with 8 KB; what helped was the global buffer (+8.2%), which
+        also drops the end-of-CTA barrier and copy-out of the shared buffer."""
+        if self.buffer_size is not None:
+            return int(self.buffer_size)
+        if self.granularity == "cta" and not self.per_iteration and not self.ops:
+            return 512
+        return 0
 
     def key(self) -> str:
         return hashlib.sha256(canonical_json(asdict(self)).encode()).hexdigest()[:16]
@@ -141,7 +170,7 @@ class RegionConfig:
             **sampling,
             buffer_type=self.buffer_type,
             buffer_strategy=self.buffer_strategy,
-            buffer_size=self.buffer_size,
+            buffer_size=self.effective_buffer_size(),
             optimizations=self.optimizations,
         )
 
@@ -611,6 +640,8 @@ class RegionResult:
     clock_trace_ghz: float | None = None
     clock_nvml_mhz: float | None = None
     span_ns: float | None = None  # first CTA start to last CTA end (instrumented launch)
+    spans_ns: dict[str, float] = field(default_factory=dict)  # proton_trace.spans_from_raw
+    clock_fit: dict[str, Any] = field(default_factory=dict)  # the fit behind clock_source "trace"
     n_ctas: int = 0
     grid: tuple[int, int, int] | None = None
     dropped_events: int = 0
@@ -812,15 +843,21 @@ def build_result(
     device_mhz: float | None = None,
     grid: tuple[int, int, int] | None = None,
     trace_path: str | None = None,
+    raw: KernelTrace | None = None,
 ) -> RegionResult:
-    """Statistics, clock, span, partition check and drops for one kernel's (per-warp) trace."""
+    """Statistics, clock, span, partition check and drops for one kernel's (per-warp) trace.
+
+    ``raw``: the same launch read from Proton's device buffer (:func:`read_raw_trace`), with
+    absolute SM cycles and per-CTA globaltimer stamps: the clock is then fitted from it
+    (:func:`proton_trace.fit_clock`) and the span comes from it."""
     warnings = list(kt.warnings)
     expected = None if grid is None else grid[0] * grid[1] * grid[2]
     missing, w = _completeness(kt, expected)  # per warp, before aggregation
     warnings += w
     kt = aggregate_units(kt, cfg.granularity)
     kreg = "kernel" if "kernel" in kt.names else ("body" if "body" in kt.names else None)
-    clock_trace = proton_trace.measured_clock_ghz(kt, kreg)
+    fit = proton_trace.fit_clock(raw) if raw is not None and raw.n_events else None
+    clock_trace = fit.ghz if fit is not None else proton_trace.measured_clock_ghz(kt, kreg)
     if clock_trace:
         clock, source = clock_trace, "trace"
     elif nvml_mhz:
@@ -852,7 +889,12 @@ def build_result(
             f"{dropped} profiling events were dropped (buffer too small: raise RegionConfig.buffer_size "
             f"or use buffer_type='global'); statistics cover the events kept"
         )
-    span = proton_trace.kernel_span_ns(kt, clock, kreg) if clock else None
+    spans: dict[str, float] = {}
+    if fit is not None and raw is not None:
+        spans = proton_trace.spans_from_raw(raw, fit, kreg)
+        span = spans.get("regions")
+    else:
+        span = proton_trace.kernel_span_ns(kt, clock, kreg) if clock else None
     return RegionResult(
         kernel=kt.kernel,
         config=cfg,
@@ -863,6 +905,18 @@ def build_result(
         clock_trace_ghz=clock_trace,
         clock_nvml_mhz=nvml_mhz,
         span_ns=span,
+        spans_ns=spans,
+        clock_fit=(
+            {
+                "ghz": fit.ghz,
+                "ghz_median_sm": fit.ghz_median_sm,
+                "n_ctas": fit.n_ctas,
+                "n_sms": fit.n_sms,
+                "rms_residual_ns": fit.rms_residual_ns,
+            }
+            if fit is not None
+            else {}
+        ),
         n_ctas=int(kt.cta_ids.size),
         grid=grid,
         dropped_events=int(dropped),
@@ -949,6 +1003,7 @@ def instrument_callable_all(
 
     log = io.StringIO()
     session = None
+    raws: dict[str, KernelTrace] = {}
     t0 = time.perf_counter()
     nvml_mhz = None
     with _hook_installed(cfg), _cache_and_mode(cfg, None):
@@ -958,8 +1013,10 @@ def instrument_callable_all(
                     str(base), backend="instrumentation", data="trace", mode=cfg.proton_mode()
                 )
                 triton.knobs.compilation.instrumentation_mode = cfg.mode_string()
-                fn()
-                torch.cuda.synchronize()
+                with _keep_profile_buffers() as kept:
+                    fn()
+                    torch.cuda.synchronize()
+                raws = _read_kept(kept, launches)
             if nvml is not None:
                 nvml_mhz = nvml.read().get("sm_clock_mhz")
         finally:
@@ -998,6 +1055,7 @@ def instrument_callable_all(
             device_mhz=dev_mhz,
             grid=grids.get(name),
             trace_path=str(files[0]) if keep_trace else None,
+            raw=raws.get(name),
         )
         r.host_seconds = host_s
         rep = pass_report(cfg, name)
@@ -1017,6 +1075,55 @@ def instrument_callable_all(
             p.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             wd.rmdir()
+    return out
+
+
+class _KeepBuffers:
+    """Wraps the active profile allocator (Proton's, inside a session) and keeps every buffer
+    it hands out, in launch order, so the raw records can be read after the callable."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.kept: list[Any] = []
+
+    def __call__(self, size: int, alignment: int, stream: Any):
+        buf = self.inner(size, alignment, stream)
+        self.kept.append(buf)
+        return buf
+
+
+@contextlib.contextmanager
+def _keep_profile_buffers() -> Iterator[list[Any]]:
+    from triton.runtime import _allocation
+
+    saved = _allocation._profile_allocator.get()
+    keep = _KeepBuffers(saved)
+    _allocation.set_profile_allocator(keep)
+    try:
+        yield keep.kept
+    finally:
+        _allocation.set_profile_allocator(saved)
+
+
+def _read_kept(kept: list[Any], launches: list[Any]) -> dict[str, KernelTrace]:
+    """Raw traces of the first launch of each instrumented kernel (buffers pair with the
+    instrumented launches in order). Best effort: any mismatch gives no raw trace (the clock
+    then falls back to NVML, with a warning)."""
+    out: dict[str, KernelTrace] = {}
+    inst = [i for i in launches if getattr(getattr(i.kernel, "metadata", None), "profile_scratch_size", 0)]
+    if len(inst) != len(kept):
+        return out
+    for info, buf in zip(inst, kept, strict=True):
+        if info.name in out or info.grid is None:
+            continue
+        try:
+            holder = _FixedProfileBuffer()
+            holder.last = buf
+            n = info.grid[0] * info.grid[1] * info.grid[2]
+            out[info.name] = read_raw_trace(holder, info.kernel, n, name=info.name)
+        except Exception:
+            continue
+    kept.clear()
     return out
 
 
@@ -1055,6 +1162,8 @@ class _FixedProfileBuffer:
 
     def __init__(self):
         self.buf = None
+        self.last: Any = None  # the view handed to the latest launch (its raw records, after sync)
+        self.last_size = 0
 
     def __call__(self, size: int, alignment: int, stream: Any):
         import torch
@@ -1063,25 +1172,71 @@ class _FixedProfileBuffer:
         if self.buf is None or self.buf.numel() < need:
             self.buf = torch.empty(need, dtype=torch.uint8, device="cuda")
         off = (-self.buf.data_ptr()) % alignment
-        return self.buf[off:] if off else self.buf
+        self.last = self.buf[off:] if off else self.buf
+        self.last_size = size
+        return self.last
 
 
 @contextlib.contextmanager
-def profile_buffer() -> Iterator[None]:
+def profile_buffer() -> Iterator[_FixedProfileBuffer]:
     """Instrumented kernels launched inside get one fixed device buffer for their records (no
-    Proton session needed; nothing reads it). Plain kernels are unaffected."""
+    Proton session needed). Plain kernels are unaffected. Yields the allocator: after a launch
+    and a sync, ``.last`` holds that launch's raw records (see read_raw_trace)."""
     from triton.runtime import _allocation
 
     saved = _allocation._profile_allocator.get()
-    _allocation.set_profile_allocator(_FixedProfileBuffer())
+    alloc = _FixedProfileBuffer()
+    _allocation.set_profile_allocator(alloc)
     try:
-        yield
+        yield alloc
     finally:
         _allocation.set_profile_allocator(saved)
 
 
+def scope_names(kernel: Any) -> dict[int, str]:
+    """Proton's scope id -> name for a compiled instrumented kernel (from its TTGIR, as Proton's
+    own hook does); falls back to the order of first `proton.record start` in the text."""
+    text = kernel.asm["ttgir"]
+    try:
+        from triton._C.libtriton import ir, nvidia
+        from triton._C.libtriton import proton as triton_proton
+
+        ctx = ir.context()
+        ir.load_dialects(ctx)
+        nvidia.load_dialects(ctx)
+        triton_proton.load_dialects(ctx)
+        fd, path = tempfile.mkstemp(suffix=".ttgir", prefix="kperf_")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            module = ir.parse_mlir_module(path, ctx)
+            module.context = ctx
+            return {int(i): str(n) for i, n in triton_proton.get_scope_id_names(module)}
+        finally:
+            os.unlink(path)
+    except Exception:
+        return dict(enumerate(regions_in_ttgir(text)))
+
+
+def read_raw_trace(
+    alloc: _FixedProfileBuffer, kernel: Any, n_ctas: int, max_records: int = 64, name: str | None = None
+) -> KernelTrace:
+    """The records of the latest instrumented launch into `alloc` (after a sync), parsed from
+    the device buffer itself: absolute SM cycles and per-CTA globaltimer init / pre-final /
+    post-final stamps, which Proton 3.6's Chrome trace does not carry."""
+    md = kernel.metadata
+    scratch = int(md.profile_scratch_size)
+    nw = int(md.num_warps)
+    width = min(scratch, proton_trace.raw_header_bytes(nw, max_records))
+    buf = alloc.last[: n_ctas * scratch].view(n_ctas, scratch)[:, :width]
+    blocks = buf.cpu().numpy()
+    return proton_trace.parse_raw_buffer(blocks, nw, scope_names(kernel), kernel=name or md.name)
+
+
 @contextlib.contextmanager
-def instrumented_launches(cfg: RegionConfig | None = None, *, compile: bool = False) -> Iterator[None]:
+def instrumented_launches(
+    cfg: RegionConfig | None = None, *, compile: bool = False
+) -> Iterator[_FixedProfileBuffer]:
     """Inside: Triton launches use the instrumented build of `cfg` (compiled earlier by
     instrument_callable in this process or found in its cache directory) WITHOUT a Proton
     session: the kernels write their records into a fixed device buffer that nobody reads, and
@@ -1093,11 +1248,11 @@ def instrumented_launches(cfg: RegionConfig | None = None, *, compile: bool = Fa
     with contextlib.ExitStack() as stack:
         stack.enter_context(_hook_installed(cfg))
         stack.enter_context(_cache_and_mode(cfg, cfg.mode_string()))
-        stack.enter_context(profile_buffer())
+        alloc = stack.enter_context(profile_buffer())
         if compile:
             import torch
 
             major, minor = torch.cuda.get_device_capability()
             _enable_triton_semantic()
             stack.enter_context(_proton_lowering(cfg, major * 10 + minor))
-        yield
+        yield alloc

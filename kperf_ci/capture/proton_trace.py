@@ -10,7 +10,9 @@ Format written by Proton 3.6 (``StreamChromeTraceWriter``), one slice per record
 Proton 3.6 itself (seen on an H100 with triton 3.6.0) writes the same ``ts``/``dur`` but only
 ``{"Finalization Time (ns)", "Frequency (MHz)", "call_stack"}`` as args: no per-CTA init time.
 A CTA's earliest ``ts`` is then its start in ns relative to the earliest CTA, and CTA end times
-are not known (the clock cannot be measured from such a trace; callers fall back to NVML).
+are not known. Worse, ``ts`` subtracts each CTA's first cycle, so absolute SM cycles are gone too:
+no clock can be measured from such a trace. The device buffer has what is missing; see
+:func:`parse_raw_buffer` (its layout), :func:`fit_clock` and :func:`spans_from_raw` below.
 
 ``dur * Frequency`` is the scope's length in cycles (Proton assumes 1 GHz: the numbers shown
 as microseconds are kilo-cycles). ``ts * Frequency`` is ``(init_ns - min_init_ns) + (cycle -
@@ -275,3 +277,257 @@ def kernel_span_ns(kt: KernelTrace, clock_ghz: float, region: str | None = "kern
         return None
     ends = cta_end_ns(kt, clock_ghz, region)
     return float(ends.max() - kt.cta_init_ns.min())
+
+
+# --------------------------------------------------------------------------------------------
+# the raw profile buffer (Proton 3.6, read from the device without Proton's host parser)
+#
+# Layout per CTA, at ``cta_linear_id * profile_scratch_size`` (read off the PTX of an sm_90
+# build with Proton 3.6's lowering; thread 0 of the CTA writes the header):
+#   +0  u32 preamble 0xdeadbeef      +4  u32 linear CTA id      +8  u32 %smid
+#   +12 u32 buffer bytes (shared)    +16 u64 init  %globaltimer (kernel entry, before any record)
+#   +24 u64 pre-final %globaltimer (after the kernel's last record and a CTA barrier)
+#   +32 u64 post-final %globaltimer (after the records were copied out)
+#   +40 u32 words written per warp (num_warps entries; 2 words a record), then the copied shared
+#   buffer: one segment per recording warp, 8-byte records
+#   word0 = is_end << 31 | scope_id << 23 | (%clock_hi & 0x7ff), word1 = %clock (low 32 bits)
+# so each record carries 43 bits of the SM's clock64: absolute cycles, comparable between all
+# CTAs that ran on the same SM. The Chrome trace that Proton 3.6 writes drops exactly that (it
+# subtracts each CTA's first cycle) and the CTA's pre/post-final times.
+
+PREAMBLE = 0xDEADBEEF
+HEADER_BYTES = 40
+
+
+def raw_header_bytes(num_warps: int, max_records: int) -> int:
+    """Bytes per CTA worth copying off the device for `max_records` records of warp 0."""
+    return HEADER_BYTES + 4 * num_warps + 8 * max_records
+
+
+def parse_raw_buffer(
+    blocks: np.ndarray,
+    num_warps: int,
+    scope_names: dict[int, str],
+    kernel: str = "kernel",
+    recording_warps: tuple[int, ...] = (0,),
+) -> KernelTrace:
+    """KernelTrace from the per-CTA head of Proton's device buffer (``blocks``: uint8, one row
+    per CTA, at least ``raw_header_bytes`` wide). Records are paired per scope in order, as
+    Proton's own parser does. ``start`` stays cycles since the CTA's first record (as from the
+    Chrome trace); the absolute clock of that first record is ``raw["cycle0"]`` (per CTA) and
+    the per-CTA globaltimer stamps are ``cta_init_ns`` / ``cta_final_ns`` (pre-final) and
+    ``raw["cta_post_ns"]``. Records beyond the copied width are not seen (warned)."""
+    b = np.ascontiguousarray(blocks, dtype=np.uint8)
+    n, width = b.shape
+    u32 = b[:, : width - width % 4].view("<u4")
+    ok = u32[:, 0] == PREAMBLE
+    warnings = []
+    if not ok.all():
+        warnings.append(
+            f"{int((~ok).sum())} of {n} CTAs have no valid Proton header (not run or not written)"
+        )
+    b, u32 = b[ok], u32[ok]
+    u64 = b[:, 16:40].copy().view("<u8")
+    cta_ids = u32[:, 1].astype(np.int64)
+    sm = u32[:, 2].astype(np.int64)
+    buf_bytes = u32[:, 3].astype(np.int64)
+    counts = u32[:, 10 : 10 + num_warps].astype(np.int64)
+    payload = HEADER_BYTES + 4 * num_warps
+    nseg = len(recording_warps)
+    rows: list[tuple[int, int, int, int, int, int]] = []  # region, cta, sm, unit, start, end
+    dropped = 0
+    for i in range(b.shape[0]):
+        seg_bytes = int(buf_bytes[i]) // nseg
+        for s, w in enumerate(recording_warps):
+            cnt = int(counts[i, w]) // 2  # the header counts 4-byte words; a record is two
+            cap = seg_bytes // 8
+            if cnt > cap:
+                dropped += cnt - cap
+            take = min(cnt, cap)
+            off = payload + s * seg_bytes
+            avail = max(0, (width - off) // 8)
+            if take > avail:
+                warnings.append(
+                    f"CTA {int(cta_ids[i])} warp {w}: {take - avail} records beyond the copied width"
+                )
+                take = avail
+            if take <= 0:
+                continue
+            w32 = b[i, off : off + 8 * take].view("<u4").reshape(take, 2)
+            open_: dict[int, int] = {}
+            for w0, w1 in w32.tolist():
+                sid = (w0 >> 23) & 0xFF
+                cyc = ((w0 & 0x7FF) << 32) | w1
+                if not w0 >> 31:
+                    open_[sid] = cyc
+                elif sid in open_:
+                    rows.append((sid, int(cta_ids[i]), int(sm[i]), w, open_.pop(sid), cyc))
+    if dropped:
+        warnings.append(f"{dropped} events are dropped (Proton's buffer was too small)")
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 6)
+    sids = np.unique(arr[:, 0])  # region index in scope-id order (Proton's order of first start)
+    names = [scope_names.get(int(k), f"scope_{int(k)}") for k in sids]
+    arr[:, 0] = np.searchsorted(sids, arr[:, 0])
+    order = np.argsort(cta_ids, kind="stable")
+    ids_sorted = cta_ids[order]
+    pos = np.searchsorted(ids_sorted, arr[:, 1])
+    cycle0 = np.full(ids_sorted.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(cycle0, pos, arr[:, 4])
+    start = arr[:, 4] - cycle0[pos]
+    return KernelTrace(
+        kernel=kernel,
+        names=names,
+        region=arr[:, 0].astype(np.uint16),
+        cta=arr[:, 1].astype(np.uint32),
+        sm=arr[:, 2].astype(np.uint16),
+        unit=arr[:, 3].astype(np.uint16),
+        start=start,
+        dur=arr[:, 5] - arr[:, 4],
+        cta_ids=ids_sorted.astype(np.uint32),
+        cta_sm=sm[order].astype(np.uint16),
+        cta_init_ns=u64[order, 0].astype(np.int64),
+        cta_final_ns=u64[order, 1].astype(np.int64),
+        warnings=warnings,
+        raw={"cycle0": cycle0, "cta_post_ns": u64[order, 2].astype(np.int64)},
+    )
+
+
+@dataclass
+class ClockFit:
+    """SM clock measured in one launch: per SM, the absolute cycle of each CTA's first record
+    regressed on that CTA's globaltimer init stamp, one common slope (cycles per ns = GHz) and
+    one intercept per SM (clock64 counters of different SMs are unrelated)."""
+
+    ghz: float  # pooled least-squares slope
+    ghz_median_sm: float | None  # median of per-SM slopes (SMs with >= 3 CTAs)
+    n_ctas: int
+    n_sms: int
+    rms_residual_ns: float  # of the pooled fit, in ns
+    intercepts: dict[int, tuple[float, float]]  # sm -> (mean init ns - base_ns, mean first cycle)
+    rejected: int = 0  # CTAs left out of the fit as outliers
+    base_ns: int = 0  # earliest CTA init stamp (globaltimer values exceed float64's exact range)
+
+    def to_ns(self, sm: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+        """Absolute SM cycles -> globaltimer ns since ``base_ns``, through each SM's fitted line."""
+        x0 = np.array([self.intercepts[int(s)][0] for s in sm], dtype=np.float64)
+        y0 = np.array([self.intercepts[int(s)][1] for s in sm], dtype=np.float64)
+        return x0 + (cycles.astype(np.float64) - y0) / self.ghz
+
+
+def fit_clock(kt: KernelTrace) -> ClockFit | None:
+    """Fit the SM clock from a trace with absolute cycles (``raw["cycle0"]``, from
+    :func:`parse_raw_buffer`). Needs an SM that ran at least two CTAs at different times.
+
+    Why this and not cycles / ns within a CTA: the within-CTA ratio needs each CTA's end in ns,
+    and its short span (a few us) against the globaltimer's coarse ticks (32 ns seen on an H100)
+    and the fixed gaps around the records bias it. Across the CTAs of one SM the pairs spread
+    over the whole kernel, and each pair's fixed offset (init stamp to first record, the same
+    code in every CTA) is absorbed by the SM's intercept."""
+    c0 = kt.raw.get("cycle0")
+    if c0 is None or kt.cta_ids.size < 2 or (kt.cta_init_ns < 0).any():
+        return None
+    sm = kt.cta_sm.astype(np.int64)
+    base = int(kt.cta_init_ns.min())
+    x = (kt.cta_init_ns - base).astype(np.float64)
+    y = c0.astype(np.float64)
+    sms, inv, cnt = np.unique(sm, return_inverse=True, return_counts=True)
+    use = cnt[inv] >= 2
+    if not use.any():
+        return None
+    xm = np.zeros(sms.size)
+    ym = np.zeros(sms.size)
+    np.add.at(xm, inv, x)
+    np.add.at(ym, inv, y)
+    xm /= cnt
+    ym /= cnt
+    xc = x - xm[inv]
+    yc = y - ym[inv]
+    sxx = float((xc[use] ** 2).sum())
+    if sxx <= 0:
+        return None
+    slope = float((xc[use] * yc[use]).sum() / sxx)
+    if not slope > 0:
+        return None
+    resid = (yc[use] - slope * xc[use]) / slope
+    # one pass of outlier rejection (a CTA whose pair is off its SM's line by far more than the
+    # clock's own wander under DVFS, a few hundred ns), then the same fit on the rest
+    mad = float(np.median(np.abs(resid)))
+    bad = np.zeros(x.size, dtype=bool)
+    bad[np.flatnonzero(use)[np.abs(resid) > max(2000.0, 8.0 * mad)]] = True
+    rejected = int(bad.sum())
+    if rejected:
+        keep = use & ~bad
+        cnt = np.bincount(inv, weights=keep.astype(np.float64), minlength=sms.size)
+        xm = np.bincount(inv, weights=np.where(keep, x, 0.0), minlength=sms.size) / np.maximum(cnt, 1)
+        ym = np.bincount(inv, weights=np.where(keep, y, 0.0), minlength=sms.size) / np.maximum(cnt, 1)
+        use = keep & (cnt[inv] >= 2)
+        xc = x - xm[inv]
+        yc = y - ym[inv]
+        sxx = float((xc[use] ** 2).sum())
+        if sxx <= 0:
+            return None
+        slope = float((xc[use] * yc[use]).sum() / sxx)
+        resid = (yc[use] - slope * xc[use]) / slope
+    per_sm = []
+    for k in range(sms.size):
+        sel = (inv == k) & use
+        if sel.sum() >= 3:
+            sx = float((xc[sel] ** 2).sum())
+            if sx > 0:
+                per_sm.append(float((xc[sel] * yc[sel]).sum() / sx))
+    return ClockFit(
+        ghz=slope,
+        ghz_median_sm=float(np.median(per_sm)) if per_sm else None,
+        n_ctas=int(use.sum()),
+        n_sms=int((cnt >= 2).sum()),
+        rms_residual_ns=float(np.sqrt(np.mean(resid**2))),
+        intercepts={int(s): (float(xm[k]), float(ym[k])) for k, s in enumerate(sms)},
+        rejected=rejected,
+        base_ns=base,
+    )
+
+
+def region_bounds_ns(
+    kt: KernelTrace, fit: ClockFit, region: str | None = "kernel"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per CTA (order of ``cta_ids``): start and end of `region` (all records when absent) in
+    ns since ``fit.base_ns``, converted through the SM's fitted clock line (NaN: no record)."""
+    sel = np.ones(kt.n_events, dtype=bool)
+    rid = kt.region_id(region) if region else None
+    if rid is not None:
+        sel = kt.region == rid
+    idx = np.searchsorted(kt.cta_ids, kt.cta[sel])
+    beg = np.full(kt.cta_ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    end = np.full(kt.cta_ids.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(beg, idx, kt.start[sel])
+    np.maximum.at(end, idx, kt.start[sel] + kt.dur[sel])
+    have = beg != np.iinfo(np.int64).max
+    c0 = kt.raw["cycle0"]
+    t0 = np.full(kt.cta_ids.size, np.nan)
+    t1 = np.full(kt.cta_ids.size, np.nan)
+    t0[have] = fit.to_ns(kt.cta_sm[have], c0[have] + beg[have])
+    t1[have] = fit.to_ns(kt.cta_sm[have], c0[have] + end[have])
+    return t0, t1
+
+
+def spans_from_raw(kt: KernelTrace, fit: ClockFit, region: str | None = "kernel") -> dict[str, float]:
+    """Whole-kernel spans of one launch, in ns:
+
+    - ``regions``: earliest start to latest end of `region` over all CTAs, each CTA's cycles
+      put on the globaltimer axis by its SM's fitted clock line (what the regions say);
+    - ``cta``: earliest CTA init stamp to the latest post-final stamp (globaltimer only: Proton's
+      entry and its copy-out of the records included, which the instrumented kernel pays too);
+    - ``regions_plus_edges``: ``regions`` widened by the median entry gap (init stamp to the
+      region's start) and the copy-out of the last CTA (its post-final minus its region end).
+    """
+    t0, t1 = region_bounds_ns(kt, fit, region)
+    out = {"regions": float(np.nanmax(t1) - np.nanmin(t0))}
+    post = kt.raw.get("cta_post_ns")
+    init = (kt.cta_init_ns - fit.base_ns).astype(np.float64)
+    if post is not None and (post > 0).all():
+        post = (post - fit.base_ns).astype(np.float64)
+        out["cta"] = float(post.max() - init.min())
+        last = int(np.nanargmax(t1))
+        entry = float(np.nanmedian(t0 - init))
+        out["regions_plus_edges"] = float(max(post[last], t1[last]) - (np.nanmin(t0) - max(entry, 0.0)))
+    return out

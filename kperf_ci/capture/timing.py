@@ -24,6 +24,10 @@ The loop (``time_callable``):
 4. Pacing: after every batch the loop idles so that the GPU is busy at most ``duty_cycle``
    (default 0.5) of the time, keeping compute-bound kernels under the power cap (see _pace).
    Budgets count wall time, ``min_time_s`` counts busy time.
+5. Re-warm: every timed batch follows an idle gap (pacing, the stop checks, state reads), and
+   on an H100 the first call after a gap ran 1.2-2.2x the median (clock dropped while idle,
+   empty queue). So each batch starts with ~``rewarm_ms`` of calls queued right before it; they
+   are timed but kept apart (``TimingResult.discarded_ms``, ``discard_reason``).
 4. GPU state (SM/memory clock, temperature) is read before and after; a move is a warning.
 
 ``time_interleaved`` does the same for several callables in one loop, A,B then B,A in
@@ -75,6 +79,11 @@ class TimingConfig:
     temp_warn_c: float = 5.0  # temperature moved more than this: warn
     drift_warn_rel: float = 0.01  # median of last third vs first third of samples
     duty_cycle: float = 0.5  # after each batch, idle so the GPU is busy at most this fraction of the time
+    # Re-warm after every idle gap (pacing, host-side checks): this much device time (ms, by the
+    # warm median) of calls, at least rewarm_min_calls and at most round_samples, enqueued right
+    # before each timed batch. They are timed but kept apart (TimingResult.discarded_ms).
+    rewarm_ms: float = 1.0
+    rewarm_min_calls: int = 1
 
 
 @dataclass
@@ -95,6 +104,9 @@ class TimingResult:
     warmup_converged: bool = False
     stopped_by: str = ""  # "ci", "budget" or "max_samples"
     elapsed_s: float = 0.0  # host seconds spent measuring (after warm-up)
+    # calls timed right after an idle gap, before each batch, and left out of every statistic
+    discarded_ms: list[float] = field(default_factory=list)
+    discard_reason: str = ""
 
     @property
     def mean(self) -> float:
@@ -450,6 +462,7 @@ class _Variant:
         self.warm_median = math.nan
         self.state_start: dict[str, Any] = {}
         self.t_spent = 0.0
+        self.discarded: list[float] = []
 
     def next_call(self) -> Callable[[], Any]:
         c = self.calls[self.k % len(self.calls)]
@@ -466,10 +479,15 @@ def _should_flush(cfg: TimingConfig, be: DeviceBackend) -> bool:
     return True
 
 
-def _sample_batch(v: _Variant, be: DeviceBackend, n: int, flush: bool) -> list[float]:
-    """n timed calls; the flush of each is enqueued before its start marker; one sync at the end."""
+def _sample_batch(v: _Variant, be: DeviceBackend, n: int, flush: bool, rewarm: int = 0) -> list[float]:
+    """n timed calls; the flush of each is enqueued before its start marker; one sync at the end.
+
+    ``rewarm`` calls go first, in the same queue, and their times land in ``v.discarded``: after
+    an idle gap the first calls of a batch ran 1.2-2.2x slower than the median on an H100 (and
+    the next few still ~10% slower on short kernels), because the clock drops while the GPU idles
+    and because the first timed call starts before the host has queued anything behind it."""
     marks = []
-    for _ in range(n):
+    for _ in range(n + rewarm):
         call = v.next_call()
         if flush:
             be.flush()
@@ -478,7 +496,18 @@ def _sample_batch(v: _Variant, be: DeviceBackend, n: int, flush: bool) -> list[f
         b = be.marker()
         marks.append((a, b))
     be.synchronize()
-    return [be.elapsed_ms(a, b) for a, b in marks]
+    xs = [be.elapsed_ms(a, b) for a, b in marks]
+    v.discarded.extend(xs[:rewarm])
+    return xs[rewarm:]
+
+
+def _rewarm_calls(v: _Variant, cfg: TimingConfig) -> int:
+    """Calls that re-warm the device after an idle gap: about ``rewarm_ms`` of device time."""
+    if cfg.rewarm_ms <= 0 and cfg.rewarm_min_calls <= 0:
+        return 0
+    per = v.warm_median if v.warm_median > 0 else cfg.rewarm_ms
+    n = math.ceil(cfg.rewarm_ms / per) if cfg.rewarm_ms > 0 else 0
+    return int(min(max(cfg.rewarm_min_calls, n), max(cfg.round_samples, cfg.rewarm_min_calls)))
 
 
 def _pace(be: DeviceBackend, busy_s: float, cfg: TimingConfig) -> None:
@@ -574,6 +603,13 @@ def _finish(v: _Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool, stop
         warmup_converged=v.warm_converged,
         stopped_by=stopped_by,
         elapsed_s=v.t_spent,
+        discarded_ms=list(v.discarded),
+        discard_reason=(
+            f"{len(v.discarded)} re-warm calls, timed right after idle gaps (pacing, checks) and "
+            "left out: the first calls after a gap run slow (clock dropped while idle, empty queue)"
+            if v.discarded
+            else ""
+        ),
     )
 
 
@@ -633,7 +669,7 @@ def time_interleaved(
         for name in interleaved_order(names, r):
             v = vs[name]
             ts = be.host_time()
-            v.samples.extend(_sample_batch(v, be, cfg.round_samples, flush))
+            v.samples.extend(_sample_batch(v, be, cfg.round_samples, flush, _rewarm_calls(v, cfg)))
             busy = be.host_time() - ts
             v.t_spent += busy
             _pace(be, busy, cfg)
