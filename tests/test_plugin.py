@@ -234,8 +234,13 @@ def test_xdist_workers_write_one_run_without_losing_rows(sample: pytest.Pytester
     assert per_run[0][0] == 3
 
 
-def test_pytest_benchmark_fixture_is_stored(pytester: pytest.Pytester) -> None:
+def test_pytest_benchmark_fixture_is_stored(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("pytest_benchmark")
+    # pytest-benchmark switches itself off in an xdist worker, which it detects by this variable;
+    # the child session here is not one, even when this test runs under xdist.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makepyfile(
         test_bench="""
         import pytest
