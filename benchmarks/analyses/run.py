@@ -479,6 +479,12 @@ def main():
                 traceback.print_exc()
                 RESULTS.append({"name": g, "analysis": g, "error": repr(e)[:800]})
             log(f"   {time.time() - t:.1f} s")
+            save(meta)  # after every group: a run cut short still leaves its results
+    save(meta)
+    log(f"{meta['passed']}/{meta['cases']} cases as expected")
+
+
+def save(meta: dict) -> None:
     meta["passed"] = sum(1 for r in RESULTS if r.get("ok"))
     meta["cases"] = sum(1 for r in RESULTS if "ok" in r)
     with open(os.path.join(OUT, "summary.json"), "w") as f:
@@ -486,7 +492,6 @@ def main():
     with open(os.path.join(OUT, "traces.json"), "w") as f:
         json.dump(TRACES, f, separators=(",", ":"))
     write_md(os.path.join(OUT, "summary.md"), meta)
-    log(f"{meta['passed']}/{meta['cases']} cases as expected")
 
 
 OUT = ""
