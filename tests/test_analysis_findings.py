@@ -294,3 +294,10 @@ def test_overlap_region_kinds_override_the_names():
     assert plain["memory_compute_overlap"].explanation == "no memory-wait regions to overlap"
     told = by_name(overlap(tl, region_kinds={"wait0": "memory_wait"}))
     assert told["memory_exposed_fraction"].value == pytest.approx(800 / 1200, rel=0.01)
+
+
+def test_subset_timelines_get_only_per_cta_analyses():
+    tl = grid_timeline([100_000] * 2, num_sms=132)
+    tl.meta["subset"] = "2 CTAs"
+    names = {f.name for f in analyze_timeline(tl)}
+    assert "prologue_fraction" in names and "sm_utilization" not in names and "wave_idle" not in names

@@ -36,6 +36,11 @@ CASES = {
     "launch_fused_1": ("launch_gaps", "launch_gap_fraction", False),
     "launch_chain_8_large": ("launch_gaps", "launch_gap_fraction", False),
 }
+# cases whose result on the device differed from the expectation: kept, and the test says so
+KNOWN = {
+    "overlap_stages3": "H100 2026-11-22: the 3-stage control still shows a 27% bubble (10% exposed tma_wait, "
+    "16% between regions: TMA issue code and Proton's records), above the 25% threshold",
+}
 
 
 def main(src: str) -> None:
@@ -68,6 +73,7 @@ def main(src: str) -> None:
             "analysis": CASES[case][0],
             "finding": CASES[case][1],
             "expected": CASES[case][2],
+            "known_failure": KNOWN.get(case),
         }
         for case, fname in sorted(files.items())
         if case in CASES

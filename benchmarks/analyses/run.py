@@ -363,7 +363,9 @@ def case_overlap(workdir: str, grid_m: int, grid_n: int, kk: int):
         )
         # keep 2 CTAs x warps 0 and 4 (one per warpgroup) for the tests
         keep = np.isin(tl.cta, np.unique(tl.cta)[:2]) & np.isin(tl.warp, [0, 4])
-        TRACES[f"overlap_stages{stages}"] = tl_json(tl.where(keep))
+        sub = tl.where(keep)
+        sub.meta["subset"] = "2 of 32 CTAs, warps 0 and 4 (one per warpgroup)"
+        TRACES[f"overlap_stages{stages}"] = tl_json(sub)
 
 
 def case_launch_gaps():

@@ -93,11 +93,19 @@ def analyze_timeline(
     """Every analysis that applies to one launch's timeline.
 
     Wave quantization uses ``launch`` (grid, warps, registers, shared memory, arch) when given;
-    without it, the grid is the CTAs in the timeline and CTAs per SM the most seen at once."""
+    without it, the grid is the CTAs in the timeline and CTAs per SM the most seen at once.
+    A timeline whose ``meta["subset"]`` says it holds only some CTAs of the launch gets only the
+    per-CTA analyses (prologue/epilogue, overlap)."""
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     n_sms = num_sms or tl.num_sms or (launch.sm_count if launch else None)
     out: list[Finding] = []
     if not len(tl):
+        return out
+    if tl.meta.get("subset"):  # a few CTAs kept from a launch: whole-grid analyses would mislead
+        out += prologue_epilogue(
+            tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
+        )
+        out += overlap(tl, bubble_threshold=th["pipeline_bubble_fraction"])
         return out
     out.append(sm_utilization(tl, num_sms=n_sms, threshold=th["sm_utilization"]))
     out += load_imbalance(tl, num_sms=n_sms, threshold=th["sm_finish_skew"])

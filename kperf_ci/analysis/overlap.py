@@ -121,23 +121,22 @@ def overlap(
     b_med = float(np.median(bubble))
     e_med = float(np.median(exposed))
     flagged = b_med > bubble_threshold
-    cause = ""
-    if bubbles:
-        during = {}
-        for b in bubbles:
-            for r in b["during"] or ["(no region)"]:
-                during[r] = during.get(r, 0.0) + b["ns"]
-        top = max(during, key=during.get)
-        cause = f"; bubbles are mostly spent in {top}"
+    # split the bubble: memory waits not hidden by tensor work vs time in no tracked region
+    o_med = float(np.median(np.asarray(bubble) - np.asarray(exposed)))
+    cause = (
+        f": {pct(e_med)} waiting on memory ({', '.join(mem_names) or 'no memory regions'}), "
+        f"{pct(max(o_med, 0.0))} in no tracked region (issue code, loop overhead, instrumentation)"
+    )
     suggestion = ""
     if flagged:
         suggestion = (
             "the tensor cores wait for data: deepen the software pipeline (num_stages 3-4), issue loads "
             "earlier (TMA/cp.async prefetch), or warp-specialize producer and consumer warps so loads "
             "overlap MMAs"
-            if e_med > 0.5 * b_med
-            else "the tensor cores idle between MMAs for non-memory work: move that work out of the main "
-            "loop or overlap it with asynchronous MMAs (wgmma with num_outstanding > 0)"
+            if e_med >= o_med
+            else "the tensor cores idle between MMAs for work outside the tracked regions: issue the next "
+            "loads while the MMA runs (asynchronous wgmma with num_outstanding > 0), or move that work out "
+            "of the main loop"
         )
     return [
         Finding(
@@ -153,6 +152,7 @@ def overlap(
                 "bubbles": bubbles[:max_bubbles],
                 "compute_regions": comp_names,
                 "memory_regions": mem_names,
+                "untracked_fraction": max(o_med, 0.0),
             },
         ),
         Finding(
