@@ -35,6 +35,8 @@ Baselines, from the same processes:
   number amounts to);
 * ``sequential_compare_samples``: the same sequential samples through compare_samples
   (unpaired) with the kernel's threshold;
+* ``host_mean_5pct``: 50 calls of each side timed with the host clock and a synchronize (what
+  pytest-benchmark measures), "slower" when the means differ by more than 5%;
 * ``interleaved_unpaired``: the adaptive comparison's own samples, pairing ignored;
 * ``interleaved_ratio_of_medians``: the same samples, ratio of medians vs the threshold, no CI.
 
@@ -73,6 +75,7 @@ KERNELS = ("vector_add", "softmax", "layernorm", "matmul")
 MEMORY_BOUND = ("vector_add", "softmax", "layernorm")
 SEQ_CALLS = 50
 FIXED_THRESHOLD = 0.02
+HOST_THRESHOLD = 0.05
 FLOOR_MS = 0.001  # kperf's default [tool.kperf] time_floor_ms
 BUDGET_S = 2.0
 K0, K_STEP = 4096, 64  # matmul: base K, extra K per step
@@ -80,7 +83,9 @@ K0, K_STEP = 4096, 64  # matmul: base K, extra K per step
 
 def variants(kernel: str) -> list[dict[str, Any]]:
     """name, kind (aa/effect/config), nominal level (str) or None, parameter."""
-    out = [{"name": name, "kind": "aa", "nominal": None, "param": 0.0} for name in ("aa", "aa#2")]
+    out = [
+        {"name": name, "kind": "aa", "nominal": None, "param": 0.0} for name in ("aa", "aa#2", "aa#3", "aa#4")
+    ]
     if kernel in MEMORY_BOUND:
         out += [
             {"name": f"+{lv}%", "kind": "effect", "nominal": lv, "param": float(lv) / 100} for lv in LEVELS
@@ -376,6 +381,25 @@ def _sequential(be, base_fn, head_fn, n: int, head_first: bool) -> tuple[list[fl
     return b, h
 
 
+def _host_sequential(be, base_fn, head_fn, n: int, head_first: bool) -> tuple[list[float], list[float]]:
+    """pytest-benchmark style: host clock around each call plus a synchronize, no flush."""
+
+    def block(fn):
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            be.synchronize()
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    if head_first:
+        h = block(head_fn)
+        return block(base_fn), h
+    b = block(base_fn)
+    return b, block(head_fn)
+
+
 def _warm(fn, be, calls: int = 5) -> None:
     for _ in range(calls):
         fn()
@@ -422,6 +446,9 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
                 be, base_fn, head_fn, SEQ_CALLS, head_first=(index + len(rows)) % 2 == 1
             )
             seq = compare_samples(seq_b, seq_h, threshold=thr, floor=FLOOR_MS)
+            host_b, host_h = _host_sequential(
+                be, base_fn, head_fn, SEQ_CALLS, head_first=(index + len(rows)) % 2 == 1
+            )
             seq_ratio = _median(seq_h) / _median(seq_b)
             rows.append(
                 {
@@ -449,6 +476,7 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
                     "seq_ratio": seq_ratio,
                     "seq_verdict": seq.verdict,
                     "seq_head_first": (index + len(rows)) % 2 == 1,
+                    "host_mean_ratio": statistics.fmean(host_h) / statistics.fmean(host_b),
                 }
             )
         bench.close()
@@ -586,6 +614,22 @@ def history_eval(rows: list[dict[str, Any]], seed: int = 0, series: int = 40) ->
             steps[name] = _rate(hits)
         res["step_detected_rate"] = steps
         out["per_kernel"][k] = res
+    # The headline keys, as for the same-job A/B: pooled over kernels (equal weight per kernel).
+    kernels = out["per_kernel"]
+    fa = [r["false_change_point_rate"] for r in kernels.values() if r["false_change_point_rate"] is not None]
+    out["false_alarm_rate"] = statistics.fmean(fa) if fa else None
+    recall: dict[str, float | None] = {}
+    for lv in LEVELS:
+        hits = [
+            kernels[k]["step_detected_rate"][v["name"]]
+            for k in kernels
+            for v in variants(k)
+            if v["kind"] == "effect" and v["nominal"] == lv and v["name"] in kernels[k]["step_detected_rate"]
+        ]
+        recall[lv] = statistics.fmean(hits) if hits else None
+    out["recall"] = recall
+    out["effect_error_pct"] = None  # a change point gives a step, not an effect estimate with a reference
+    out["gpu_seconds_per_comparison"] = None  # history reuses stored runs: no extra GPU time
     return out
 
 
@@ -685,6 +729,11 @@ def analyze(raw: dict[str, Any]) -> dict[str, Any]:
         ("sequential_compare_samples", lambda r: r["seq_verdict"], "kernel threshold"),
         ("interleaved_unpaired", lambda r: r["interleaved_unpaired"], "kernel threshold"),
         (
+            "host_mean_5pct",
+            lambda r: _fixed(r["host_mean_ratio"], HOST_THRESHOLD) if "host_mean_ratio" in r else "n/a",
+            "host clock + sync, means differ by > 5% (pytest-benchmark style)",
+        ),
+        (
             "interleaved_ratio_of_medians",
             lambda r: _fixed(r["interleaved_ratio_of_medians"], r["threshold"]),
             "kernel threshold, no CI",
@@ -701,6 +750,12 @@ def analyze(raw: dict[str, Any]) -> dict[str, Any]:
     baselines["sequential_fixed_threshold"]["effect_error_pct"] = (
         statistics.fmean(seq_err) if seq_err else None
     )
+    host_err = [
+        abs(r["host_mean_ratio"] - 1 - r["reference_rel"]) * 100
+        for r in planted
+        if r["reference_rel"] is not None and "host_mean_ratio" in r
+    ]
+    baselines["host_mean_5pct"]["effect_error_pct"] = statistics.fmean(host_err) if host_err else None
     targets = {
         "false_alarm_rate <= 0.01": summary["false_alarm_rate"] is not None
         and summary["false_alarm_rate"] <= 0.01,
@@ -865,6 +920,11 @@ def render_md(doc: dict[str, Any]) -> str:
         "| steps detected |",
         "|---|---:|---:|---:|---:|---|",
     ]
+    L.append(
+        f"| **pooled** | | | {_pct(h['false_alarm_rate'])} | | "
+        + ", ".join(f"+{lv}%: {_pct(h['recall'][lv], 0)}" for lv in LEVELS)
+        + " |"
+    )
     for k, r in h["per_kernel"].items():
         steps = ", ".join(f"{n}: {_pct(x, 0)}" for n, x in r["step_detected_rate"].items())
         L.append(
