@@ -1,7 +1,7 @@
 """Summarise a GPU-mode run of the examples as a markdown table.
 
-    pytest examples --kperf --kperf-mode gpu --kperf-db gpu.db    # on the GPU machine
-    python benchmarks/gpu_examples_table.py gpu.db > benchmarks/results/gpu_examples.md
+pytest examples --kperf --kperf-mode gpu --kperf-db gpu.db    # on the GPU machine
+python benchmarks/gpu_examples_table.py gpu.db > benchmarks/results/gpu_examples.md
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ def main(path: str) -> None:
         "`pytest examples --kperf --kperf-mode gpu`; the database is "
         "`tests/data/gpu/h100_examples.db` (`kperf show --db ...` prints every metric).\n"
     )
-    print("| kernel | test | median ms (95% CI) | samples | cv | regs | spills | regions (fraction of `kernel`) |")
+    print(
+        "| kernel | test | median ms (95% CI) | samples | cv | regs | spills "
+        "| regions (fraction of `kernel`) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in sorted(run.results, key=lambda r: r.key.test):
         m = {x.name: x.value for x in r.metrics}
@@ -33,10 +36,11 @@ def main(path: str) -> None:
             if name.startswith("region.") and name.endswith(".fraction") and ".kernel." not in name
         )
         test = r.key.test.split("::")[-1]
+        nan = float("nan")
+        ci = f"{m['time.median']:.4f} ({m['time.ci_low']:.4f}-{m['time.ci_high']:.4f})"
         print(
-            f"| {r.key.kernel} | `{test}` | {m['time.median']:.4f} ({m['time.ci_low']:.4f}-{m['time.ci_high']:.4f}) "
-            f"| {len(r.samples)} | {m.get('time.cv', float('nan')):.3f} | {m.get('registers', float('nan')):.0f} "
-            f"| {m.get('spills', float('nan')):.0f} | {regions} |"
+            f"| {r.key.kernel} | `{test}` | {ci} | {len(r.samples)} | {m.get('time.cv', nan):.3f} "
+            f"| {m.get('registers', nan):.0f} | {m.get('spills', nan):.0f} | {regions} |"
         )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-SUITE = '''
+SUITE = """
 import pytest
 
 @pytest.mark.kperf(name="k")
@@ -31,7 +31,7 @@ def test_marked(i):
 @pytest.mark.parametrize("i", range({n}))
 def test_plain(i):
     assert i >= 0
-'''
+"""
 
 
 def one(cwd: Path, disabled: bool) -> float:

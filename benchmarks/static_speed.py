@@ -45,15 +45,21 @@ TARGET_S = 2.0
 def _env_interpret() -> dict[str, str]:
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT), str(ROOT / "benchmarks")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        [str(ROOT), str(ROOT / "benchmarks")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     return env
 
 
 def record_fixtures(tmp: Path) -> tuple[list[LaunchSpec], float]:
     out = tmp / "fixtures.jsonl"
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, str(ROOT / "tests/data/capture/record_script.py"), str(out)],
-                       env=_env_interpret(), capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tests/data/capture/record_script.py"), str(out)],
+        env=_env_interpret(),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if r.returncode != 0:
         raise SystemExit(f"recording fixtures failed:\n{r.stdout}\n{r.stderr}")
     return load_launches(out), time.perf_counter() - t0
@@ -67,16 +73,34 @@ def record_examples(tmp: Path) -> tuple[list[LaunchSpec], float]:
     env = _env_interpret()
     env["KPERF_RECORD_OUT"] = str(out)
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:kperf", "-p", "_kperf_record_plugin",
-                        "-p", "no:cacheprovider", *map(str, tests)],
-                       env=env, capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:kperf",
+            "-p",
+            "_kperf_record_plugin",
+            "-p",
+            "no:cacheprovider",
+            *map(str, tests),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     elapsed = time.perf_counter() - t0
     if not out.exists():
         print(f"warning: recording examples failed (rc {r.returncode}):\n{r.stdout[-2000:]}", file=sys.stderr)
         return [], elapsed
     if r.returncode != 0:
-        print(f"warning: some example tests failed (rc {r.returncode}); their launches are kept",
-              file=sys.stderr)
+        print(
+            f"warning: some example tests failed (rc {r.returncode}); their launches are kept",
+            file=sys.stderr,
+        )
     return load_launches(out), elapsed
 
 
@@ -94,8 +118,9 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def run_mode(launches: list[LaunchSpec], archs: list[str], jobs: int, cache: Path, *,
-             metrics_cache: bool) -> dict:
+def run_mode(
+    launches: list[LaunchSpec], archs: list[str], jobs: int, cache: Path, *, metrics_cache: bool
+) -> dict:
     from kperf_ci.capture.aot import WorkerPool
 
     old = os.environ.get("KPERF_NO_METRICS_CACHE")
@@ -107,8 +132,9 @@ def run_mode(launches: list[LaunchSpec], archs: list[str], jobs: int, cache: Pat
         stats: list[dict] = []
         t0 = time.perf_counter()
         with WorkerPool(jobs, cache_dir=str(cache), paths=[str(ROOT)]) as pool:
-            results = compile_variants(launches, archs, pool=pool, timeout=300, rootdir=str(ROOT),
-                                       stats=stats)
+            results = compile_variants(
+                launches, archs, pool=pool, timeout=300, rootdir=str(ROOT), stats=stats
+            )
             startup = list(pool.startup_s)
         total = time.perf_counter() - t0
     finally:
@@ -148,9 +174,15 @@ def machine(load_start: list[float] | None) -> dict:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": default_jobs(), "os": platform.platform(),
-            "python": platform.python_version(), "gpu": None, "loadavg_at_start": load_start,
-            "loadavg_at_end": _load()}
+    return {
+        "cpu": cpu,
+        "cores": default_jobs(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "gpu": None,
+        "loadavg_at_start": load_start,
+        "loadavg_at_end": _load(),
+    }
 
 
 def versions() -> dict:
@@ -184,8 +216,11 @@ def write_md(doc: dict, path: Path) -> None:
         "metrics mean | whole call (s) | effective s/variant | worker start (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, label in (("cold", "cold (empty Triton + kperf caches)"), ("warm", "warm (both caches)"),
-                        ("warm_triton_only", "warm Triton cache, no kperf metrics cache")):
+    for name, label in (
+        ("cold", "cold (empty Triton + kperf caches)"),
+        ("warm", "warm (both caches)"),
+        ("warm_triton_only", "warm Triton cache, no kperf metrics cache"),
+    ):
         r = m[name]
         pv = r["per_variant_s"]
         starts = ", ".join(f"{x:.2f}" for x in r["worker_startup_s"])
@@ -193,7 +228,8 @@ def write_md(doc: dict, path: Path) -> None:
             f"| {label} | {r['compiled']} (+{r['failed']} failing on purpose) | {pv['mean']:.3f} "
             f"| {pv['median']:.3f} | {pv['p90']:.3f} | {pv['max']:.3f} | {r['compile_s']['mean']:.3f} "
             f"| {r['metrics_s']['mean']:.3f} | {r['total_s']:.2f} | {r['effective_per_variant_s']:.3f} "
-            f"| {starts} |")
+            f"| {starts} |"
+        )
     lines += [
         "",
         f"Target: under {doc['target_s']:g} s per variant with a warm cache -> "
@@ -216,10 +252,14 @@ def write_md(doc: dict, path: Path) -> None:
         "|---|---|---|---|---|---|---|",
     ]
     for v in doc["per_variant"]:
+
         def f(x):
             return "-" if x is None else f"{x:.3f}"
-        lines.append(f"| {v['kernel']} | {v['arch']} | {v['config']} | {v['test']} | {f(v['cold_s'])} | "
-                     f"{f(v['warm_s'])} | {f(v['warm_triton_only_s'])} |")
+
+        lines.append(
+            f"| {v['kernel']} | {v['arch']} | {v['config']} | {v['test']} | {f(v['cold_s'])} | "
+            f"{f(v['warm_s'])} | {f(v['warm_triton_only_s'])} |"
+        )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -246,8 +286,10 @@ def main() -> int:
         for name, mc in (("cold", True), ("warm", True), ("warm_triton_only", False)):
             modes[name] = run_mode(launches, archs, jobs, cache, metrics_cache=mc)
             r = modes[name]
-            print(f"{name}: {r['compiled']} compiled, per variant {r['per_variant_s']}, "
-                  f"whole {r['total_s']} s", file=sys.stderr)
+            print(
+                f"{name}: {r['compiled']} compiled, per variant {r['per_variant_s']}, whole {r['total_s']} s",
+                file=sys.stderr,
+            )
 
     # identical results cold and warm (determinism across cache states)
     cold, warm = modes["cold"]["results"], modes["warm"]["results"]
@@ -263,16 +305,22 @@ def main() -> int:
         if k not in by_key:
             continue  # not compiled (not importable)
         row = by_key[k]
-        per_variant.append({
-            "kernel": r.key.kernel, "arch": r.key.arch, "config": r.key.config, "test": r.key.test,
-            "source": r.key.source, "error": r.error,
-            "cold_s": row.get("cold", {}).get("wall_s"),
-            "cold_compile_s": row.get("cold", {}).get("compile_s"),
-            "cold_metrics_s": row.get("cold", {}).get("metrics_s"),
-            "warm_s": row.get("warm", {}).get("wall_s"),
-            "warm_triton_only_s": row.get("warm_triton_only", {}).get("wall_s"),
-            "errors": {n: row[n]["error"] for n in row if row[n].get("error")},
-        })
+        per_variant.append(
+            {
+                "kernel": r.key.kernel,
+                "arch": r.key.arch,
+                "config": r.key.config,
+                "test": r.key.test,
+                "source": r.key.source,
+                "error": r.error,
+                "cold_s": row.get("cold", {}).get("wall_s"),
+                "cold_compile_s": row.get("cold", {}).get("compile_s"),
+                "cold_metrics_s": row.get("cold", {}).get("metrics_s"),
+                "warm_s": row.get("warm", {}).get("wall_s"),
+                "warm_triton_only_s": row.get("warm_triton_only", {}).get("wall_s"),
+                "errors": {n: row[n]["error"] for n in row if row[n].get("error")},
+            }
+        )
     warm_max = modes["warm"]["per_variant_s"].get("max", 0.0)
     doc = {
         "benchmark": "static_speed",

@@ -125,8 +125,13 @@ ptxas info    : Function properties for k
     312 bytes stack frame, 320 bytes spill stores, 296 bytes spill loads
 ptxas info    : Used 255 registers, used 1 barriers, 24 bytes smem
 """
-    assert sass.parse_ptxas_log(log) == {"stack_frame": 312, "spill_stores": 320, "spill_loads": 296,
-                                         "registers": 255, "smem": 24}
+    assert sass.parse_ptxas_log(log) == {
+        "stack_frame": 312,
+        "spill_stores": 320,
+        "spill_loads": 296,
+        "registers": 255,
+        "smem": 24,
+    }
 
 
 def test_arch_capability():
@@ -169,8 +174,13 @@ def compiled(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env["TRITON_CACHE_DIR"] = str(out / "cache")
-    r = subprocess.run([sys.executable, "-c", COMPILE, str(out), str(DATA)], env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", COMPILE, str(out), str(DATA)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return out
 

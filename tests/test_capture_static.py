@@ -24,8 +24,13 @@ def record(tmp_path: Path) -> list[LaunchSpec]:
     out = tmp_path / "launches.jsonl"
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, str(DATA / "record_script.py"), str(out)], env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(DATA / "record_script.py"), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return load_launches(out)
 
@@ -40,8 +45,13 @@ def env(tmp_path_factory):
 
 
 def find(results, test, arch, kernel=None):
-    out = [r for r in results if r.key.test.endswith("::" + test) and r.key.arch == arch
-           and (kernel is None or r.key.kernel == kernel)]
+    out = [
+        r
+        for r in results
+        if r.key.test.endswith("::" + test)
+        and r.key.arch == arch
+        and (kernel is None or r.key.kernel == kernel)
+    ]
     assert out, (test, arch)
     return out
 
@@ -84,9 +94,22 @@ def test_vector_add_metrics(env):
 def test_metric_names_follow_contract(env):
     (r,) = find(env["results"], "test_add[1024]", "sm_90")
     names = {x.name for x in r.metrics}
-    for n in ["registers", "spills", "stack_bytes", "local_bytes", "shared_bytes", "num_warps", "num_stages",
-              "cubin_bytes", "ptx.instructions", "sass.instructions", "sass.fma_alu", "sass.branch",
-              "ptx.convert", "sass.other"]:
+    for n in [
+        "registers",
+        "spills",
+        "stack_bytes",
+        "local_bytes",
+        "shared_bytes",
+        "num_warps",
+        "num_stages",
+        "cubin_bytes",
+        "ptx.instructions",
+        "sass.instructions",
+        "sass.fma_alu",
+        "sass.branch",
+        "ptx.convert",
+        "sass.other",
+    ]:
         assert n in names
     assert all(x.kind == "static" for x in r.metrics)
     assert r.metric("num_warps").better == "none" and r.metric("registers").better == "lower"
@@ -106,8 +129,8 @@ def test_dot_uses_tensor_cores(env):
 
 
 def test_specialization_gives_different_variants(env):
-    (a, ) = find(env["results"], "test_add[1024]", "sm_90")
-    (b, ) = find(env["results"], "test_add[1000]", "sm_90")
+    (a,) = find(env["results"], "test_add[1024]", "sm_90")
+    (b,) = find(env["results"], "test_add[1000]", "sm_90")
     assert a.key.id != b.key.id and a.key.spec != b.key.spec
     assert a.sass_hash != b.sass_hash
 
@@ -153,21 +176,36 @@ def test_timeout_gives_error(env, tmp_path):
 
 def test_source_location_relative():
     src = str(ROOT / "examples" / "kernels" / "a.py")
-    ls = LaunchSpec(kernel="k", qualname="k", module="m", source_file=src, args=(), options={}, grid=(),
-                    spec="", config="")
+    ls = LaunchSpec(
+        kernel="k",
+        qualname="k",
+        module="m",
+        source_file=src,
+        args=(),
+        options={},
+        grid=(),
+        spec="",
+        config="",
+    )
     assert source_location(ls, str(ROOT)) == "examples/kernels/a.py::k"
     assert source_location(ls, "/nonexistent-root").endswith("examples/kernels/a.py::k")
 
 
 def test_worker_crash_is_reported_and_pool_recovers(env, tmp_path):
     mod = tmp_path / "crashing_kernels.py"
-    mod.write_text(
-        "import os\n"
-        "os._exit(3)  # dies when imported by a compile worker\n"
-    )
+    mod.write_text("import os\nos._exit(3)  # dies when imported by a compile worker\n")
     (good,) = [x for x in env["launches"] if x.test.endswith("::test_add[1024]")]
-    bad = LaunchSpec(kernel="k", qualname="k", module="crashing_kernels", source_file=str(mod), args=(),
-                     options={}, grid=(1, 1, 1), spec="", config="num_warps=4,num_stages=3,num_ctas=1")
+    bad = LaunchSpec(
+        kernel="k",
+        qualname="k",
+        module="crashing_kernels",
+        source_file=str(mod),
+        args=(),
+        options={},
+        grid=(1, 1, 1),
+        spec="",
+        config="num_warps=4,num_stages=3,num_ctas=1",
+    )
     res = compile_variants([bad, good], ["sm_90"], jobs=1, cache_dir=env["cache"], rootdir=str(ROOT))
     assert "compile worker died (exit code 3)" in res[0].error
     assert res[1].error is None and res[1].metric("registers") is not None

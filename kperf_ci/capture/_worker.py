@@ -68,8 +68,9 @@ _DEVICE_PROPERTIES = {
 def device_properties(cc: int) -> dict[str, int]:
     known = [c for c in sorted(_DEVICE_PROPERTIES) if c <= cc] or [80]
     props = dict(_DEVICE_PROPERTIES.get(cc) or _DEVICE_PROPERTIES[known[-1]])
-    props.update({"warpSize": 32, "sm_clock_rate": 1_755_000, "mem_clock_rate": 2_619_000,
-                  "mem_bus_width": 5120})
+    props.update(
+        {"warpSize": 32, "sm_clock_rate": 1_755_000, "mem_clock_rate": 2_619_000, "mem_bus_width": 5120}
+    )
     return props
 
 
@@ -198,7 +199,7 @@ def load_module(source_file: str, module: str) -> Any:
         p = Path(source_file).with_suffix("")
         if p.name == "__init__":
             p = p.parent
-        if tuple(p.parts[-len(parts):]) == tuple(parts):
+        if tuple(p.parts[-len(parts) :]) == tuple(parts):
             base = str(Path(*p.parts[: -len(parts)]))
             if base not in sys.path:
                 sys.path.insert(0, base)
@@ -265,10 +266,24 @@ def resolve_jit(source_file: str, module: str, qualname: str) -> Any:
 # arguments
 
 _TORCH_NAMES = {
-    "fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64", "i8": "int8",
-    "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32",
-    "u64": "uint64", "u1": "bool", "i1": "bool", "fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2",
-    "fp8e4b8": "float8_e4m3fnuz", "fp8e5b16": "float8_e5m2fnuz",
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp64": "float64",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "u1": "bool",
+    "i1": "bool",
+    "fp8e4nv": "float8_e4m3fn",
+    "fp8e5": "float8_e5m2",
+    "fp8e4b8": "float8_e4m3fnuz",
+    "fp8e5b16": "float8_e5m2fnuz",
 }
 
 
@@ -300,8 +315,9 @@ def rebuild_arg(a: dict[str, Any]) -> Any:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         base = torch.empty(0, dtype=getattr(torch, _TORCH_NAMES[a["dtype"]]))
-        return TensorDescriptor(base, list(v["shape"]), list(v["strides"]), list(v["block_shape"]),
-                                v.get("padding", "zero"))
+        return TensorDescriptor(
+            base, list(v["shape"]), list(v["strides"]), list(v["block_shape"]), v.get("padding", "zero")
+        )
     raise ValueError(f"argument {a.get('name')!r} of kind {kind!r} cannot be replayed")
 
 
@@ -405,10 +421,20 @@ def _cached_static_metrics(kernel: Any, arch: str, fn: Any) -> tuple[list[Any], 
     md = kernel.metadata
     h = hashlib.sha256()
     cubin = kernel.asm.get("cubin") or b""
-    for part in (_code_version(), arch, kernel.asm.get("ptx", ""),
-                 json.dumps([getattr(md, "shared", None), getattr(md, "num_warps", None),
-                             getattr(md, "num_stages", None), getattr(md, "kperf_ptxas", None)],
-                            sort_keys=True)):
+    for part in (
+        _code_version(),
+        arch,
+        kernel.asm.get("ptx", ""),
+        json.dumps(
+            [
+                getattr(md, "shared", None),
+                getattr(md, "num_warps", None),
+                getattr(md, "num_stages", None),
+                getattr(md, "kperf_ptxas", None),
+            ],
+            sort_keys=True,
+        ),
+    ):
         h.update(str(part).encode())
         h.update(b"\0")
     h.update(cubin if isinstance(cubin, bytes) else str(cubin).encode())
@@ -427,8 +453,14 @@ def _cached_static_metrics(kernel: Any, arch: str, fn: Any) -> tuple[list[Any], 
             os.makedirs(d, exist_ok=True)
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"metrics": [[m.name, m.value, m.unit, m.kind, m.better] for m in metrics],
-                           "sass": sass, "sass_hash": digest}, f)
+                json.dump(
+                    {
+                        "metrics": [[m.name, m.value, m.unit, m.kind, m.better] for m in metrics],
+                        "sass": sass,
+                        "sass_hash": digest,
+                    },
+                    f,
+                )
             os.replace(tmp, path)
         except OSError:
             pass

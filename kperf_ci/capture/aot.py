@@ -50,13 +50,18 @@ class WorkerError(RuntimeError):
 class Worker:
     """One compile worker process."""
 
-    def __init__(self, env: dict[str, str], python: str = sys.executable,
-                 start_timeout: float = 120.0) -> None:
+    def __init__(
+        self, env: dict[str, str], python: str = sys.executable, start_timeout: float = 120.0
+    ) -> None:
         self._stderr = tempfile.TemporaryFile(prefix="kperf-worker-")
         self.proc = subprocess.Popen(
             [python, "-m", "kperf_ci.capture._worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
-            cwd=os.getcwd(), bufsize=0,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=os.getcwd(),
+            bufsize=0,
             start_new_session=True,  # its own process group: a kill also ends ptxas & co.
         )
         self._buf = b""
@@ -156,9 +161,15 @@ class WorkerPool:
     ...     responses = pool.map([{"op": "compile", "launch": ..., "arch": "sm_90"}], timeout=120)
     """
 
-    def __init__(self, jobs: int | None = None, *, cache_dir: str | None = None,
-                 paths: list[str] | tuple[str, ...] = (), python: str = sys.executable,
-                 start_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        jobs: int | None = None,
+        *,
+        cache_dir: str | None = None,
+        paths: list[str] | tuple[str, ...] = (),
+        python: str = sys.executable,
+        start_timeout: float = 120.0,
+    ) -> None:
         self.jobs = max(1, jobs or default_jobs())
         self.env = worker_env(cache_dir, paths)
         self.python = python

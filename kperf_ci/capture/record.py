@@ -228,10 +228,22 @@ def _triton_dtype_name(x: Any) -> str | None:
 
 
 _TORCH_DTYPES = {
-    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "i1",
-    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5", "float8_e4m3fnuz": "fp8e4b8",
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float64": "fp64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "bool": "i1",
+    "float8_e4m3fn": "fp8e4nv",
+    "float8_e5m2": "fp8e5",
+    "float8_e4m3fnuz": "fp8e4b8",
     "float8_e5m2fnuz": "fp8e5b16",
 }
 
@@ -272,10 +284,14 @@ def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
     if _is_tensor_descriptor(v):
         base = v.base
         return ArgSpec(
-            name, "tensordesc", constexpr, dtype=_triton_dtype_name(base),
+            name,
+            "tensordesc",
+            constexpr,
+            dtype=_triton_dtype_name(base),
             aligned=_aligned(base),
             value={
-                "shape": [int(s) for s in v.shape], "strides": [int(s) for s in v.strides],
+                "shape": [int(s) for s in v.shape],
+                "strides": [int(s) for s in v.strides],
                 "block_shape": [int(s) for s in v.block_shape],
                 "padding": str(getattr(v, "padding", "zero")),
             },
@@ -283,16 +299,27 @@ def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
     if _is_tensor_like(v):
         return ArgSpec(name, "tensor", constexpr, dtype=_triton_dtype_name(v), aligned=_aligned(v))
     if isinstance(v, tuple):
-        return ArgSpec(name, "tuple", constexpr,
-                       items=tuple(describe_value(f"{name}[{i}]", x, constexpr) for i, x in enumerate(v)))
+        return ArgSpec(
+            name,
+            "tuple",
+            constexpr,
+            items=tuple(describe_value(f"{name}[{i}]", x, constexpr) for i, x in enumerate(v)),
+        )
     # a jit function passed as constexpr (JITFunction or InterpretedFunction)
     if hasattr(v, "fn") and (hasattr(v, "run") or hasattr(v, "rewrite")):
         try:
             _, pyfn = _unwrap(v)
             if "<locals>" not in pyfn.__qualname__:
-                return ArgSpec(name, "jit", constexpr,
-                               value={"module": pyfn.__module__, "qualname": pyfn.__qualname__,
-                                      "file": _source_file(pyfn)})
+                return ArgSpec(
+                    name,
+                    "jit",
+                    constexpr,
+                    value={
+                        "module": pyfn.__module__,
+                        "qualname": pyfn.__qualname__,
+                        "file": _source_file(pyfn),
+                    },
+                )
         except TypeError:
             pass
     return ArgSpec(name, "unknown", constexpr, value=repr(v)[:200])
@@ -411,10 +438,19 @@ def _eval_grid(grid: Any, bound: dict[str, Any]) -> tuple[int, ...]:
     return g + (1,) * (3 - len(g)) if len(g) < 3 else g
 
 
-def make_launch_spec(fn: Any, args: tuple, kwargs: dict[str, Any], grid: Any = None, *,
-                     test: str = "", name: str | None = None, tags: tuple[str, ...] = (),
-                     thresholds: dict[str, Any] | None = None, executed: bool = True,
-                     autotune: dict[str, Any] | None = None) -> LaunchSpec:
+def make_launch_spec(
+    fn: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    grid: Any = None,
+    *,
+    test: str = "",
+    name: str | None = None,
+    tags: tuple[str, ...] = (),
+    thresholds: dict[str, Any] | None = None,
+    executed: bool = True,
+    autotune: dict[str, Any] | None = None,
+) -> LaunchSpec:
     """Build the LaunchSpec of one launch (used by the recorder; usable on GPU launches)."""
     d = describe_args(fn, args, kwargs)
     pyfn = d["pyfn"]
@@ -472,8 +508,7 @@ def _patched_interp_run(self, *args, grid, warmup, **kwargs):
     rec = _current()
     if rec is not None and not warmup:
         try:
-            rec._record(self, args, kwargs, grid, executed=not _state.record_only,
-                        autotune=_state.autotune)
+            rec._record(self, args, kwargs, grid, executed=not _state.record_only, autotune=_state.autotune)
         except Exception as e:  # recording must never break the user's test
             rec.errors.append(f"{getattr(self, '__name__', self)!r}: {type(e).__name__}: {e}")
     if _state.record_only:
@@ -596,8 +631,13 @@ class LaunchRecorder:
         return self in _active
 
     @contextlib.contextmanager
-    def recording(self, test: str = "", name: str | None = None, tags: tuple[str, ...] | list[str] = (),
-                  thresholds: dict[str, Any] | None = None) -> Iterator[LaunchRecorder]:
+    def recording(
+        self,
+        test: str = "",
+        name: str | None = None,
+        tags: tuple[str, ...] | list[str] = (),
+        thresholds: dict[str, Any] | None = None,
+    ) -> Iterator[LaunchRecorder]:
         """Record launches inside the block, tagged with the given test id / name / tags."""
         prev = self._context
         self._context = {"test": test, "name": name, "tags": tuple(tags), "thresholds": thresholds}
@@ -609,12 +649,29 @@ class LaunchRecorder:
             self._context = prev
 
     # -- recording --------------------------------------------------------------------------
-    def _record(self, fn: Any, args: tuple, kwargs: dict[str, Any], grid: Any, *, executed: bool,
-                autotune: dict[str, Any] | None) -> None:
+    def _record(
+        self,
+        fn: Any,
+        args: tuple,
+        kwargs: dict[str, Any],
+        grid: Any,
+        *,
+        executed: bool,
+        autotune: dict[str, Any] | None,
+    ) -> None:
         ctx = self._context
-        spec = make_launch_spec(fn, args, kwargs, grid, test=ctx["test"], name=ctx["name"],
-                                tags=ctx["tags"], thresholds=ctx["thresholds"], executed=executed,
-                                autotune=dict(autotune) if autotune else None)
+        spec = make_launch_spec(
+            fn,
+            args,
+            kwargs,
+            grid,
+            test=ctx["test"],
+            name=ctx["name"],
+            tags=ctx["tags"],
+            thresholds=ctx["thresholds"],
+            executed=executed,
+            autotune=dict(autotune) if autotune else None,
+        )
         with self._lock:
             self.launches.append(spec)
 

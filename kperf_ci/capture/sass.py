@@ -38,13 +38,34 @@ from typing import Any
 from ..model import Metric
 
 CLASSES = (
-    "global_load", "global_store", "shared_load", "shared_store", "mma", "wgmma", "tma",
-    "async_copy", "fma_alu", "sfu", "barrier", "branch", "convert", "other",
+    "global_load",
+    "global_store",
+    "shared_load",
+    "shared_store",
+    "mma",
+    "wgmma",
+    "tma",
+    "async_copy",
+    "fma_alu",
+    "sfu",
+    "barrier",
+    "branch",
+    "convert",
+    "other",
 )
 
 # Shared memory per block limits (bytes), for reference by compare.
-SHARED_LIMITS = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448,
-                 101: 232448, 103: 232448, 120: 101376}
+SHARED_LIMITS = {
+    80: 166912,
+    86: 101376,
+    87: 166912,
+    89: 101376,
+    90: 232448,
+    100: 232448,
+    101: 232448,
+    103: 232448,
+    120: 101376,
+}
 
 # --------------------------------------------------------------------------------------------
 # tools
@@ -71,7 +92,7 @@ def tool(name: str) -> str:
 
 
 def arch_capability(arch: str | int) -> int:
-    """"sm_90" / "sm_90a" / "90" / 90 -> 90."""
+    """ "sm_90" / "sm_90a" / "90" / 90 -> 90."""
     if isinstance(arch, int):
         return arch
     m = re.search(r"(\d+)", str(arch))
@@ -150,8 +171,11 @@ def ptxas_info(ptx: str, arch: str | int) -> dict[str, int]:
         src = os.path.join(d, "k.ptx")
         with open(src, "w") as f:
             f.write(ptx)
-        r = subprocess.run([exe, "-v", f"--gpu-name=sm_{cc}{suffix}", src, "-o", os.path.join(d, "k.o")],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [exe, "-v", f"--gpu-name=sm_{cc}{suffix}", src, "-o", os.path.join(d, "k.o")],
+            capture_output=True,
+            text=True,
+        )
     if r.returncode != 0:
         raise RuntimeError("ptxas -v failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
     return parse_ptxas_log(r.stderr + r.stdout)
@@ -293,7 +317,7 @@ def ptx_instructions(ptx: str) -> list[str]:
             m = re.match(r"^[$\w]+:\s*", s)
             if not m or s.startswith("::"):
                 break
-            s = s[m.end():]
+            s = s[m.end() :]
         if not s or s.startswith(".") or s.startswith("}") or s.startswith("{"):
             continue
         if s.startswith("@"):
@@ -336,10 +360,49 @@ def classify_ptx(opcode: str) -> str:
         if "async" in mods:
             return "async_copy"
         return "other"
-    if base in ("fma", "add", "sub", "mul", "mad", "mul24", "mad24", "and", "or", "xor", "not", "shl", "shr",
-                "min", "max", "neg", "abs", "setp", "selp", "set", "slct", "lop3", "shf", "div", "rem",
-                "copysign", "testp", "popc", "clz", "brev", "bfe", "bfi", "prmt", "dp4a", "dp2a",
-                "addc", "subc", "madc", "fns", "bmsk", "szext"):
+    if base in (
+        "fma",
+        "add",
+        "sub",
+        "mul",
+        "mad",
+        "mul24",
+        "mad24",
+        "and",
+        "or",
+        "xor",
+        "not",
+        "shl",
+        "shr",
+        "min",
+        "max",
+        "neg",
+        "abs",
+        "setp",
+        "selp",
+        "set",
+        "slct",
+        "lop3",
+        "shf",
+        "div",
+        "rem",
+        "copysign",
+        "testp",
+        "popc",
+        "clz",
+        "brev",
+        "bfe",
+        "bfi",
+        "prmt",
+        "dp4a",
+        "dp2a",
+        "addc",
+        "subc",
+        "madc",
+        "fns",
+        "bmsk",
+        "szext",
+    ):
         return "fma_alu"
     if base in ("ex2", "lg2", "rsqrt", "sqrt", "rcp", "sin", "cos", "tanh"):
         return "sfu"
@@ -405,8 +468,9 @@ def static_metrics(compiled_asm: dict[str, Any], metadata: Any, arch: str) -> tu
         Metric("registers", float(regs), "count", "static", "lower"),
         Metric("spills", float(ptxas.get("spill_stores", 0)), "bytes", "static", "lower"),
         Metric("spill_loads", float(ptxas.get("spill_loads", 0)), "bytes", "static", "lower"),
-        Metric("stack_bytes", float(res.get("STACK", ptxas.get("stack_frame", 0))), "bytes", "static",
-               "lower"),
+        Metric(
+            "stack_bytes", float(res.get("STACK", ptxas.get("stack_frame", 0))), "bytes", "static", "lower"
+        ),
         Metric("local_bytes", float(res.get("LOCAL", 0)), "bytes", "static", "lower"),
         Metric("shared_bytes", float(shared), "bytes", "static", "lower"),
         Metric("num_warps", float(_meta(metadata, "num_warps", 0) or 0), "count", "static", "none"),

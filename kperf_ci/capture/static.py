@@ -23,12 +23,12 @@ from .sass import arch_capability
 
 
 def normalize_arch(arch: str | int) -> str:
-    """"90" / 90 / "sm_90" / "sm_90a" -> "sm_90"."""
+    """ "90" / 90 / "sm_90" / "sm_90a" -> "sm_90"."""
     return f"sm_{arch_capability(arch)}"
 
 
 def source_location(launch: LaunchSpec, rootdir: str | None = None) -> str:
-    """"examples/kernels/add.py::add_kernel" (relative to rootdir when inside it)."""
+    """ "examples/kernels/add.py::add_kernel" (relative to rootdir when inside it)."""
     path = launch.source_file
     if path:
         root = os.path.abspath(rootdir or os.getcwd())
@@ -122,8 +122,9 @@ def compile_variants(
                 continue
             compiled[ck] = len(requests)
             shared_from[idx] = len(requests)
-            requests.append({"op": "compile", "launch": ls.to_dict(), "arch": arch,
-                             "artifacts": list(artifacts)})
+            requests.append(
+                {"op": "compile", "launch": ls.to_dict(), "arch": arch, "artifacts": list(artifacts)}
+            )
             req_index.append(idx)
 
     if requests:
@@ -141,11 +142,18 @@ def compile_variants(
         if stats is not None:
             for ri, resp in enumerate(responses):
                 r = results[req_index[ri]]
-                stats.append({
-                    "kernel": r.key.kernel, "arch": r.key.arch, "id": r.key.id, "ok": bool(resp.get("ok")),
-                    "compile_s": resp.get("compile_s"), "metrics_s": resp.get("metrics_s"),
-                    "wall_s": resp.get("wall_s"), "error": resp.get("error"),
-                })
+                stats.append(
+                    {
+                        "kernel": r.key.kernel,
+                        "arch": r.key.arch,
+                        "id": r.key.id,
+                        "ok": bool(resp.get("ok")),
+                        "compile_s": resp.get("compile_s"),
+                        "metrics_s": resp.get("metrics_s"),
+                        "wall_s": resp.get("wall_s"),
+                        "error": resp.get("error"),
+                    }
+                )
     return results
 
 
@@ -153,8 +161,10 @@ def _fill(res: VariantResult, resp: dict[str, Any]) -> None:
     if not resp.get("ok"):
         res.error = _one_line(resp.get("error") or "compile failed")
         return
-    res.metrics = [Metric(name, float(value), unit, kind, better) for name, value, unit, kind, better
-                   in resp.get("metrics", [])]
+    res.metrics = [
+        Metric(name, float(value), unit, kind, better)
+        for name, value, unit, kind, better in resp.get("metrics", [])
+    ]
     res.sass_hash = resp.get("sass_hash")
     res.artifacts = dict(resp.get("artifacts") or {})
 
