@@ -124,6 +124,10 @@ def detect_change_points(
                 zp[s:e] = rng.permutation(zp[s:e])
             if _best_over_segments(zp, bounds, min_size)[1] >= q:
                 exceed += 1
+                if (exceed + 1) / (permutations + 1) > alpha:
+                    # p only grows from here: the split is rejected whatever the remaining
+                    # permutations say, and rejection ends the search, so stop early.
+                    break
         p = (exceed + 1) / (permutations + 1)
         if p > alpha:
             break
