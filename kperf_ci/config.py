@@ -142,27 +142,20 @@ def _arch_list(key: str, value: Any, source: str) -> list[str]:
 
 
 def _thresholds(key: str, value: Any, source: str) -> dict[str, float]:
+    table = _table(key, value, source, example='{"registers": 0.2}')
+    return {str(name): _number(f"{key}.{name}", v, source) for name, v in table.items()}
+
+
+def _table(key: str, value: Any, source: str, *, example: str = "") -> dict[str, Any]:
+    """A TOML table, or its JSON spelling when it comes from an environment variable."""
+    such_as = f" such as {example}" if example else ""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise _fail(key, source, value, 'use a table / JSON object such as {"registers": 0.2}') from None
+            raise _fail(key, source, value, f"use a table / JSON object{such_as}") from None
     if not isinstance(value, dict):
-        raise _fail(key, source, value, "use a table such as {registers = 0.2, time = 0.05}")
-    out = {}
-    for name, v in value.items():
-        out[str(name)] = _number(f"{key}.{name}", v, source)
-    return out
-
-
-def _table(key: str, value: Any, source: str) -> dict[str, Any]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise _fail(key, source, value, "use a table / JSON object") from None
-    if not isinstance(value, dict):
-        raise _fail(key, source, value, "use a table")
+        raise _fail(key, source, value, f"use a table{such_as}")
     return dict(value)
 
 
