@@ -241,13 +241,7 @@ def measured_clock_ghz(kt: KernelTrace, kernel_region: str | None = "kernel") ->
     """
     if kt.n_events == 0 or (kt.cta_init_ns < 0).any() or (kt.cta_final_ns < 0).any():
         return None
-    sel = np.ones(kt.n_events, dtype=bool)
-    rid = kt.region_id(kernel_region) if kernel_region else None
-    if rid is not None:
-        sel = kt.region == rid
-    idx = np.searchsorted(kt.cta_ids, kt.cta[sel])
-    end = np.zeros(kt.cta_ids.size, dtype=np.int64)
-    np.maximum.at(end, idx, kt.start[sel] + kt.dur[sel])
+    sel, idx, end = _last_cycle_per_cta(kt, kernel_region)
     beg = np.full(kt.cta_ids.size, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(beg, idx, kt.start[sel])
     have = beg != np.iinfo(np.int64).max
@@ -261,6 +255,13 @@ def measured_clock_ghz(kt: KernelTrace, kernel_region: str | None = "kernel") ->
 
 def cta_end_ns(kt: KernelTrace, clock_ghz: float, region: str | None = "kernel") -> np.ndarray:
     """Per CTA: globaltimer at start + cycles to the end of its last record (or of `region`)."""
+    _, _, end = _last_cycle_per_cta(kt, region)
+    return kt.cta_init_ns + end / clock_ghz
+
+
+def _last_cycle_per_cta(kt: KernelTrace, region: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(selected records, their CTA index, per CTA the cycle at which its last selected record ends).
+    Records of `region` when the trace has it, else all records."""
     sel = np.ones(kt.n_events, dtype=bool)
     rid = kt.region_id(region) if region else None
     if rid is not None:
@@ -268,7 +269,7 @@ def cta_end_ns(kt: KernelTrace, clock_ghz: float, region: str | None = "kernel")
     idx = np.searchsorted(kt.cta_ids, kt.cta[sel])
     end = np.zeros(kt.cta_ids.size, dtype=np.int64)
     np.maximum.at(end, idx, kt.start[sel] + kt.dur[sel])
-    return kt.cta_init_ns + end / clock_ghz
+    return sel, idx, end
 
 
 def kernel_span_ns(kt: KernelTrace, clock_ghz: float, region: str | None = "kernel") -> float | None:
