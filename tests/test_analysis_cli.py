@@ -110,7 +110,7 @@ def test_cli_overlap_on_a_pipelined_timeline(tmp_path):
     p = tmp_path / "s1.json"
     save_timeline(pipelined_timeline(stages=1), p)
     r = CliRunner().invoke(analyze_cmd, ["--trace", str(p)])
-    assert "[FLAG] pipeline_bubble_fraction" in r.output
+    assert "[FLAG] memory_exposed_fraction" in r.output
     assert "bubble: CTA" in r.output
 
 

@@ -184,21 +184,52 @@ def test_heavy_epilogue_and_explicit_phase_regions_without_loops():
 # -- overlap / pipeline bubbles --------------------------------------------------------------------
 
 
-def test_unpipelined_matmul_has_bubbles_pipelined_does_not():
+def test_unpipelined_matmul_exposes_memory_pipelined_does_not():
     s1 = by_name(overlap(pipelined_timeline(stages=1, load_ns=800, mma_ns=400)))
-    assert s1["pipeline_bubble_fraction"].flagged
+    assert s1["memory_exposed_fraction"].flagged
+    assert s1["memory_exposed_fraction"].value == pytest.approx(800 / 1200, rel=0.01)
+    assert "pipeline" in s1["memory_exposed_fraction"].suggestion
+    assert "tma_wait" in s1["memory_exposed_fraction"].explanation
     assert s1["pipeline_bubble_fraction"].value == pytest.approx(800 / 1200, rel=0.01)
     assert s1["pipeline_bubble_fraction"].details["bubbles"][0]["during"] == ["tma_wait"]
-    assert "pipeline" in s1["pipeline_bubble_fraction"].suggestion
+    # with memory regions tracked, the bubble is reported, not flagged
+    assert not s1["pipeline_bubble_fraction"].flagged
     s3 = by_name(overlap(pipelined_timeline(stages=3, load_ns=800, mma_ns=400)))
-    assert not s3["pipeline_bubble_fraction"].flagged
+    assert not s3["memory_exposed_fraction"].flagged
     assert s3["mma_busy_fraction"].value > 0.9
+
+
+def test_bubble_outside_every_region_is_split_out_not_flagged_as_memory():
+    # loads hidden by 3 stages (only the first wait shows), but 40% of each iteration in no region
+    tl = pipelined_timeline(stages=3, load_ns=800, mma_ns=600, untracked_ns=400)
+    fs = by_name(overlap(tl))
+    assert fs["pipeline_bubble_fraction"].value == pytest.approx(0.4, abs=0.02)
+    assert fs["memory_exposed_fraction"].value < 0.05 and not fs["memory_exposed_fraction"].flagged
+    assert fs["pipeline_bubble_fraction"].details["untracked_fraction"] == pytest.approx(0.4, abs=0.02)
+    assert "in no tracked region" in fs["pipeline_bubble_fraction"].explanation
+    # the same loop with 1 stage: the waits show and are flagged
+    fs1 = by_name(overlap(pipelined_timeline(stages=1, load_ns=800, mma_ns=600, untracked_ns=400)))
+    assert fs1["memory_exposed_fraction"].flagged
+    assert fs1["memory_exposed_fraction"].value == pytest.approx(800 / 1800, rel=0.01)
+
+
+def test_without_memory_regions_the_bubble_carries_the_flag():
+    tl = pipelined_timeline(stages=1, load_ns=800, mma_ns=400)
+    tl = tl.where(tl.region.astype(str) != "tma_wait")
+    fs = by_name(overlap(tl))
+    assert (
+        fs["pipeline_bubble_fraction"].flagged
+        and "no memory regions" in fs["pipeline_bubble_fraction"].explanation
+    )
+    assert fs["memory_exposed_fraction"].value != fs["memory_exposed_fraction"].value  # NaN: not measurable
+    assert not fs["memory_exposed_fraction"].flagged
+    assert "analysis.memory_exposed_fraction" not in {m.name for m in to_metrics(fs.values())}
 
 
 def test_warp_specialized_overlap_is_measured_across_warps():
     ws = by_name(overlap(pipelined_timeline(stages=3, warp_specialized=True)))
     assert ws["memory_compute_overlap"].value > 0.9
-    assert not ws["pipeline_bubble_fraction"].flagged
+    assert not ws["memory_exposed_fraction"].flagged
     plain = by_name(overlap(pipelined_timeline(stages=1)))
     assert plain["memory_compute_overlap"].value == 0.0
 

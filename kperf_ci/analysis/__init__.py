@@ -8,8 +8,8 @@ explanation and a suggestion), stored as ``Metric(kind="analysis", name="analysi
 - waves.wave_quantization        -> waves, ctas_per_sm, wave_tail, wave_idle
                                     (+ wave_tail_idle_measured, ctas_per_sm_observed with a timeline)
 - phases.prologue_epilogue       -> prologue_fraction, epilogue_fraction
-- overlap.overlap                -> pipeline_bubble_fraction, mma_busy_fraction,
-                                    memory_exposed_fraction, memory_compute_overlap
+- overlap.overlap                -> memory_exposed_fraction (flagged), pipeline_bubble_fraction,
+                                    mma_busy_fraction, memory_compute_overlap
 - launch_gaps.launch_gaps        -> launch_gap_fraction, launch_gap_median_ns, kernel_median_ns
 - perfetto.write_chrome_trace    -> Chrome-trace/Perfetto JSON with per-SM tracks
 """
@@ -62,7 +62,8 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "wave_idle": 0.10,
     "prologue_fraction": 0.20,
     "epilogue_fraction": 0.20,
-    "pipeline_bubble_fraction": 0.25,
+    "memory_exposed_fraction": 0.25,
+    "pipeline_bubble_fraction": 0.25,  # only when no memory regions are tracked
     "launch_gap_fraction": 0.20,
 }
 
@@ -105,7 +106,11 @@ def analyze_timeline(
         out += prologue_epilogue(
             tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
         )
-        out += overlap(tl, bubble_threshold=th["pipeline_bubble_fraction"])
+        out += overlap(
+            tl,
+            exposed_threshold=th["memory_exposed_fraction"],
+            bubble_threshold=th["pipeline_bubble_fraction"],
+        )
         return out
     out.append(sm_utilization(tl, num_sms=n_sms, threshold=th["sm_utilization"]))
     out += load_imbalance(tl, num_sms=n_sms, threshold=th["sm_finish_skew"])
@@ -137,7 +142,11 @@ def analyze_timeline(
     out += prologue_epilogue(
         tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
     )
-    out += overlap(tl, bubble_threshold=th["pipeline_bubble_fraction"])
+    out += overlap(
+        tl,
+        exposed_threshold=th["memory_exposed_fraction"],
+        bubble_threshold=th["pipeline_bubble_fraction"],
+    )
     return out
 
 

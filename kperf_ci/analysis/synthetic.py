@@ -68,6 +68,7 @@ def pipelined_timeline(
     mma_ns: float = 400.0,
     stages: int = 1,
     warp_specialized: bool = False,
+    untracked_ns: float = 0.0,
     num_sms: int = 132,
 ) -> Timeline:
     """Matmul-like CTAs: each iteration waits for a tile (``tma_wait``) then runs ``mma``.
@@ -75,7 +76,9 @@ def pipelined_timeline(
     stages=1: the load of tile k+1 starts after mma k, so every wait is a full load latency.
     stages>1: loads run stages-1 tiles ahead; a wait lasts max(0, load - (stages-1) * mma).
     warp_specialized: warp 0 is the producer (only waits), the other warps only run mma, and
-    the producer's waits overlap the consumers' MMAs."""
+    the producer's waits overlap the consumers' MMAs.
+    untracked_ns: time per iteration between the wait and the MMA in no region (load issue
+    code, instrumentation records)."""
     rows = []
     for c in range(ctas):
         t = 0.0
@@ -89,8 +92,9 @@ def pipelined_timeline(
                 ready[k] = t + load_ns
             w_end = max(t, ready[k])
             waits.append((t, w_end))
-            m_end = w_end + mma_ns
-            mma_spans.append((w_end, m_end))
+            m_start = w_end + untracked_ns
+            m_end = m_start + mma_ns
+            mma_spans.append((m_start, m_end))
             if stages > 1 and k + stages - 1 < iters:
                 ready[k + stages - 1] = w_end + load_ns  # issued once slot k is consumed
             t = m_end
