@@ -6,7 +6,8 @@
 - imbalance:   ``work_kernel`` where every 16th CTA runs 8x the main-loop iterations vs all equal.
 - prologue:    ``work_kernel`` with as many setup iterations before the main loop as in it vs none.
 - overlap:     ``pipelined_matmul`` (Gluon, Hopper TMA + wgmma) with NUM_STAGES=1 (each tile
-               loaded then consumed: every wait exposed) vs NUM_STAGES=3 (loads 2 tiles ahead).
+               loaded then consumed: every wait exposed) vs NUM_STAGES=3 (loads 2 tiles ahead),
+               at two problem sizes; NUM_STAGES=2 is measured without an expectation.
 - launch gaps: 64 launches of ``tiny_add`` vs one ``fused_add`` doing the same work.
 
 ``TAG`` (an unused constexpr) gives each profiled case its own compiled kernel: Proton learns a
@@ -101,7 +102,9 @@ def _wgmma_layout(BM, BN, num_warps):
 
 
 @gluon.jit
-def pipelined_matmul(a_desc, b_desc, c_desc, K, NUM_STAGES: gl.constexpr, num_warps: gl.constexpr):
+def pipelined_matmul(
+    a_desc, b_desc, c_desc, K, NUM_STAGES: gl.constexpr, num_warps: gl.constexpr, TAG: gl.constexpr = 0
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
