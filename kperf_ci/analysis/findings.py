@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -64,6 +65,34 @@ def to_metrics(findings: Iterable[Finding]) -> list[Metric]:
     for f in findings:
         if f.value == f.value and abs(f.value) != float("inf"):
             out.append(f.to_metric())
+    return out
+
+
+#: the artifact name under which a variant keeps its findings (JSON from :func:`findings_to_json`)
+ARTIFACT = "findings"
+_KEEP = ("name", "value", "unit", "flagged", "explanation", "suggestion", "better", "threshold")
+
+
+def findings_to_json(findings: Iterable[Finding]) -> str:
+    """Findings as a JSON list for a variant's ``findings`` artifact. ``details`` (per-SM lists,
+    bubbles) stay out: they can be large and the stored timeline reproduces them. NaN becomes
+    null."""
+    rows = []
+    for f in findings:
+        d = {k: getattr(f, k) for k in _KEEP}
+        if d["value"] != d["value"]:
+            d["value"] = None
+        rows.append(d)
+    return json.dumps(rows, sort_keys=True, separators=(",", ":"))
+
+
+def findings_from_json(text: str) -> list[Finding]:
+    """Inverse of :func:`findings_to_json`; unknown keys are ignored so older readers cope."""
+    out = []
+    for d in json.loads(text):
+        kw = {k: d[k] for k in _KEEP if k in d}
+        kw["value"] = float("nan") if kw.get("value") is None else float(kw["value"])
+        out.append(Finding(**kw))
     return out
 
 
