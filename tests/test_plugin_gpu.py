@@ -92,3 +92,60 @@ def test_gpu_mode_stores_times_regions_and_interleaved_variants(pytester: pytest
     assert by["scale_ab[slow]"]["sass.fma_alu"] > by["scale_ab[fast]"]["sass.fma_alu"]
     assert con.execute("select count(*) from samples").fetchone()[0] > 100
     assert con.execute("select count(*) from blobs where name = 'timeline.npz'").fetchone()[0] == 3
+
+
+def test_gpu_mode_flags_launch_gaps_of_a_launch_bound_sequence(pytester: pytest.Pytester) -> None:
+    """16 launches of a tiny kernel: the GPU idles between them (host-bound), and kperf says so;
+    one launch of a large kernel has no sequence to analyze."""
+    pytester.makepyfile(kernels_scale=KERNELS)
+    pytester.makepyfile(
+        test_chain="""
+        import pytest, torch
+        from kernels_scale import scale
+
+        def chain(x):
+            for _ in range(16):
+                x = scale(x)
+            return x
+
+        @pytest.mark.kperf(name="chain")
+        def test_chain(kperf):
+            x = torch.ones(4096, device="cuda")
+            torch.testing.assert_close(kperf.bench(chain, x), x * 2**16)
+
+        @pytest.mark.kperf(name="single")
+        def test_single(kperf):
+            x = torch.rand(1 << 24, device="cuda")
+            torch.testing.assert_close(kperf.bench(scale, x), 2 * x)
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *_load_plugin(), "-p", "no:cacheprovider", "--kperf", "--kperf-mode", "gpu", "--kperf-db", "run.db"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*analysis finding(s) flagged*", "*kperf finding chain*launch_gap_fraction*"]
+    )
+    con = sqlite3.connect(pytester.path / "run.db")
+    rows = con.execute(
+        "select k.name, m.name, m.value from metrics m join variants v on v.id = m.variant_id "
+        "join kernels k on k.id = v.kernel_id where m.name like 'analysis.%'"
+    ).fetchall()
+    by: dict[str, dict[str, float]] = {}
+    for kernel, metric, value in rows:
+        by.setdefault(kernel, {})[metric] = value
+    assert by["chain"]["analysis.launch_gap_fraction"] > 0.2, by["chain"]
+    assert "analysis.launch_gap_fraction" not in by["single"]
+    assert "analysis.sm_utilization" in by["single"]  # the region analyses of the instrumented launch
+    from kperf_ci import store
+    from kperf_ci.analysis.findings import findings_from_json
+    from kperf_ci.commands.analyze import run as analyze
+
+    db = str(pytester.path / "run.db")
+    chain = next(r for r in store.load_run(db, artifacts=True).results if r.key.kernel == "chain")
+    assert "kernel_records" in chain.artifacts
+    flagged = {f.name for f in findings_from_json(chain.artifacts["findings"]) if f.flagged}
+    assert "launch_gap_fraction" in flagged
+    rep = analyze(db=db, kernel="chain")
+    gaps = [lr for lr in rep.launches if lr.label.endswith("[launch gaps]")]
+    assert gaps and {f.name: f for f in gaps[0].findings}["launch_gap_fraction"].flagged

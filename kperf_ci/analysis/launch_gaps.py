@@ -71,16 +71,27 @@ def load_records(path: str | os.PathLike[str]) -> list[KernelRecord]:
     return records_from_chrome_trace(obj)
 
 
+def records_to_json(records: Sequence[KernelRecord]) -> str:
+    """kperf's kernel-record JSON (what :func:`load_records` and ``kperf analyze --records`` read)."""
+    return json.dumps(
+        {
+            "format": "kperf-kernel-records",
+            "version": 1,
+            "records": [{"name": r.name, "start_ns": r.start_ns, "end_ns": r.end_ns} for r in records],
+        }
+    )
+
+
+def records_from_json(text: str) -> list[KernelRecord]:
+    obj = json.loads(text)
+    if isinstance(obj, dict) and obj.get("format") == "kperf-kernel-records":
+        return records_from_dicts(obj["records"])
+    return records_from_chrome_trace(obj)
+
+
 def save_records(records: Sequence[KernelRecord], path: str | os.PathLike[str]) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(
-            {
-                "format": "kperf-kernel-records",
-                "version": 1,
-                "records": [{"name": r.name, "start_ns": r.start_ns, "end_ns": r.end_ns} for r in records],
-            },
-            f,
-        )
+        f.write(records_to_json(records))
 
 
 def launch_gaps(records: Sequence[KernelRecord], *, threshold: float = 0.20) -> list[Finding]:

@@ -203,6 +203,31 @@ def capture_launches(
     return result, launches
 
 
+def kernel_records(call: Callable[[], Any]) -> list[Any]:
+    """When each kernel of one ``call()`` ran on the GPU, as ``KernelRecord`` s in launch order.
+
+    From torch.profiler's CUPTI kernel records: start and end of execution on the GPU. CUDA
+    events around each launch would also hold the time the GPU waited for the host to submit
+    the kernel, which is the very gap being measured. Only the CUDA activity is traced, so the
+    host's launch path is not slowed by CPU-side tracing."""
+    import os
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from kperf_ci.analysis.launch_gaps import load_records
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory(prefix="kperf_kineto_") as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        return sorted(load_records(path), key=lambda r: r.start_ns)
+
+
 def arch_of(kernel: Any) -> str:
     target = getattr(getattr(kernel, "metadata", None), "target", None)
     arch = getattr(target, "arch", None)

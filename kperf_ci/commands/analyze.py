@@ -107,7 +107,12 @@ def _artifact_timelines(
 
 
 def _from_db(
-    db: str, run_id: str | None, kernel: str | None, num_sms: int | None, report: AnalyzeReport
+    db: str,
+    run_id: str | None,
+    kernel: str | None,
+    num_sms: int | None,
+    report: AnalyzeReport,
+    thresholds: dict[str, float] | None = None,
 ) -> list[tuple[str, Timeline | None, LaunchConfig | None]]:
     from kperf_ci import store
 
@@ -129,6 +134,15 @@ def _from_db(
                 arch=res.key.arch,
                 sm_count=sms,
             )
+        if "kernel_records" in res.artifacts:  # a callable that launched several kernels
+            from kperf_ci.analysis.launch_gaps import records_from_json
+
+            try:
+                recs = records_from_json(res.artifacts["kernel_records"])
+                gaps = launch_gaps(recs, threshold=(thresholds or DEFAULT_THRESHOLDS)["launch_gap_fraction"])
+                report.launches.append(LaunchReport(f"{res.key.label()} [launch gaps]", gaps))
+            except (ValueError, KeyError) as e:
+                report.notes.append(f"{res.key.label()}: artifact 'kernel_records' is unreadable ({e})")
         found = False
         for name, text in sorted(res.artifacts.items()):
             if "trace" not in name and "timeline" not in name:
@@ -155,6 +169,9 @@ def _from_db(
                 found = True
         if not found:
             stored = [x for x in res.metrics if x.kind == "analysis"]
+            if "kernel_records" in res.artifacts:  # analyzed above; a callable variant has no more
+                stored = [x for x in stored if not x.name.startswith("analysis.launch_gap")]
+                stored = [x for x in stored if x.name != "analysis.kernel_median_ns"]
             if cfg is not None:
                 out.append((res.key.label(), None, cfg))
             elif stored:
@@ -174,7 +191,7 @@ def _from_db(
                         ],
                     )
                 )
-            else:
+            elif "kernel_records" not in res.artifacts:
                 report.notes.append(f"{res.key.label()}: no trace artifact and no launch numbers to analyze")
     return out
 
@@ -212,7 +229,7 @@ def run(
             tl.num_sms = tl.num_sms or num_sms
             items.append((f"{tl.kernel or 'kernel'} launch {i}", tl, launch))
     elif db:
-        items = _from_db(db, run_id, kernel, num_sms, report)
+        items = _from_db(db, run_id, kernel, num_sms, report, th)
     timelines = []
     for label, tl, cfg in items:
         if tl is not None:

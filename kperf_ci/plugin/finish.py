@@ -42,6 +42,7 @@ def write_summary(ks: Any, tr: Any) -> None:
         tr.write_line(f"kperf: run {ks.run_id} stored in {ks.saved_to}")
     for _nodeid, label, description, verdict in ks.ab_results:
         tr.write_line(f"kperf A/B {label}: {verdict}: {description}", red=verdict == "slower")
+    write_findings(ks.findings, tr, db=ks.saved_to)
     for nodeid, message in ks.warnings:
         tr.write_line(f"kperf warning {nodeid}: {message}", yellow=True)
     for nodeid, reason in ks.errors:
@@ -51,3 +52,18 @@ def write_summary(ks: Any, tr: Any) -> None:
 
         tr.write_line(f"kperf: compared with baseline {ks.settings.baseline}")
         print_table(ks.comparison)
+
+
+MAX_FINDINGS = 20
+
+
+def write_findings(findings: list, tr: Any, *, db: str | None = None, limit: int = MAX_FINDINGS) -> None:
+    """Flagged analysis findings (GPU mode): the number, why, and what to try, one per variant."""
+    if not findings:
+        return
+    tr.write_line(f"kperf: {len(findings)} analysis finding(s) flagged")
+    for _nodeid, label, f in findings[:limit]:
+        tr.write_line(f"kperf finding {label}: {f.line()}", yellow=True)
+    if len(findings) > limit:
+        more = f" (all of them: kperf analyze --db {db})" if db else ""
+        tr.write_line(f"kperf: {len(findings) - limit} more finding(s) not shown{more}")

@@ -90,8 +90,34 @@ def bench_on_gpu(
         prefix = marker.name if len(fns) == 1 else f"{marker.name}[{name}]"
         if call_index > 1:
             prefix += f"#{call_index}"
-        variants += _variants(ks, item, marker, prefix, call, launches[name], timed[name], ab)
+        sequence = _launch_gaps(ks, item, call, len(launches[name]))
+        variants += _variants(ks, item, marker, prefix, call, launches[name], timed[name], ab, sequence)
     return results, variants
+
+
+def _launch_gaps(
+    ks: KperfSession, item: pytest.Item, call: Callable[[], Any], n_launches: int
+) -> tuple[list, list] | None:
+    """(findings, kernel records) of a callable that launches several kernels (a model layer):
+    the GPU's idle share between them, from one profiled call after timing (kernels warm)."""
+    if n_launches < 2:
+        return None
+    from kperf_ci.analysis import DEFAULT_THRESHOLDS, launch_gaps
+    from kperf_ci.capture import gpu
+
+    try:
+        records = gpu.kernel_records(call)
+    except Exception as e:  # gaps are extra evidence; the timing stands without them
+        ks.warn(
+            item.nodeid, f"launch gaps skipped: torch.profiler failed: {type(e).__name__}: {str(e)[:200]}"
+        )
+        return None
+    if len(records) < 2:
+        ks.warn(
+            item.nodeid, f"launch gaps skipped: the profiler saw {len(records)} kernel(s) of {n_launches}"
+        )
+        return None
+    return launch_gaps(records, threshold=DEFAULT_THRESHOLDS["launch_gap_fraction"]), records
 
 
 def _ab_against_base_tree(ks, marker, fns, calls, args, kwargs, cfg):  # noqa: ANN001, ANN202
@@ -123,10 +149,12 @@ def _variants(
     launches: list[Any],
     timed: Any,
     ab: Any,
+    sequence: tuple[list, list] | None = None,
 ) -> list[VariantResult]:
     """One variant per distinct kernel the callable launched, carrying its static and region
-    metrics; the callable's timing goes on its kernel when it launched one, else on a variant
-    of its own."""
+    metrics and its analyses' findings; the callable's timing (and the launch gaps of its
+    kernels, ``sequence``) goes on its kernel when it launched one, else on a variant of its
+    own."""
     import torch
 
     from kperf_ci.capture import instrument
@@ -162,23 +190,19 @@ def _variants(
             metrics.append(Metric("region.dropped_events", float(region.dropped_events), "count", "region"))
             for w in region.warnings:
                 ks.warn(item.nodeid, f"{name}: {w}")
-            try:
-                from kperf_ci.analysis import analysis_metrics
-
-                sms = torch.cuda.get_device_properties(0).multi_processor_count
-                metrics += analysis_metrics(region, num_sms=sms)
-            except Exception as e:
-                ks.warn(item.nodeid, f"{name}: analyses skipped: {type(e).__name__}: {e}")
+            findings = _region_findings(ks, item, name, info, region)
             ks.blobs.append((key.id, "timeline.npz", region.timeline_bytes()))
-        variants.append(
-            VariantResult(
-                key=key,
-                metrics=metrics,
-                tags=list(marker.tags),
-                thresholds=marker.threshold_dict(),
-                sass_hash=info.sass_hash,
-            )
+        else:
+            findings = []
+        variant = VariantResult(
+            key=key,
+            metrics=metrics,
+            tags=list(marker.tags),
+            thresholds=marker.threshold_dict(),
+            sass_hash=info.sass_hash,
         )
+        _attach_findings(ks, item, variant, findings)
+        variants.append(variant)
 
     timed_variant = variants[0] if single else None
     if timed_variant is None:
@@ -196,6 +220,12 @@ def _variants(
         )
         variants.insert(0, timed_variant)
     timed_variant.metrics += timed.to_metrics() + _plausibility(ks, item, marker, params, timed, gpu_name)
+    if sequence:
+        from kperf_ci.analysis.launch_gaps import records_to_json
+
+        findings, records = sequence
+        _attach_findings(ks, item, timed_variant, findings)
+        timed_variant.artifacts["kernel_records"] = records_to_json(records)
     timed_variant.samples = list(timed.samples_ms)
     timed_variant.artifacts["timing"] = canonical_json(
         {k: v for k, v in timed.to_dict().items() if k != "samples_ms"}
@@ -205,6 +235,46 @@ def _variants(
         timed_variant.tags.append(ab.tag)
         ks.ab_results.append((item.nodeid, timed_variant.key.label(), ab.describe(), ab.verdict))
     return variants
+
+
+def _region_findings(ks: KperfSession, item: pytest.Item, name: str, info: Any, region: Any) -> list:
+    """Every intra-kernel analysis of the instrumented launch. Wave quantization is sized with
+    the plain kernel's registers, shared memory and warps (what runs in production); where the
+    instrumented timeline shows another occupancy, its finding says so."""
+    try:
+        import torch
+
+        from kperf_ci.analysis import LaunchConfig, analyze_timeline, from_region_result
+        from kperf_ci.capture.gpu import arch_of
+
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        launch = None
+        if info.n_ctas and info.num_warps:
+            launch = LaunchConfig(
+                grid=int(info.n_ctas),
+                num_warps=int(info.num_warps),
+                registers=info.n_regs,
+                shared_bytes=info.shared,
+                arch=arch_of(info.kernel) or "sm_90",
+                sm_count=sms,
+            )
+        return analyze_timeline(from_region_result(region, num_sms=sms), launch=launch, num_sms=sms)
+    except Exception as e:
+        ks.warn(item.nodeid, f"{name}: analyses skipped: {type(e).__name__}: {e}")
+        return []
+
+
+def _attach_findings(ks: KperfSession, item: pytest.Item, variant: VariantResult, findings: list) -> None:
+    """Findings become ``analysis.*`` metrics (compared and gated like any metric) and the
+    variant's ``findings`` artifact (explanations and suggestions, for the reports)."""
+    if not findings:
+        return
+    from kperf_ci.analysis.findings import ARTIFACT, findings_from_json, findings_to_json, to_metrics
+
+    variant.metrics += to_metrics(findings)
+    old = findings_from_json(variant.artifacts[ARTIFACT]) if ARTIFACT in variant.artifacts else []
+    variant.artifacts[ARTIFACT] = findings_to_json(old + list(findings))
+    ks.findings.extend((item.nodeid, variant.key.label(), f) for f in findings if f.flagged)
 
 
 def _plausibility(ks, item, marker, params, timed, gpu_name) -> list[Metric]:  # noqa: ANN001

@@ -55,6 +55,7 @@ class KperfSession:
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one line)
     blobs: list[tuple[str, str, bytes]] = field(default_factory=list)  # (variant id, name, data)
     ab_results: list[tuple[str, str, str, str]] = field(default_factory=list)
+    findings: list[tuple[str, str, Any]] = field(default_factory=list)  # (nodeid, variant, flagged Finding)
     started_at: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     )

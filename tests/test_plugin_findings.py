@@ -1,0 +1,151 @@
+"""GPU mode's analyses without a GPU: launch gaps of a multi-kernel callable (the profiler is
+faked at the device boundary, ``capture.gpu.kernel_records``), findings stored as metrics and as
+an artifact in a real SQLite run, the terminal summary, and ``kperf analyze --db`` reading them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json
+from kperf_ci.analysis.launch_gaps import KernelRecord, records_from_json, records_to_json
+from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.plugin import finish, gpu_bench
+
+
+def _ks() -> SimpleNamespace:
+    """What the helpers use of KperfSession."""
+    s = SimpleNamespace(warnings=[], findings=[])
+    s.warn = lambda nodeid, msg: s.warnings.append((nodeid, msg))
+    return s
+
+
+@pytest.fixture
+def session():
+    return _ks()
+
+
+ITEM = SimpleNamespace(nodeid="test_layer.py::test_layer")
+
+
+def _chain(n: int, kernel_ns: float, gap_ns: float) -> list[KernelRecord]:
+    return [
+        KernelRecord(f"k{i % 3}", i * (kernel_ns + gap_ns), i * (kernel_ns + gap_ns) + kernel_ns)
+        for i in range(n)
+    ]
+
+
+def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
+    from kperf_ci.capture import gpu
+
+    calls = []
+    monkeypatch.setattr(gpu, "kernel_records", lambda call: calls.append(call) or _chain(12, 2_000, 20_000))
+    findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 12)
+    assert len(calls) == 1 and len(records) == 12
+    f = {x.name: x for x in findings}["launch_gap_fraction"]
+    assert f.flagged and f.value == pytest.approx(11 * 20_000 / (11 * 22_000 + 2_000))
+    assert "CUDA graph" in f.suggestion
+
+
+def test_back_to_back_chain_is_not_flagged(session, monkeypatch):
+    from kperf_ci.capture import gpu
+
+    monkeypatch.setattr(gpu, "kernel_records", lambda call: _chain(8, 500_000, 2_000))
+    findings, _ = gpu_bench._launch_gaps(session, ITEM, lambda: None, 8)
+    assert not {x.name: x for x in findings}["launch_gap_fraction"].flagged
+
+
+def test_single_launch_is_not_profiled_and_a_failing_profiler_only_warns(session, monkeypatch):
+    from kperf_ci.capture import gpu
+
+    def boom(call):
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    monkeypatch.setattr(gpu, "kernel_records", boom)
+    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 1) is None
+    assert session.warnings == []
+    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None
+    assert "torch.profiler failed" in session.warnings[0][1] and "CUPTI" in session.warnings[0][1]
+    monkeypatch.setattr(gpu, "kernel_records", lambda call: _chain(1, 1_000, 0))
+    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None
+    assert "saw 1 kernel(s) of 4" in session.warnings[-1][1]
+
+
+def _finding(name, flagged, value=0.5):
+    return Finding(
+        name, value, "fraction", flagged, f"{name} explained", "try this" if flagged else "", "lower", 0.2
+    )
+
+
+def test_attach_findings_adds_metrics_artifact_and_summary_lines(session):
+    v = VariantResult(VariantKey("layer", "NVIDIA H100 80GB HBM3", test=ITEM.nodeid))
+    gpu_bench._attach_findings(
+        session, ITEM, v, [_finding("wave_idle", True), _finding("prologue_fraction", False)]
+    )
+    gpu_bench._attach_findings(session, ITEM, v, [_finding("launch_gap_fraction", True, value=float("nan"))])
+    assert [m.name for m in v.metrics] == [
+        "analysis.wave_idle",
+        "analysis.prologue_fraction",
+    ]  # NaN is no metric
+    stored = findings_from_json(v.artifacts[ARTIFACT])
+    assert [f.name for f in stored] == ["wave_idle", "prologue_fraction", "launch_gap_fraction"]
+    assert stored[0].suggestion == "try this" and stored[2].value != stored[2].value
+    assert [f.name for _, _, f in session.findings] == ["wave_idle", "launch_gap_fraction"]
+
+
+class _TR:
+    def __init__(self):
+        self.lines = []
+
+    def write_line(self, line, **kw):
+        self.lines.append(line)
+
+
+def test_terminal_summary_lists_flagged_findings_with_a_cap():
+    tr = _TR()
+    finish.write_findings([], tr)
+    assert tr.lines == []
+    found = [("t", f"k{i}", _finding("wave_idle", True)) for i in range(25)]
+    finish.write_findings(found, tr, db="run.db", limit=20)
+    text = "\n".join(tr.lines)
+    assert "25 analysis finding(s) flagged" in text
+    assert "kperf finding k0: [FLAG] wave_idle" in text and "-> try this" in text
+    assert "k19:" in text and "k20:" not in text
+    assert "5 more finding(s) not shown (all of them: kperf analyze --db run.db)" in text
+
+
+def test_records_json_round_trip():
+    recs = _chain(5, 1_000, 3_000)
+    assert records_from_json(records_to_json(recs)) == recs
+
+
+def test_analyze_db_shows_launch_gaps_of_a_stored_callable(tmp_path):
+    from kperf_ci import store
+    from kperf_ci.commands.analyze import run
+
+    db = tmp_path / "run.db"
+    info = RunInfo("r1", "2026-11-22T00:00:00+00:00", "gpu", Fingerprint(gpu="NVIDIA H100", sm_count=132))
+    v = VariantResult(
+        VariantKey("layer", "NVIDIA H100 80GB HBM3", config="callable:abc"),
+        metrics=[Metric("time.median", 0.3, "ms", "time", "lower")],
+    )
+    session = _ks()
+    from kperf_ci.analysis import launch_gaps
+
+    recs = _chain(12, 2_000, 20_000)
+    gpu_bench._attach_findings(session, ITEM, v, launch_gaps(recs))
+    v.artifacts["kernel_records"] = records_to_json(recs)
+    store.save_run(db, info, [v])
+    rec = store.load_run(db, "r1", artifacts=True)
+    (loaded,) = rec.results
+    assert {m.name for m in loaded.metrics} >= {
+        "analysis.launch_gap_fraction",
+        "analysis.launch_gap_median_ns",
+    }
+    assert findings_from_json(loaded.artifacts[ARTIFACT])[0].flagged
+    rep = run(db=str(db))
+    (lr,) = rep.launches
+    assert lr.label.endswith("[launch gaps]")
+    assert {f.name: f for f in lr.findings}["launch_gap_fraction"].flagged
+    assert not rep.notes
