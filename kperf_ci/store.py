@@ -17,7 +17,7 @@ import os
 import sqlite3
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import sqlite_utils
@@ -602,10 +602,12 @@ def load_run(
     run_id: str | None = None,
     *,
     label: str | None = None,
-    artifacts: bool = False,
+    artifacts: bool | Collection[str] = False,
 ) -> RunRecord:
     """Read one run: by id (a unique prefix is enough), else the latest (by started_at),
-    optionally the latest with ``label``. Artifacts (blobs) are loaded only when asked."""
+    optionally the latest with ``label``. Artifacts (blobs) are loaded only when asked:
+    ``True`` for all, or a collection of names for just those (e.g. a report that needs the
+    small ``findings`` artifact but not every SASS listing)."""
     p = Path(path)
     with _opened(p) as db:
         rid = _resolve_run_id(db, p, run_id, label)
@@ -642,9 +644,12 @@ def load_run(
             if vid in results:
                 results[vid].samples.append(value)
         if artifacts:
-            for vid, name, data in db.conn.execute(
-                "SELECT variant_id, name, data FROM blobs WHERE run_id = ?", (rid,)
-            ):
+            sql, args = "SELECT variant_id, name, data FROM blobs WHERE run_id = ?", [rid]
+            if not isinstance(artifacts, bool):
+                names = sorted({artifacts} if isinstance(artifacts, str) else set(artifacts))
+                sql += f" AND name IN ({','.join('?' * len(names))})"
+                args += names
+            for vid, name, data in db.conn.execute(sql, args):
                 if vid in results:
                     results[vid].artifacts[name] = zlib.decompress(data).decode("utf-8", "replace")
     return RunRecord(info=info, results=list(results.values()))

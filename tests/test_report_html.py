@@ -407,7 +407,7 @@ def test_kernel_page_asm_diff_and_timeline(browser, site):
     browser.open(spills)
     assert browser.errors == []
     assert browser.eval("document.querySelectorAll('#asm-diff ~ details pre.diff span.add').length") > 0
-    timeline = _page_with(site, "CTAs per SM")
+    timeline = _page_with(site, "<h3>CTAs per SM")  # the gantt heading (suggestions say "CTAs per SM" too)
     browser.open(timeline)
     assert browser.errors == []
     assert browser.eval("document.querySelectorAll('svg.gantt').length") == 2

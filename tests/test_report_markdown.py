@@ -146,7 +146,8 @@ def test_summary_is_short_and_names_regressions(big):
     text = render_summary(big)
     assert len(text) < 6000
     assert "3 regressions" in text
-    assert _check_tables(text) == 3
+    _check_tables(text)
+    assert len(_tables(text)[0]) - 2 == 3  # the regressions (a findings table may follow)
     assert "Full report" in text
 
 

@@ -217,7 +217,7 @@ def test_cli_html_with_history(dbs):
     assert len(pages) == 17
     with_history = [p for p in pages if "time.median over 9 runs" in p.read_text(encoding="utf-8")]
     assert len(with_history) >= 10  # 8 baseline runs + this one, for every variant still there
-    timeline = [p for p in pages if "CTAs per SM" in p.read_text(encoding="utf-8")]
+    timeline = [p for p in pages if "<h3>CTAs per SM" in p.read_text(encoding="utf-8")]
     assert len(timeline) == 1
 
 
@@ -287,7 +287,9 @@ def test_npz_timeline_read_from_the_database(dbs):
         "report", "--db", str(dbs / "run.db"), "--baseline", str(dbs / "base.db"), "-o", str(dbs / "s")
     )
     assert r.exit_code == 0, r.output
-    (page,) = [p for p in (dbs / "s" / "k").glob("*.html") if "CTAs per SM" in p.read_text(encoding="utf-8")]
+    (page,) = [
+        p for p in (dbs / "s" / "k").glob("*.html") if "<h3>CTAs per SM" in p.read_text(encoding="utf-8")
+    ]
     html = page.read_text(encoding="utf-8")
     assert html.count('class="chart gantt"') == 2  # baseline (JSON) and current (npz)
     trace = next((dbs / "s" / "k").glob("*.trace.json"))

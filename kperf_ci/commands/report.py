@@ -62,11 +62,13 @@ def report_cmd(
     jobs: int | None,
 ) -> None:
     """Write a report of a run compared with its baseline. Exit 0 (the gate is `kperf compare`)."""
+    from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
     from kperf_ci.report import build_report, render_markdown, render_summary, write_site
 
     settings = load_settings(db=db, baseline=baseline)
+    # The markdown outputs show flagged findings but no listings: only that small artifact.
     current, base, base_path = load_pair(
-        settings.db, settings.baseline, run_id, base_run, artifacts=fmt == "html"
+        settings.db, settings.baseline, run_id, base_run, artifacts=True if fmt == "html" else (FINDINGS,)
     )
     comparison = None
     if base is not None:
@@ -99,7 +101,14 @@ def report_cmd(
     click.echo(f"wrote {target} ({len(text)} characters; {report.verdict_line})", err=True)
 
 
-def load_pair(db: str, baseline: str | None, run_id: str | None, base_run: str | None, *, artifacts: bool):
+def load_pair(
+    db: str,
+    baseline: str | None,
+    run_id: str | None,
+    base_run: str | None,
+    *,
+    artifacts: bool | tuple[str, ...],
+):
     """(current run, baseline run or None, the path the baseline came from or None).
 
     Without a baseline database, the run before the current one in ``db`` is the baseline.

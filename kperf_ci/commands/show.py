@@ -20,7 +20,12 @@ def show_cmd(db: str | None, run_id: str | None, kernel: str | None) -> None:
     if run_id is None and kernel is None:
         print_runs(store.list_runs(settings.db))
         return
-    record = store.load_run(settings.db, None if run_id in (None, "latest") else run_id)
+    from kperf_ci.analysis.findings import ARTIFACT
+
+    # Only the small findings artifact: a kernel author sees what the analyses flagged and why.
+    record = store.load_run(
+        settings.db, None if run_id in (None, "latest") else run_id, artifacts=(ARTIFACT,)
+    )
     print_run(record, kernel=kernel)
 
 
@@ -93,6 +98,21 @@ def print_run(record, *, kernel: str | None = None) -> None:
             out.print(t)
         if r.samples:
             out.print(f"  {len(r.samples)} timing samples (ms)", highlight=False)
+        print_findings(r)
+
+
+def print_findings(r) -> None:  # noqa: ANN001
+    """The flagged findings of a variant (its ``findings`` artifact): value, why, what to try."""
+    from kperf_ci.report.view import load_findings
+
+    found = load_findings(r) or []
+    flagged = [f for f in found if f.flagged]
+    if not found:
+        return
+    out = console()
+    out.print(f"  findings: {len(flagged)} of {len(found)} flagged", highlight=False)
+    for f in flagged:
+        out.print(f"  {f.line()}", highlight=False, markup=False)
 
 
 def _field_order(f: str) -> tuple[int, str]:

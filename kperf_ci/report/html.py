@@ -1,5 +1,9 @@
 """The static HTML site: index.html (summary + all variants) and one page per variant under k/.
 
+Each variant page shows the current run's intra-kernel findings (the ``findings`` artifact:
+flagged ones with their explanation and suggestion, the rest as a list); the summary names the
+variants with flagged findings and counts them per row.
+
 Self-contained: CSS and the few lines of JavaScript are inlined into each page, charts are inline
 SVG, and a Content-Security-Policy allows nothing else (no network, no injected script: the only
 script allowed is the one whose hash the page carries). Jinja2 autoescape is on for every
@@ -38,6 +42,7 @@ from .view import (
     MetricRow,
     Report,
     VariantView,
+    threshold_text,
 )
 
 log = logging.getLogger(__name__)
@@ -88,7 +93,12 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(
-        fmt=fmt, fmt_rel=plots.fmt_rel, fmt_ci=plots.fmt_ci, fmt_delta=fmt_delta, sort_num=sort_num
+        fmt=fmt,
+        fmt_rel=plots.fmt_rel,
+        fmt_ci=plots.fmt_ci,
+        fmt_delta=fmt_delta,
+        sort_num=sort_num,
+        threshold_text=threshold_text,
     )
     return env
 
@@ -462,16 +472,23 @@ def kernel_context(report: Report, v: VariantView, out_dir: Path) -> dict[str, A
 # --------------------------------------------------------------------------- site
 
 
+#: Variants listed by name in the summary's findings box (the table column counts them all).
+MAX_FINDING_VARIANTS = 10
+
+
 def _index_rows(report: Report) -> Iterable[dict[str, Any]]:
     for v in report.variants:
         h = v.headline
+        flagged = [f.name for f in v.flagged_findings]
         yield {
             "v": v,
             "h": h,
+            # flagged finding names are searchable: typing "wave_tail" finds every such kernel
             "text": " ".join(
-                [v.key.kernel, v.key.arch, v.key.config, v.key.spec, v.key.test, v.summary, *v.tags]
+                [v.key.kernel, v.key.arch, v.key.config, v.key.spec, v.key.test, v.summary, *v.tags, *flagged]
             ).lower(),
             "tags_json": json.dumps(v.tags),
+            "flagged": flagged,
         }
 
 
@@ -486,7 +503,14 @@ def write_site(report: Report, out_dir: str | os.PathLike[str], *, jobs: int | N
     (out / "k").mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     index.write_text(
-        _page("index.html.j2", script=_asset("table.js"), report=report, rows=list(_index_rows(report))),
+        _page(
+            "index.html.j2",
+            script=_asset("table.js"),
+            report=report,
+            rows=list(_index_rows(report)),
+            finding_variants=[v for v in report.variants if v.flagged_findings],
+            max_finding_variants=MAX_FINDING_VARIANTS,
+        ),
         encoding="utf-8",
     )
     n = len(report.variants)

@@ -1,5 +1,8 @@
 """GitHub-flavoured markdown: a PR comment (``render_markdown``) and a job summary (``render_summary``).
 
+A short "Analysis findings" table lists the current run's flagged intra-kernel findings (what
+was measured, why it is a problem, what to try), capped at ``MAX_FINDINGS`` rows.
+
 The PR comment stays under GitHub's 65,536-character limit for comment bodies: sections are
 added worst first (regressions, then slower, ..., unchanged), each in a collapsible
 ``<details>`` block except the regressions, and when the budget runs out a table is cut with a
@@ -14,12 +17,15 @@ import html
 import re
 from collections.abc import Callable, Sequence
 
-from .view import Report, VariantView
+from .plots import fmt_value
+from .view import Report, VariantView, threshold_text
 
 #: GitHub refuses comment bodies longer than 65,536 characters; keep a margin.
 COMMENT_LIMIT = 65_000
 #: The first line of the comment: lets a bot find and update its own comment.
 MARKER = "<!-- kperf-report -->"
+#: Most flagged findings listed in the comment (the job summary lists half); the rest are counted.
+MAX_FINDINGS = 10
 
 # Inline markup characters. Line-start syntax (#, -, +, 1.) cannot occur: every escaped text is
 # inside a line (a table cell or after other text), and [ ] are escaped, so ( ) never form a link.
@@ -140,6 +146,59 @@ def _link_fn(report: Report) -> Callable[[VariantView], str | None]:
     return lambda v: None
 
 
+_FINDINGS_HEADER = ["", "kernel", "finding", "value", "explanation", "suggestion"]
+
+
+def _findings_head(report: Report) -> str:
+    pairs = report.flagged_findings
+    n_var = len({id(v) for v, _f in pairs})
+    return f"### Analysis findings ({len(pairs)} flagged in {n_var} variant{'s' if n_var != 1 else ''})"
+
+
+def _findings_rows(report: Report, link: Callable[[VariantView], str | None]) -> list[list[str]]:
+    """One escaped table row per flagged finding, new flags first. A suggestion the row above
+    (same variant) already gave is not repeated: the wave findings of one grid share theirs."""
+    rows = []
+    prev: tuple[int, str] | None = None
+    for v, f in report.flagged_findings:
+        name = md_escape(v.key.kernel)
+        href = link(v)
+        if href:
+            name = f"[{name}]({href}#findings)"
+        variant = md_escape(" · ".join(x for x in (v.key.config, v.short_spec) if x))
+        if variant:
+            name += f"<br><sub>{variant}</sub>"
+        value = md_escape(fmt_value(f.value, f.unit))
+        th = threshold_text(f)
+        if th:
+            value += f" ({md_escape(th)})"
+        same = prev == (id(v), f.suggestion)
+        prev = (id(v), f.suggestion)
+        rows.append(
+            [
+                "🆕" if v.is_new_flag(f) else "⚠️",
+                name,
+                md_escape(f.name),
+                value,
+                md_escape(f.explanation),
+                "_same as above_" if same else md_escape(f.suggestion),
+            ]
+        )
+    return rows
+
+
+def findings_lines(report: Report, max_rows: int = MAX_FINDINGS) -> list[str]:
+    """The "Analysis findings" section of the current run (empty when nothing is flagged):
+    at most ``max_rows`` rows, then how many more the full report has."""
+    rows = _findings_rows(report, _link_fn(report))
+    if not rows:
+        return []
+    out = [_findings_head(report), "", *table_lines(rows[:max_rows], _FINDINGS_HEADER)]
+    if len(rows) > max_rows:
+        out += ["", f"_… {len(rows) - max_rows} more flagged findings; see the full report._"]
+    return out + [""]
+
+
 class _Budget:
     def __init__(self, limit: int):
         self.limit = limit
@@ -202,6 +261,28 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
         if left:
             out.add(f"_… {left} more regressions not shown (comment size limit); see the full report._")
             out.add("")
+    findings = _findings_rows(report, link)
+    if findings:
+        # After the regressions (what fails the gate), before the verdict sections: a flagged
+        # finding says why a kernel is slow and what to try, which an author should see.
+        head = _findings_head(report)
+        lines = [head, "", *table_lines([], _FINDINGS_HEADER)]
+        if out.fits("\n".join(lines), reserve):
+            for ln in lines:
+                out.add(ln)
+            n = 0
+            for cells in findings[:MAX_FINDINGS]:
+                row = table_lines([cells], _FINDINGS_HEADER)[2]
+                if not out.fits(row, reserve):
+                    break
+                out.add(row)
+                n += 1
+            out.add("")
+            if n < len(findings):
+                out.add(f"_… {len(findings) - n} more flagged findings; see the full report._")
+                out.add("")
+        else:
+            omitted.append(f"analysis findings ({len(findings)} flagged)")
     shown = {id(v) for v in regs}
     for verdict, title, is_open in _SECTIONS:
         vs = [v for v in report.variants if v.verdict == verdict and id(v) not in shown]
@@ -230,7 +311,8 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
 
 
 def render_summary(report: Report, *, max_rows: int = 10) -> str:
-    """A short summary for ``$GITHUB_STEP_SUMMARY``: verdict, counts, warnings, worst variants."""
+    """A short summary for ``$GITHUB_STEP_SUMMARY``: verdict, counts, warnings, worst variants,
+    then the flagged analysis findings (a few)."""
     lines = [_headline(report), "", _runs_line(report), "", _counts_line(report), "", *_warnings(report)]
     worst = report.regressions or [v for v in report.variants if v.verdict in ("slower", "worse", "error")]
     if worst:
@@ -241,6 +323,7 @@ def render_summary(report: Report, *, max_rows: int = 10) -> str:
         if len(worst) > max_rows:
             lines.append(f"\n_… and {len(worst) - max_rows} more._")
         lines.append("")
+    lines += findings_lines(report, max_rows=MAX_FINDINGS // 2)
     if report.link:
         lines.append(f"[Full report]({report.link})")
     return "\n".join(lines).rstrip() + "\n"

@@ -2,12 +2,16 @@
 
 The numbers follow METRICS.md: static metrics of every variant, timing samples and time.* in
 GPU mode, region.* for a few kernels, SASS/PTX listings as artifacts, a kperf-timeline blob for
-one kernel. A few changes are planted so every part of a report has something to show: a clear
-slowdown, new spills, a faster variant, noisy (inconclusive) ones, an added and a removed variant.
+one kernel, and for a few kernels the intra-kernel findings (``findings`` artifact plus
+``analysis.*`` metrics) that kperf_ci.analysis computes from a synthetic timeline: a clean grid,
+an epilogue that grows past its threshold in the current run, exposed memory waits, a wave tail.
+A few changes are planted so every part of a report has something to show: a clear slowdown,
+new spills, a faster variant, noisy (inconclusive) ones, an added and a removed variant.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -184,6 +188,62 @@ def timeline_npz(num_sms: int = 132, ctas: int = 264, seed: int = 0, tail: float
     return buf.getvalue()
 
 
+#: Planted findings by variant index (GPU mode): which synthetic launch kperf_ci.analysis looks at.
+FINDINGS = {
+    0: "clean",  # full waves, short prologue/epilogue: nothing flagged
+    1: "epilogue",  # the planted slowdown: its epilogue passes 20% of CTA time in the current run
+    3: "pipeline",  # a single-stage matmul loop: the tensor cores wait on memory
+    5: "timeline",  # the variant with a stored timeline: its own launch analysed
+    7: "tail",  # 140 CTAs on 132 SMs: a second wave of 8
+}
+
+
+@functools.cache
+def sample_findings(
+    kind: str, slow: float = 1.0, current: bool = False, seed: int = 0
+) -> tuple[str, tuple[Metric, ...]]:
+    """(findings artifact JSON, analysis.* metrics) of a planted launch, as the GPU capture
+    stores them: real findings from :func:`kperf_ci.analysis.analyze_timeline` (cached: the
+    same launch appears in every run). ``kind="timeline"`` analyses the timeline that
+    :func:`synthetic_runs` stores for variant ``seed`` (baseline or current side)."""
+    from ..analysis import analyze_timeline, to_metrics
+    from ..analysis import timeline as tlmod
+    from ..analysis.findings import findings_to_json
+    from ..analysis.synthetic import grid_timeline, pipelined_timeline
+
+    rng = random.Random(kind)
+    even = [rng.gauss(9000.0, 150.0) for _ in range(264)]
+    if kind == "clean":
+        tl = grid_timeline(even, prologue=0.04, epilogue=0.05, kernel="add_kernel")
+    elif kind == "epilogue":  # 0.18 in the baseline; x slow^2 (1.12 -> 0.226) in the current run
+        tl = grid_timeline(even, prologue=0.06, epilogue=0.18 * slow * slow, kernel="softmax_kernel")
+    elif kind == "pipeline":
+        tl = pipelined_timeline(ctas=132, warps=4, iters=12, stages=1)
+    elif kind == "tail":
+        tl = grid_timeline(even[:140], prologue=0.05, epilogue=0.05, kernel="rope_embedding")
+    elif kind == "timeline":  # the same launches that sample runs store as timeline artifacts
+        if current:
+            tl = tlmod.timeline_from_npz(timeline_npz(seed=seed + 1, tail=1.25), num_sms=132)
+        else:
+            tl = tlmod.timeline_from_json(json.loads(timeline_blob(seed=seed)))
+    else:
+        raise ValueError(f"unknown sample launch {kind!r}")
+    findings = analyze_timeline(tl, num_sms=132)
+    return findings_to_json(findings), tuple(to_metrics(findings))
+
+
+def _add_findings(res: VariantResult, i: int, *, slow: float = 1.0, current: bool = False) -> None:
+    kind = FINDINGS.get(i)
+    if kind is None:
+        return
+    if kind == "timeline":
+        text, metrics = sample_findings(kind, current=current, seed=i)
+    else:
+        text, metrics = sample_findings(kind, slow if kind == "epilogue" else 1.0)
+    res.artifacts["findings"] = text
+    res.metrics.extend(metrics)
+
+
 def _variant(i: int, arch: str) -> tuple[VariantKey, str, float]:
     name, tag, t = KERNELS[i % len(KERNELS)]
     block = 2 ** (6 + (i // len(KERNELS)) % 5)
@@ -315,6 +375,8 @@ def synthetic_runs(
             )
             if p.get("timeline") and k == n_runs - 1:
                 res.artifacts["timeline"] = timeline_blob(seed=i)
+            if gpu:
+                _add_findings(res, i)
             results.append(res)
         if n_variants > 8:  # a variant that the current run no longer has
             key, tag, t = _variant(10_000, archs[0])
@@ -351,6 +413,8 @@ def synthetic_runs(
         )
         if p.get("timeline"):  # binary, as the GPU capture stores it (bytes in memory, a blob in a db)
             res.artifacts["timeline.npz"] = timeline_npz(seed=i + 1, tail=1.25)  # type: ignore[assignment]
+        if gpu:
+            _add_findings(res, i, slow=p.get("slow", 1.0), current=True)
         cur_results.append(res)
     cur = RunRecord(
         run_info(

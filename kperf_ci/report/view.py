@@ -6,15 +6,20 @@ renderers escape it for their format.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
+from ..analysis.findings import Finding, findings_from_json
 from ..capture.sass import CLASSES
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from .plots import fmt_ci, fmt_rel, fmt_value
+
+log = logging.getLogger(__name__)
 
 #: Variant verdicts, in the order the summary counts them. slower/faster/unchanged/inconclusive
 #: come from timing; a variant without timing (static mode) is worse/better/unchanged by its
@@ -90,6 +95,18 @@ class VariantView:
     summary: str = ""  # what moved, e.g. "time +3.1% [+2.8%, +3.4%]; registers 96 -> 128"
     rows: list[MetricRow] = field(default_factory=list)
     score: float = 0.0  # worst-first sort key within a verdict (larger = worse)
+    #: the current run's intra-kernel findings (its ``findings`` artifact), flagged ones first
+    findings: list[Finding] = field(default_factory=list)
+    #: names the baseline flagged; None when the baseline has no findings to compare with
+    base_flagged: frozenset[str] | None = None
+
+    @property
+    def flagged_findings(self) -> list[Finding]:
+        return [f for f in self.findings if f.flagged]
+
+    def is_new_flag(self, f: Finding) -> bool:
+        """Flagged now, not flagged in a baseline that had findings: what this change introduced."""
+        return f.flagged and self.base_flagged is not None and f.name not in self.base_flagged
 
     @property
     def id(self) -> str:
@@ -182,6 +199,13 @@ class Report:
         return sorted({t for v in self.variants for t in v.tags})
 
     @property
+    def flagged_findings(self) -> list[tuple[VariantView, Finding]]:
+        """Every flagged finding of the current run: those new since the baseline first, then in
+        variant order (worst first)."""
+        pairs = [(v, f) for v in self.variants for f in v.flagged_findings]
+        return sorted(pairs, key=lambda vf: not vf[0].is_new_flag(vf[1]))
+
+    @property
     def fingerprint_rows(self) -> list[tuple[str, str, str, bool]]:
         """(field, baseline, current, differs) for each fingerprint field either side has."""
         return fingerprint_rows(
@@ -229,6 +253,56 @@ def fingerprint_rows(base: Fingerprint | None, cur: Fingerprint) -> list[tuple[s
         b, c = _fp_str(bx.get(k)), _fp_str(cur.extra.get(k))
         rows.append((f"extra.{k}", b, c, base is not None and b != c))
     return rows
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def _text(x: Any) -> str:
+    return "" if x is None else " ".join(str(x).split())
+
+
+def load_findings(r: VariantResult | None) -> list[Finding] | None:
+    """A variant's findings from its ``findings`` artifact (``findings_to_json``), flagged first;
+    None when it has none. The artifact comes from the run, so a malformed one costs only
+    its section (logged), and every text field is made a one-line string."""
+    raw = r.artifacts.get(FINDINGS_ARTIFACT) if r is not None and r.artifacts else None
+    if raw is None:
+        return None
+    try:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        parsed = findings_from_json(text)
+        out = []
+        for f in parsed:
+            th = _num(f.threshold)
+            out.append(
+                Finding(
+                    name=_text(f.name),
+                    value=float(f.value),
+                    unit=_text(f.unit),
+                    flagged=bool(f.flagged),
+                    explanation=_text(f.explanation),
+                    suggestion=_text(f.suggestion),
+                    better=f.better if f.better in ("lower", "higher") else "none",
+                    threshold=th,
+                )
+            )
+    except Exception as e:  # noqa: BLE001 - any malformed artifact: no section, never no report
+        log.warning("findings of %s not shown: %s", r.key.label(), e)  # type: ignore[union-attr]
+        return None
+    return sorted(out, key=lambda f: not f.flagged)
+
+
+def threshold_text(f: Finding) -> str:
+    """Where the flag starts, in the finding's unit: "flagged above 20.0%" (or below)."""
+    if f.threshold is None:
+        return ""
+    th = fmt_value(f.threshold, f.unit)
+    if f.better == "higher":
+        return f"flagged below {th}"
+    if f.better == "lower":
+        return f"flagged above {th}"
+    return f"threshold {th}"
 
 
 # --------------------------------------------------------------------------- building
@@ -372,6 +446,10 @@ def build_report(
             v.notes.append(f"specialization changed: {b.key.spec or '-'} -> {key.spec or '-'}")
         if c is not None and c.error:
             v.reasons.append(f"error: {c.error}")
+        v.findings = load_findings(c) or []
+        base_findings = load_findings(b)
+        if base_findings is not None:
+            v.base_flagged = frozenset(f.name for f in base_findings if f.flagged)
         views[vid] = v
     if comparison is not None:
         _apply_comparison(comparison, views)
