@@ -40,9 +40,14 @@ def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
     from kperf_ci.capture import gpu
 
     calls = []
-    monkeypatch.setattr(gpu, "kernel_records", lambda call: calls.append(call) or _chain(12, 2_000, 20_000))
+
+    def profiled(call):
+        calls.append(call)
+        return _chain(12, 2_000, 20_000)
+
+    monkeypatch.setattr(gpu, "kernel_records", profiled)
     findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 12)
-    assert len(calls) == 1 and len(records) == 12
+    assert len(calls) == gpu_bench.GAP_REPEATS and len(records) == 12
     f = {x.name: x for x in findings}["launch_gap_fraction"]
     assert f.flagged and f.value == pytest.approx(11 * 20_000 / (11 * 22_000 + 2_000))
     assert "CUDA graph" in f.suggestion
@@ -70,6 +75,23 @@ def test_single_launch_is_not_profiled_and_a_failing_profiler_only_warns(session
     monkeypatch.setattr(gpu, "kernel_records", lambda call: _chain(1, 1_000, 0))
     assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None
     assert "saw 1 kernel(s) of 4" in session.warnings[-1][1]
+
+
+def test_the_median_call_decides_not_a_first_call_hiccup(session, monkeypatch):
+    from kperf_ci.capture import gpu
+
+    n_calls = []
+
+    def profiled(call):
+        gap = 400_000 if not n_calls else 1_000  # the first call waits once for something slow
+        n_calls.append(1)
+        return [KernelRecord("k", i * (100_000 + gap), i * (100_000 + gap) + 100_000) for i in range(4)]
+
+    monkeypatch.setattr(gpu, "kernel_records", profiled)
+    findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 4)
+    f = {x.name: x for x in findings}["launch_gap_fraction"]
+    assert not f.flagged and f.value == pytest.approx(3_000 / 403_000)
+    assert records[-1].end_ns - records[0].start_ns == pytest.approx(403_000)
 
 
 def _finding(name, flagged, value=0.5):

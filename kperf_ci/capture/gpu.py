@@ -204,7 +204,8 @@ def capture_launches(
 
 
 def kernel_records(call: Callable[[], Any]) -> list[Any]:
-    """When each kernel of one ``call()`` ran on the GPU, as ``KernelRecord`` s in launch order.
+    """When each kernel of one ``call()`` ran on the GPU, as ``KernelRecord`` s in start order:
+    Triton's and any other (torch ops inside the callable are GPU work of the sequence too).
 
     From torch.profiler's CUPTI kernel records: start and end of execution on the GPU. CUDA
     events around each launch would also hold the time the GPU waited for the host to submit
