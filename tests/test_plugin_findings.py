@@ -41,13 +41,13 @@ def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
 
     calls = []
 
-    def profiled(call):
-        calls.append(call)
-        return _chain(12, 2_000, 20_000)
+    def profiled(call, calls_):
+        calls.append(calls_)
+        return _chain(12 * calls_, 2_000, 20_000)
 
-    monkeypatch.setattr(gpu, "kernel_records", profiled)
+    monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: profiled(call, calls))
     findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 12)
-    assert len(calls) == gpu_bench.GAP_REPEATS and len(records) == 12
+    assert calls == [gpu_bench.GAP_CALLS] and len(records) == 12
     f = {x.name: x for x in findings}["launch_gap_fraction"]
     assert f.flagged and f.value == pytest.approx(11 * 20_000 / (11 * 22_000 + 2_000))
     assert "CUDA graph" in f.suggestion
@@ -56,15 +56,15 @@ def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
 def test_back_to_back_chain_is_not_flagged(session, monkeypatch):
     from kperf_ci.capture import gpu
 
-    monkeypatch.setattr(gpu, "kernel_records", lambda call: _chain(8, 500_000, 2_000))
-    findings, _ = gpu_bench._launch_gaps(session, ITEM, lambda: None, 8)
+    monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: _chain(9 * calls, 500_000, 2_000))
+    findings, _ = gpu_bench._launch_gaps(session, ITEM, lambda: None, 9)
     assert not {x.name: x for x in findings}["launch_gap_fraction"].flagged
 
 
 def test_single_launch_is_not_profiled_and_a_failing_profiler_only_warns(session, monkeypatch):
     from kperf_ci.capture import gpu
 
-    def boom(call):
+    def boom(call, calls):
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
     monkeypatch.setattr(gpu, "kernel_records", boom)
@@ -72,20 +72,32 @@ def test_single_launch_is_not_profiled_and_a_failing_profiler_only_warns(session
     assert session.warnings == []
     assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None
     assert "torch.profiler failed" in session.warnings[0][1] and "CUPTI" in session.warnings[0][1]
-    monkeypatch.setattr(gpu, "kernel_records", lambda call: _chain(1, 1_000, 0))
+    monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: _chain(calls + 1, 1_000, 0))
     assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None
-    assert "saw 1 kernel(s) of 4" in session.warnings[-1][1]
+    assert "do not split into equal calls" in session.warnings[-1][1]
+    monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: _chain(calls, 1_000, 0))
+    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None  # one kernel per call
 
 
-def test_the_median_call_decides_not_a_first_call_hiccup(session, monkeypatch):
+def test_split_calls_needs_the_same_kernels_in_each_call():
+    a, b = KernelRecord("a", 0, 1), KernelRecord("b", 2, 3)
+    assert gpu_bench.split_calls([a, b, a, b], 2) == [[a, b], [a, b]]
+    assert gpu_bench.split_calls([a, b, b, a], 2) is None
+    assert gpu_bench.split_calls([a, b, a], 2) is None and gpu_bench.split_calls([], 2) is None
+
+
+def test_the_first_call_is_dropped_and_the_median_call_decides(session, monkeypatch):
     from kperf_ci.capture import gpu
 
-    n_calls = []
-
-    def profiled(call):
-        gap = 400_000 if not n_calls else 1_000  # the first call waits once for something slow
-        n_calls.append(1)
-        return [KernelRecord("k", i * (100_000 + gap), i * (100_000 + gap) + 100_000) for i in range(4)]
+    def profiled(call, calls):
+        out, t = [], 0.0
+        for i in range(calls):
+            gap = 400_000 if i in (0, 3) else 1_000  # the first call stalls, and one later call
+            for _ in range(4):
+                out.append(KernelRecord("k", t, t + 100_000))
+                t += 100_000 + gap
+            t += 10_000_000  # between calls: synchronized, not part of the sequence
+        return out
 
     monkeypatch.setattr(gpu, "kernel_records", profiled)
     findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 4)

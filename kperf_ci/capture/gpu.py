@@ -203,9 +203,10 @@ def capture_launches(
     return result, launches
 
 
-def kernel_records(call: Callable[[], Any]) -> list[Any]:
-    """When each kernel of one ``call()`` ran on the GPU, as ``KernelRecord`` s in start order:
-    Triton's and any other (torch ops inside the callable are GPU work of the sequence too).
+def kernel_records(call: Callable[[], Any], calls: int = 1) -> list[Any]:
+    """When each kernel of ``calls`` consecutive ``call()`` s ran on the GPU, as
+    ``KernelRecord`` s in start order: Triton's and any other (torch ops inside the callable are
+    GPU work of the sequence too). The device is synchronized after each call.
 
     From torch.profiler's CUPTI kernel records: start and end of execution on the GPU. CUDA
     events around each launch would also hold the time the GPU waited for the host to submit
@@ -221,8 +222,9 @@ def kernel_records(call: Callable[[], Any]) -> list[Any]:
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
+        for _ in range(calls):
+            call()
+            torch.cuda.synchronize()
     with tempfile.TemporaryDirectory(prefix="kperf_kineto_") as d:
         path = os.path.join(d, "trace.json")
         prof.export_chrome_trace(path)
