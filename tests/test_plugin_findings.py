@@ -47,9 +47,10 @@ def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
 
     monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: profiled(call, calls))
     findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 12)
-    assert calls == [gpu_bench.GAP_CALLS] and len(records) == 12
+    assert calls == [gpu_bench.GAP_CALLS] and len(records) == 12 * (gpu_bench.GAP_CALLS - 1)
     f = {x.name: x for x in findings}["launch_gap_fraction"]
-    assert f.flagged and f.value == pytest.approx(11 * 20_000 / (11 * 22_000 + 2_000))
+    n = len(records)
+    assert f.flagged and f.value == pytest.approx((n - 1) * 20_000 / ((n - 1) * 22_000 + 2_000))
     assert "CUDA graph" in f.suggestion
 
 
@@ -86,24 +87,22 @@ def test_split_calls_needs_the_same_kernels_in_each_call():
     assert gpu_bench.split_calls([a, b, a], 2) is None and gpu_bench.split_calls([], 2) is None
 
 
-def test_the_first_call_is_dropped_and_the_median_call_decides(session, monkeypatch):
+def test_the_first_call_is_dropped(session, monkeypatch):
     from kperf_ci.capture import gpu
 
     def profiled(call, calls):
         out, t = [], 0.0
-        for i in range(calls):
-            gap = 400_000 if i in (0, 3) else 1_000  # the first call stalls, and one later call
-            for _ in range(4):
-                out.append(KernelRecord("k", t, t + 100_000))
-                t += 100_000 + gap
-            t += 10_000_000  # between calls: synchronized, not part of the sequence
+        for i in range(calls * 4):
+            out.append(KernelRecord("k", t, t + 100_000))
+            t += 100_000 + (400_000 if i == 1 else 1_000)  # the first call stalls once
         return out
 
     monkeypatch.setattr(gpu, "kernel_records", profiled)
     findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 4)
     f = {x.name: x for x in findings}["launch_gap_fraction"]
-    assert not f.flagged and f.value == pytest.approx(3_000 / 403_000)
-    assert records[-1].end_ns - records[0].start_ns == pytest.approx(403_000)
+    n = 4 * (gpu_bench.GAP_CALLS - 1)
+    assert len(records) == n and records[0].start_ns > 400_000
+    assert not f.flagged and f.value == pytest.approx((n - 1) * 1_000 / ((n - 1) * 101_000 + 100_000))
 
 
 def _finding(name, flagged, value=0.5):

@@ -206,7 +206,9 @@ def capture_launches(
 def kernel_records(call: Callable[[], Any], calls: int = 1) -> list[Any]:
     """When each kernel of ``calls`` consecutive ``call()`` s ran on the GPU, as
     ``KernelRecord`` s in start order: Triton's and any other (torch ops inside the callable are
-    GPU work of the sequence too). The device is synchronized after each call.
+    GPU work of the sequence too). The calls are issued back to back, as a model runs its
+    layers, and the device is synchronized once after the last: where the host keeps ahead of
+    the GPU there is no gap, and where it cannot (a launch-bound sequence) the gaps show.
 
     From torch.profiler's CUPTI kernel records: start and end of execution on the GPU. CUDA
     events around each launch would also hold the time the GPU waited for the host to submit
@@ -224,7 +226,7 @@ def kernel_records(call: Callable[[], Any], calls: int = 1) -> list[Any]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             call()
-            torch.cuda.synchronize()
+        torch.cuda.synchronize()
     with tempfile.TemporaryDirectory(prefix="kperf_kineto_") as d:
         path = os.path.join(d, "trace.json")
         prof.export_chrome_trace(path)

@@ -95,9 +95,9 @@ def bench_on_gpu(
     return results, variants
 
 
-#: calls profiled for launch gaps in one profiler session. The first is dropped: on an H100 it
-#: held a ~245 us host stall before the first launch of the autotuned matmul in every session
-#: (examples/test_block.py), which the timing loop never showed. Of the rest, the median call.
+#: calls profiled back to back for launch gaps, in one profiler session. The first is dropped:
+#: on an H100 every session held a ~40-245 us host stall before the autotuned matmul's first
+#: launch (examples/test_block.py) that the timing loop never showed.
 GAP_CALLS = 6
 
 
@@ -105,7 +105,8 @@ def _launch_gaps(
     ks: KperfSession, item: pytest.Item, call: Callable[[], Any], n_launches: int
 ) -> tuple[list, list] | None:
     """(findings, kernel records) of a callable that launches several kernels (a model layer):
-    the GPU's idle share between them, from profiled calls after timing (kernels warm)."""
+    the GPU's idle share over calls 2..GAP_CALLS issued back to back after timing (kernels
+    warm), the steady state a model's forward pass sees."""
     if n_launches < 2:
         return None
     from kperf_ci.analysis import DEFAULT_THRESHOLDS, launch_gaps
@@ -127,14 +128,8 @@ def _launch_gaps(
             "from call to call?)",
         )
         return None
-    threshold = DEFAULT_THRESHOLDS["launch_gap_fraction"]
-    scored = []
-    for i, recs in enumerate(per_call[1:]):
-        fs = launch_gaps(recs, threshold=threshold)
-        scored.append((next(f.value for f in fs if f.name == "launch_gap_fraction"), i, fs, recs))
-    scored.sort(key=lambda t: (t[0], t[1]))
-    _, _, findings, recs = scored[len(scored) // 2]
-    return findings, recs
+    steady = [r for c in per_call[1:] for r in c]
+    return launch_gaps(steady, threshold=DEFAULT_THRESHOLDS["launch_gap_fraction"]), steady
 
 
 def split_calls(records: list, calls: int) -> list[list] | None:
