@@ -1,4 +1,5 @@
-"""Summarise a GPU-mode run of the examples as a markdown table.
+"""Summarise a GPU-mode run of the examples as markdown: times, flagged analysis findings, and
+the launch gaps of multi-kernel tests next to what the timing loop implies.
 
 pytest examples --kperf --kperf-mode gpu --kperf-db gpu.db    # on the GPU machine
 python benchmarks/gpu_examples_table.py gpu.db > benchmarks/results/gpu_examples.md
@@ -12,7 +13,7 @@ from kperf_ci import store
 
 
 def main(path: str) -> None:
-    run = store.load_run(path)
+    run = store.load_run(path, artifacts=True)
     fp = run.info.fingerprint
     print("# Examples in GPU mode\n")
     print(
@@ -41,6 +42,67 @@ def main(path: str) -> None:
         print(
             f"| {r.key.kernel} | `{test}` | {ci} | {len(r.samples)} | {m.get('time.cv', nan):.3f} "
             f"| {m.get('registers', nan):.0f} | {m.get('spills', nan):.0f} | {regions} |"
+        )
+
+    findings_section(run)
+    launch_gaps_section(run)
+
+
+def findings_section(run) -> None:  # noqa: ANN001
+    from kperf_ci.analysis.findings import ARTIFACT, findings_from_json
+
+    print("\n## Flagged analysis findings\n")
+    print("What a kernel author sees in the terminal summary, the report and the PR comment.\n")
+    print("| kernel | test | finding | value | explanation |")
+    print("|---|---|---|---|---|")
+    n = 0
+    for r in sorted(run.results, key=lambda r: (r.key.test, r.key.kernel)):
+        if ARTIFACT not in r.artifacts:
+            continue
+        for f in findings_from_json(r.artifacts[ARTIFACT]):
+            if f.flagged:
+                n += 1
+                test = r.key.test.split("::")[-1]
+                print(f"| {r.key.kernel} | `{test}` | {f.name} | {f.value:.3g} | {f.explanation} |")
+    print(f"\n{n} flagged findings.")
+
+
+def launch_gaps_section(run) -> None:  # noqa: ANN001
+    import json
+
+    from kperf_ci.analysis.launch_gaps import records_from_json
+
+    rows = [r for r in run.results if "kernel_records" in r.artifacts]
+    if not rows:
+        return
+    print("\n## Launch gaps of tests that launch several kernels\n")
+    print(
+        "Profiled: torch.profiler kernel records of 5 calls issued back to back (a 6th, first, "
+        "dropped). Implied by timing: 1 - (GPU busy time per call) / (timed median per call), the "
+        "timing loop measuring with CUDA events around each call.\n"
+    )
+    print(
+        "| kernel | test | kernels per call | GPU busy per call (us) | timed median (us) "
+        "| idle, profiled | idle, implied by timing |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in sorted(rows, key=lambda r: r.key.test):
+        recs = records_from_json(r.artifacts["kernel_records"])
+        names = [x.name for x in recs]
+        per_call = next(
+            k
+            for k in range(1, len(names) + 1)
+            if len(names) % k == 0 and names == names[:k] * (len(names) // k)
+        )
+        calls = len(recs) // per_call
+        busy_us = sum(x.duration_ns for x in recs) / 1e3 / calls
+        m = {x.name: x.value for x in r.metrics}
+        timed_us = m["time.median"] * 1e3
+        method = json.loads(r.artifacts.get("timing", "{}")).get("method", "?")
+        test = r.key.test.split("::")[-1]
+        print(
+            f"| {r.key.kernel} | `{test}` | {per_call} | {busy_us:.1f} | {timed_us:.1f} ({method}) | "
+            f"{m['analysis.launch_gap_fraction']:.1%} | {1 - busy_us / timed_us:.1%} |"
         )
 
 
