@@ -162,9 +162,13 @@ class Browser:
 
     # -- API --------------------------------------------------------------------------------
     def open(self, path: str | Path, settle_s: float = 0.3) -> None:
-        """Navigate, wait for the load event and let late console output arrive."""
+        """Navigate, wait for the load event and let late console output arrive. ``errors`` and
+        ``dialogs`` are the new page's only: the fixture is shared by a module's tests, and a
+        test's deliberate errors must not fail the next one."""
         url = path if isinstance(path, str) and ":" in path[:12] else Path(path).resolve().as_uri()
         self._events.clear()
+        self.errors.clear()
+        self.dialogs.clear()
         self.requests = []
         res = self.call("Page.navigate", url=url)
         if res.get("errorText"):
