@@ -17,7 +17,7 @@ from kperf_ci.analysis import (
     to_metrics,
     wave_quantization,
 )
-from kperf_ci.analysis.findings import Finding
+from kperf_ci.analysis.findings import Finding, flagged
 from kperf_ci.analysis.launch_gaps import KernelRecord, records_from_chrome_trace
 from kperf_ci.analysis.synthetic import grid_timeline, pipelined_timeline, schedule
 from kperf_ci.analysis.timeline import Timeline
@@ -332,3 +332,17 @@ def test_subset_timelines_get_only_per_cta_analyses():
     tl.meta["subset"] = "2 CTAs"
     names = {f.name for f in analyze_timeline(tl)}
     assert "prologue_fraction" in names and "sm_utilization" not in names and "wave_idle" not in names
+
+
+def test_findings_that_cost_under_the_floor_are_reported_not_flagged():
+    # 16 CTAs of 0.5 us on 132 SMs: SMs idle 88% of a 0.5 us launch, which costs 0.44 us
+    tiny = grid_timeline([500] * 16, num_sms=132)
+    fs = by_name(analyze_timeline(tiny))
+    assert fs["sm_utilization"].value < 0.2 and not fs["sm_utilization"].flagged
+    assert "under the 1.00 us floor" in fs["sm_utilization"].explanation
+    assert fs["sm_utilization"].suggestion == ""
+    assert not flagged(list(fs.values()))
+    loud = by_name(analyze_timeline(tiny, thresholds={"min_cost_ns": 0}))
+    assert loud["sm_utilization"].flagged and "floor" not in loud["sm_utilization"].explanation
+    # the same shape 10x longer costs 4.4 us: flagged
+    assert by_name(analyze_timeline(grid_timeline([5_000] * 16, num_sms=132)))["sm_utilization"].flagged

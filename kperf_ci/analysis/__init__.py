@@ -16,7 +16,7 @@ explanation and a suggestion), stored as ``Metric(kind="analysis", name="analysi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ __all__ = [
     "Timeline",
     "analyze_timeline",
     "analysis_metrics",
+    "apply_cost_floor",
     "arch_limits",
     "flagged",
     "from_region_result",
@@ -65,7 +66,52 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "memory_exposed_fraction": 0.25,
     "pipeline_bubble_fraction": 0.25,  # only when no memory regions are tracked
     "launch_gap_fraction": 0.20,
+    # a finding of one launch is flagged only when it costs at least this much wall time: a
+    # 0.2 us finish skew on a 0.7 us kernel is true and not worth an author's attention
+    "min_cost_ns": 1000.0,
 }
+
+
+def _cost_ns(f: Finding, span_ns: float, by_name: dict[str, Finding]) -> float | None:
+    """Wall time a flagged finding costs one launch (None: unknown, never floored)."""
+    d = f.details
+    if f.name == "sm_utilization":
+        return (1.0 - f.value) * span_ns
+    if f.name == "sm_finish_skew" and "finish_max_ns" in d:
+        return float(d["finish_max_ns"]) - float(d["finish_median_ns"])
+    if f.name == "wave_tail_idle_measured" and d.get("num_sms"):
+        return float(d["idle_sm_ns"]) / float(d["num_sms"])
+    if f.name in ("wave_tail", "wave_idle") and "wave_idle" in by_name:
+        return by_name["wave_idle"].value * span_ns
+    if f.unit == "fraction" and f.name in (
+        "prologue_fraction",
+        "epilogue_fraction",
+        "memory_exposed_fraction",
+        "pipeline_bubble_fraction",
+    ):
+        return f.value * span_ns
+    return None
+
+
+def apply_cost_floor(findings: list[Finding], span_ns: float, min_cost_ns: float) -> list[Finding]:
+    """Unflag findings of one launch that cost less than ``min_cost_ns`` of wall time; the
+    number and the reason stay in the explanation."""
+    if min_cost_ns <= 0 or span_ns <= 0:
+        return findings
+    by_name = {f.name: f for f in findings}
+    out = []
+    for f in findings:
+        cost = _cost_ns(f, span_ns, by_name) if f.flagged else None
+        if cost is not None and cost < min_cost_ns:
+            f = replace(
+                f,
+                flagged=False,
+                suggestion="",
+                explanation=f"{f.explanation}; costs ~{cost / 1000:.2f} us per launch, under the "
+                f"{min_cost_ns / 1000:.2f} us floor (min_cost_ns): not flagged",
+            )
+        out.append(f)
+    return out
 
 
 @dataclass(frozen=True)
@@ -96,7 +142,8 @@ def analyze_timeline(
     Wave quantization uses ``launch`` (grid, warps, registers, shared memory, arch) when given;
     without it, the grid is the CTAs in the timeline and CTAs per SM the most seen at once.
     A timeline whose ``meta["subset"]`` says it holds only some CTAs of the launch gets only the
-    per-CTA analyses (prologue/epilogue, overlap)."""
+    per-CTA analyses (prologue/epilogue, overlap). Findings that cost the launch less than
+    ``thresholds["min_cost_ns"]`` of wall time are reported but not flagged."""
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     n_sms = num_sms or tl.num_sms or (launch.sm_count if launch else None)
     out: list[Finding] = []
@@ -111,7 +158,7 @@ def analyze_timeline(
             exposed_threshold=th["memory_exposed_fraction"],
             bubble_threshold=th["pipeline_bubble_fraction"],
         )
-        return out
+        return apply_cost_floor(out, tl.span_ns, th["min_cost_ns"])
     out.append(sm_utilization(tl, num_sms=n_sms, threshold=th["sm_utilization"]))
     out += load_imbalance(tl, num_sms=n_sms, threshold=th["sm_finish_skew"])
     spans = tl.cta_spans()
@@ -147,7 +194,7 @@ def analyze_timeline(
         exposed_threshold=th["memory_exposed_fraction"],
         bubble_threshold=th["pipeline_bubble_fraction"],
     )
-    return out
+    return apply_cost_floor(out, tl.span_ns, th["min_cost_ns"])
 
 
 def analysis_metrics(
