@@ -182,3 +182,21 @@ def test_analyze_db_shows_launch_gaps_of_a_stored_callable(tmp_path):
     assert lr.label.endswith("[launch gaps]")
     assert {f.name: f for f in lr.findings}["launch_gap_fraction"].flagged
     assert not rep.notes
+
+
+def test_analyze_db_makes_no_sequence_of_different_tests_timelines(tmp_path):
+    from kperf_ci import store
+    from kperf_ci.analysis.synthetic import grid_timeline
+    from kperf_ci.analysis.timeline import save_timeline
+    from kperf_ci.commands.analyze import run
+
+    db = tmp_path / "run.db"
+    info = RunInfo("r1", "2026-11-22T00:00:00+00:00", "gpu", Fingerprint(gpu="NVIDIA H100", sm_count=132))
+    keys = [VariantKey(k, "NVIDIA H100 80GB HBM3", test=f"t.py::{k}") for k in ("a", "b")]
+    store.save_run(db, info, [VariantResult(k) for k in keys])
+    for i, k in enumerate(keys):
+        p = tmp_path / f"{k.kernel}.json"
+        save_timeline(grid_timeline([10_000 * (i + 1)] * 132, num_sms=132), p)
+        store.save_blob(db, "r1", k.id, "proton_trace", p.read_text())
+    rep = run(db=str(db))
+    assert len(rep.launches) == 2 and rep.sequence == []

@@ -252,10 +252,12 @@ def run(
                 threshold=th["wave_idle"],
             )
         report.launches.append(LaunchReport(label, fs, tl))
+    # launches of one trace file form a sequence; timelines of a run database come from
+    # different tests and variants (their gaps are the stored kernel_records' findings above)
     recs = (
         load_records(records)
         if records
-        else (records_from_timelines(timelines) if len(timelines) > 1 else [])
+        else (records_from_timelines(timelines) if trace and len(timelines) > 1 else [])
     )
     if recs:
         report.sequence = launch_gaps(recs, threshold=th["launch_gap_fraction"])
