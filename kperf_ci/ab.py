@@ -13,7 +13,10 @@ taken on the pairs (``compare_samples(paired=True)``).
 * :func:`adaptive_ab` times base and head interleaved in rounds of pairs (AB, BA, AB, ...),
   computes the paired comparison after each round and stops as soon as the verdict is not
   ``inconclusive`` or the budget is spent.  The device sits behind
-  :class:`kperf_ci.capture.timing.DeviceBackend`, so tests run it on a fake clock.
+  :class:`kperf_ci.capture.timing.DeviceBackend`, so tests run it on a fake clock; warm-up,
+  the choice of CUDA-graph replay, the L2-flush rule and the re-warm count come from
+  ``capture.timing``'s public building blocks (``Variant``, ``warmup``, ``choose_method``,
+  ``should_flush``, ``rewarm_calls``), so A/B and ordinary timing prepare a kernel alike.
 """
 
 from __future__ import annotations
@@ -281,15 +284,15 @@ def adaptive_ab(
 
     cfg = cfg or timing.TimingConfig()
     be = backend if backend is not None else timing.default_backend()
-    flush = timing._should_flush(cfg, be)
-    sides = {"base": timing._Variant("base", base_fn, None), "head": timing._Variant("head", head_fn, None)}
+    flush = timing.should_flush(cfg, be)
+    sides = {"base": timing.Variant("base", base_fn), "head": timing.Variant("head", head_fn)}
     warnings: list[str] = []
 
     t_warm = be.host_time()
     for v in sides.values():
-        timing._warmup(v, be, cfg, flush)
+        timing.warmup(v, be, cfg, flush)
     for v in sides.values():
-        timing._choose_method(v, be, cfg)
+        timing.choose_method(v, be, cfg)
     if sides["base"].method != sides["head"].method:  # never compare a graph replay with plain calls
         for name, fn in (("base", base_fn), ("head", head_fn)):
             sides[name].calls, sides[name].k, sides[name].method = [fn], 0, "events"
@@ -299,8 +302,7 @@ def adaptive_ab(
     warmup_s = be.host_time() - t_warm
     # Untimed calls at the start of every round: after the host-side check between rounds the
     # device has idled, and the first call after an idle gap runs slow (capture.timing's re-warm).
-    rewarm_calls = getattr(timing, "_rewarm_calls", None)
-    rewarm = {name: rewarm_calls(v, cfg) if rewarm_calls else 1 for name, v in sides.items()}
+    rewarm = {name: timing.rewarm_calls(v, cfg) for name, v in sides.items()}
 
     base_ms: list[float] = []
     head_ms: list[float] = []

@@ -7,7 +7,7 @@ import statistics
 import pytest
 from test_timing import FakeDevice  # noqa: E402  (tests/ is on sys.path under pytest)
 
-from kperf_ci.capture.timing import TimingConfig, _rewarm_calls, _Variant, time_callable, time_interleaved
+from kperf_ci.capture.timing import TimingConfig, Variant, rewarm_calls, time_callable, time_interleaved
 
 
 class ColdAfterIdle(FakeDevice):
@@ -68,12 +68,12 @@ def test_interleaved_variants_each_rewarm_after_the_others_pause():
 
 
 def test_rewarm_call_count():
-    v = _Variant("k", lambda: None, None)
+    v = Variant("k", lambda: None)
     cfg = TimingConfig(rewarm_ms=1.0, rewarm_min_calls=1, round_samples=10)
     v.warm_median = 0.19
-    assert _rewarm_calls(v, cfg) == 6  # ceil(1.0 / 0.19)
+    assert rewarm_calls(v, cfg) == 6  # ceil(1.0 / 0.19)
     v.warm_median = 5.0
-    assert _rewarm_calls(v, cfg) == 1  # at least rewarm_min_calls
+    assert rewarm_calls(v, cfg) == 1  # at least rewarm_min_calls
     v.warm_median = 0.001
-    assert _rewarm_calls(v, cfg) == 10  # at most a round
-    assert _rewarm_calls(v, TimingConfig(rewarm_ms=0.0, rewarm_min_calls=0)) == 0
+    assert rewarm_calls(v, cfg) == 10  # at most a round
+    assert rewarm_calls(v, TimingConfig(rewarm_ms=0.0, rewarm_min_calls=0)) == 0

@@ -28,10 +28,16 @@ The loop (``time_callable``):
    on an H100 the first call after a gap ran 1.2-2.2x the median (clock dropped while idle,
    empty queue). So each batch starts with ~``rewarm_ms`` of calls queued right before it; they
    are timed but kept apart (``TimingResult.discarded_ms``, ``discard_reason``).
-4. GPU state (SM/memory clock, temperature) is read before and after; a move is a warning.
+6. GPU state (SM/memory clock, temperature) is read before and after; a move is a warning.
 
 ``time_interleaved`` does the same for several callables in one loop, A,B then B,A in
 alternating rounds, so that drift (clocks, temperature) lands on every variant alike.
+
+Loops with another schedule reuse the steps above through a small public API, so that every
+measurement warms, flushes and re-warms by the same rules: :class:`Variant` (one callable under
+measurement), :func:`should_flush` (whether the L2 flush above applies), :func:`warmup` (step 1),
+:func:`choose_method` (step 2) and :func:`rewarm_calls` (step 5). ``kperf_ci.ab`` times base and
+head in pairs this way.
 
 The device sits behind one small interface, :class:`DeviceBackend` (markers, elapsed time,
 sync, flush, graph capture, state, a host clock). :class:`CudaBackend` implements it with torch;
@@ -45,7 +51,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any, Protocol
 
 from ..model import Metric
@@ -444,33 +450,52 @@ def default_backend(device: Any = None) -> DeviceBackend:
 # the loop
 
 
-class _Variant:
-    """One callable under measurement: its calls (one per input set), graphs, samples."""
+@dataclass(eq=False)  # identity semantics: a variant is one measurement in progress, not a value
+class Variant:
+    """One callable under measurement: its calls (one per input set), method, samples, state.
 
-    def __init__(self, name: str, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]] | None):
-        self.name = name
+    Public because other loops reuse the warm-up and method choice of this module on their own
+    schedule (``kperf_ci.ab`` times base and head in pairs): they build a ``Variant`` per side
+    and call :func:`warmup`, :func:`choose_method` and :func:`rewarm_calls` on it.
+    ``Variant(name, fn, inputs)`` wraps ``fn`` into one zero-argument call per input set
+    (``fn`` itself when there are none); :meth:`next_call` rotates over them.
+    """
+
+    name: str
+    fn: InitVar[Callable[..., Any]]
+    inputs: InitVar[Sequence[Sequence[Any]] | None] = None
+    calls: list[Callable[[], Any]] = field(init=False)
+    k: int = field(init=False, default=0)  # next input set
+    method: str = field(init=False, default="events")  # "events" or "graph" (choose_method)
+    warnings: list[str] = field(init=False, default_factory=list)
+    samples: list[float] = field(init=False, default_factory=list)
+    warm_calls: int = field(init=False, default=0)
+    warm_converged: bool = field(init=False, default=False)
+    warm_median: float = field(init=False, default=math.nan)  # ms, last warm-up batch (warmup)
+    state_start: dict[str, Any] = field(init=False, default_factory=dict)
+    t_spent: float = field(init=False, default=0.0)  # host seconds busy measuring
+    discarded: list[float] = field(init=False, default_factory=list)  # re-warm call times (ms)
+
+    def __post_init__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]] | None) -> None:
         if inputs:
             self.calls = [(lambda args=tuple(a): fn(*args)) for a in inputs]
         else:
             self.calls = [fn]
-        self.k = 0  # next input set
-        self.method = "events"
-        self.warnings: list[str] = []
-        self.samples: list[float] = []
-        self.warm_calls = 0
-        self.warm_converged = False
-        self.warm_median = math.nan
-        self.state_start: dict[str, Any] = {}
-        self.t_spent = 0.0
-        self.discarded: list[float] = []
 
     def next_call(self) -> Callable[[], Any]:
+        """The next call, rotating over the input sets."""
         c = self.calls[self.k % len(self.calls)]
         self.k += 1
         return c
 
 
-def _should_flush(cfg: TimingConfig, be: DeviceBackend) -> bool:
+def should_flush(cfg: TimingConfig, be: DeviceBackend) -> bool:
+    """Whether to flush the L2 before every timed call.
+
+    ``cfg.flush_l2`` decides when set; otherwise flush unless the callable is known to read more
+    than twice the L2 (then its inputs cannot stay cached between calls and the flush would only
+    add device work). Public so that every loop timing a variant flushes by the same rule.
+    """
     if cfg.flush_l2 is not None:
         return cfg.flush_l2
     l2 = be.l2_bytes()
@@ -479,7 +504,7 @@ def _should_flush(cfg: TimingConfig, be: DeviceBackend) -> bool:
     return True
 
 
-def _sample_batch(v: _Variant, be: DeviceBackend, n: int, flush: bool, rewarm: int = 0) -> list[float]:
+def _sample_batch(v: Variant, be: DeviceBackend, n: int, flush: bool, rewarm: int = 0) -> list[float]:
     """n timed calls; the flush of each is enqueued before its start marker; one sync at the end.
 
     ``rewarm`` calls go first, in the same queue, and their times land in ``v.discarded``: after
@@ -501,8 +526,13 @@ def _sample_batch(v: _Variant, be: DeviceBackend, n: int, flush: bool, rewarm: i
     return xs[rewarm:]
 
 
-def _rewarm_calls(v: _Variant, cfg: TimingConfig) -> int:
-    """Calls that re-warm the device after an idle gap: about ``rewarm_ms`` of device time."""
+def rewarm_calls(v: Variant, cfg: TimingConfig) -> int:
+    """Calls that re-warm the device after an idle gap: about ``rewarm_ms`` of device time.
+
+    Counted from ``v.warm_median`` (set by :func:`warmup`), between ``rewarm_min_calls`` and one
+    round (``round_samples``); 0 when re-warm is off. Public so that other loops that idle
+    between batches (``kperf_ci.ab`` between rounds) re-warm by the same amount.
+    """
     if cfg.rewarm_ms <= 0 and cfg.rewarm_min_calls <= 0:
         return 0
     per = v.warm_median if v.warm_median > 0 else cfg.rewarm_ms
@@ -522,8 +552,13 @@ def _pace(be: DeviceBackend, busy_s: float, cfg: TimingConfig) -> None:
         be.sleep(busy_s * (1.0 / cfg.duty_cycle - 1.0))
 
 
-def _warmup(v: _Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool) -> None:
-    """Batches until `warmup_settle` consecutive batch medians each agree with the one before."""
+def warmup(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool) -> None:
+    """Batches until `warmup_settle` consecutive batch medians each agree with the one before.
+
+    Sets ``v.warm_median``, ``v.warm_calls`` and ``v.warm_converged``; a warm-up that did not
+    settle within ``warmup_budget_s`` leaves a warning in ``v.warnings``. Public so that other
+    loops (``kperf_ci.ab``) start from the same warm state as :func:`time_interleaved`.
+    """
     t0 = be.host_time()
     meds: list[float] = []
     while True:
@@ -553,7 +588,13 @@ def _warmup(v: _Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool) -> N
         )
 
 
-def _choose_method(v: _Variant, be: DeviceBackend, cfg: TimingConfig) -> None:
+def choose_method(v: Variant, be: DeviceBackend, cfg: TimingConfig) -> None:
+    """CUDA-graph replay for short kernels, plain events otherwise; call after :func:`warmup`.
+
+    Below ``graph_threshold_ms`` (by ``v.warm_median``) each call is captured into a graph and
+    ``v.calls`` becomes the replays, ``v.method`` "graph"; a failed capture keeps the plain calls
+    and leaves a warning. Public so that other loops (``kperf_ci.ab``) pick the method alike.
+    """
     if not (cfg.use_graph and v.warm_median < cfg.graph_threshold_ms):
         if v.warm_median < 0.01:
             v.warnings.append(
@@ -576,7 +617,7 @@ def _choose_method(v: _Variant, be: DeviceBackend, cfg: TimingConfig) -> None:
     v.method = "graph"
 
 
-def _finish(v: _Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool, stopped_by: str) -> TimingResult:
+def _finish(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool, stopped_by: str) -> TimingResult:
     end = be.state()
     lo, hi = median_ci(v.samples, cfg.confidence)
     warnings = list(v.warnings) + state_warnings(v.state_start, end, cfg)
@@ -650,14 +691,14 @@ def time_interleaved(
     if not names:
         return {}
     inputs = inputs or {}
-    vs = {name: _Variant(name, fns[name], inputs.get(name)) for name in names}
-    flush = _should_flush(cfg, be)
+    vs = {name: Variant(name, fns[name], inputs.get(name)) for name in names}
+    flush = should_flush(cfg, be)
 
     # warm-up, interleaved as well, so no variant gets a colder or hotter GPU
     for name in interleaved_order(names, 0):
-        _warmup(vs[name], be, cfg, flush)
+        warmup(vs[name], be, cfg, flush)
     for name in names:
-        _choose_method(vs[name], be, cfg)
+        choose_method(vs[name], be, cfg)
     for name in names:  # state after warm-up: what the measured part starts from
         vs[name].state_start = be.state()
 
@@ -669,7 +710,7 @@ def time_interleaved(
         for name in interleaved_order(names, r):
             v = vs[name]
             ts = be.host_time()
-            v.samples.extend(_sample_batch(v, be, cfg.round_samples, flush, _rewarm_calls(v, cfg)))
+            v.samples.extend(_sample_batch(v, be, cfg.round_samples, flush, rewarm_calls(v, cfg)))
             busy = be.host_time() - ts
             v.t_spent += busy
             _pace(be, busy, cfg)
