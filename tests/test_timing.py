@@ -209,8 +209,27 @@ def test_short_kernels_use_graphs_and_fall_back_cleanly():
     assert r.method == "events"
     assert any("graph capture failed" in w for w in r.warnings)
     assert r.median == pytest.approx(0.01)
-    long = FakeDevice()
+    long = FakeDevice(host_per_op_s=1e-6)  # a host that issues a call in 2 us
     assert time_callable(long.kernel("k", 0.2), TimingConfig(), backend=long).method == "events"
+
+
+def test_host_bound_calls_use_graphs_whatever_their_length():
+    # the host needs 2 x 0.1 ms to issue a 0.2 ms call: events would time the host
+    slow_host = FakeDevice(host_per_op_s=1e-4)
+    r = time_callable(slow_host.kernel("k", 0.2), TimingConfig(), backend=slow_host)
+    assert r.method == "graph" and slow_host.captured == 1
+    fast_host = FakeDevice(host_per_op_s=1e-6)
+    assert time_callable(fast_host.kernel("k", 0.2), TimingConfig(), backend=fast_host).method == "events"
+    # the threshold is a ratio: host time equal to the device time is not host-bound at 1.5
+    d = FakeDevice()
+    r = time_callable(d.kernel("k", 0.2), TimingConfig(host_bound_rel=1.5), backend=d)
+    assert r.method == "events"
+    d = FakeDevice()
+    r = time_callable(d.kernel("k", 0.2), TimingConfig(use_graph=False), backend=d)
+    assert r.method == "events" and any("event timing includes host time" in w for w in r.warnings)
+    no_graph = FakeDevice(host_per_op_s=1e-4, graph_ok=False)
+    r = time_callable(no_graph.kernel("k", 0.2), TimingConfig(), backend=no_graph)
+    assert r.method == "events" and any("graph capture failed" in w for w in r.warnings)
 
 
 def test_input_sets_rotate():
