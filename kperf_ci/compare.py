@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from .fingerprint import incomparable_reason
 from .model import Better, Metric, RunInfo, RunRecord, VariantKey, VariantResult
+from .units import fmt_value
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -25,7 +26,6 @@ __all__ = [
     "compare_runs",
     "compare_timing",
     "direction_of",
-    "fmt_value",
 ]
 
 Direction = Literal["better", "worse", "same", "n/a"]
@@ -317,15 +317,6 @@ def _match(
             added.extend(rs)
     removed = [b for bs in left.values() for b in bs]
     return pairs, removed, added
-
-
-def fmt_value(v: float | None, unit: str = "") -> str:
-    """A metric value for people: integers as such, else 4 significant digits; bytes/ms/cycles
-    keep their unit; None as "-"."""
-    if v is None:
-        return "-"
-    s = f"{int(v)}" if float(v).is_integer() and abs(v) < 1e15 else f"{v:.4g}"
-    return f"{s} {unit}" if unit in ("B", "bytes", "ms", "cycles") else s
 
 
 def _static_change(

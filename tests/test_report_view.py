@@ -128,14 +128,6 @@ def test_gantt_thins_huge_traces():
     assert "every 8th shown" in svg
 
 
-def test_fmt_value_units():
-    assert plots.fmt_value(0.0600312, "ms") == "60.03 µs"
-    assert plots.fmt_value(7.6e-6, "ms") == "7.6 ns"
-    assert plots.fmt_value(17360, "bytes") == "17,360 bytes"
-    assert plots.fmt_value(0.234, "fraction") == "23.4%"
-    assert plots.fmt_value(None) == "–"
-
-
 # ------------------------------------------------------------------------------- sections
 
 

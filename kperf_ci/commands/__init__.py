@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from kperf_ci.compare import fmt_value  # noqa: F401 - re-exported for the commands
+from kperf_ci.units import fmt_value  # noqa: F401 - re-exported for the commands
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -33,6 +33,7 @@ from markupsafe import Markup
 
 from .. import __version__
 from ..model import VariantResult
+from ..units import fmt_ci, fmt_rel, fmt_value
 from . import plots
 from .view import (
     INSTRUCTION_CLASSES,
@@ -64,15 +65,11 @@ TRACE_ARTIFACTS = ("trace", "perfetto", "proton")
 # --------------------------------------------------------------------------- formatting
 
 
-def fmt(v: float | None, unit: str = "") -> str:
-    return plots.fmt_value(v, unit)
-
-
 def fmt_delta(r: MetricRow) -> str:
     d = r.delta
     if d is None or d == 0:
         return ""
-    return ("+" if d > 0 else "−") + plots.fmt_value(abs(d), r.unit)
+    return ("+" if d > 0 else "−") + fmt_value(abs(d), r.unit)
 
 
 def sort_num(v: float | None) -> str:
@@ -93,9 +90,9 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(
-        fmt=fmt,
-        fmt_rel=plots.fmt_rel,
-        fmt_ci=plots.fmt_ci,
+        fmt=fmt_value,
+        fmt_rel=fmt_rel,
+        fmt_ci=fmt_ci,
         fmt_delta=fmt_delta,
         sort_num=sort_num,
         threshold_text=threshold_text,

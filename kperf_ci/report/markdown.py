@@ -17,7 +17,7 @@ import html
 import re
 from collections.abc import Callable, Sequence
 
-from .plots import fmt_value
+from ..units import fmt_value
 from .view import Report, VariantView, threshold_text
 
 #: GitHub refuses comment bodies longer than 65,536 characters; keep a margin.

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
+from ..units import fmt_value
+
 PALETTE_SIZE = 8  # region / series colours are classes c0..c7 in report.css
 
 
@@ -25,50 +27,6 @@ def _fmt(v: float) -> str:
     if v == int(v) and abs(v) < 1e12:
         return str(int(v))
     return f"{v:.2f}"
-
-
-_TIME_UNITS = ((1e3, "s"), (1.0, "ms"), (1e-3, "µs"), (1e-6, "ns"))
-
-
-def _num(v: float) -> str:
-    """Up to 4 significant digits, thousands separated, no exponent in the usual ranges."""
-    a = abs(v)
-    if a == 0:
-        return "0"
-    if a >= 1e12 or a < 1e-4:
-        return f"{v:.3g}"
-    if a >= 1000:
-        return f"{v:,.0f}"
-    digits = max(0, 3 - math.floor(math.log10(a)))
-    s = f"{v:.{digits}f}"
-    return s.rstrip("0").rstrip(".") if "." in s else s
-
-
-def fmt_value(v: float | None, unit: str = "") -> str:
-    """Human-readable number with its unit; times in ms are shown in s/ms/µs/ns as fits."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if unit == "ms" and v != 0:
-        scale, name = next(((f, n) for f, n in _TIME_UNITS if abs(v) >= f), _TIME_UNITS[-1])
-        return f"{_num(v / scale)} {name}"
-    if unit == "fraction":
-        return f"{v:.1%}"
-    s = _num(v)
-    return f"{s} {unit}" if unit and unit != "count" else s
-
-
-def fmt_rel(rel: float | None) -> str:
-    """A relative change: "+3.1%", "12.0×" for big ones, "from 0" when the base was zero."""
-    if rel is None or math.isnan(rel):
-        return ""
-    if math.isinf(rel):
-        return "from 0"
-    return f"{rel:+.1%}" if abs(rel) < 10 else f"{rel + 1:.1f}×"
-
-
-def fmt_ci(ci: tuple[float, float] | None) -> str:
-    """A confidence interval of a relative change: "[+2.8%, +3.4%]"."""
-    return f"[{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci else ""
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:

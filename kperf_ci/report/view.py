@@ -17,7 +17,7 @@ from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
 from ..analysis.findings import Finding, findings_from_json
 from ..capture.sass import CLASSES
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
-from .plots import fmt_ci, fmt_rel, fmt_value
+from ..units import fmt_ci, fmt_rel, fmt_value
 
 log = logging.getLogger(__name__)
 
