@@ -214,9 +214,9 @@ def test_short_kernels_use_graphs_and_fall_back_cleanly():
 
 
 def test_host_bound_calls_use_graphs_whatever_their_length():
-    # the host needs 2 x 0.1 ms to issue a 0.2 ms call: events would time the host
+    # the host needs 2 x 0.1 ms to issue a 0.15 ms call: events would time the host
     slow_host = FakeDevice(host_per_op_s=1e-4)
-    r = time_callable(slow_host.kernel("k", 0.2), TimingConfig(), backend=slow_host)
+    r = time_callable(slow_host.kernel("k", 0.15), TimingConfig(), backend=slow_host)
     assert r.method == "graph" and slow_host.captured == 1
     fast_host = FakeDevice(host_per_op_s=1e-6)
     assert time_callable(fast_host.kernel("k", 0.2), TimingConfig(), backend=fast_host).method == "events"
@@ -224,6 +224,8 @@ def test_host_bound_calls_use_graphs_whatever_their_length():
     d = FakeDevice()
     r = time_callable(d.kernel("k", 0.2), TimingConfig(host_bound_rel=1.5), backend=d)
     assert r.method == "events"
+    d = FakeDevice()  # nor is a host that needs 0.2 ms for a 0.25 ms call at the default
+    assert time_callable(d.kernel("k", 0.25), TimingConfig(), backend=d).method == "events"
     d = FakeDevice()
     r = time_callable(d.kernel("k", 0.2), TimingConfig(use_graph=False), backend=d)
     assert r.method == "events" and any("event timing includes host time" in w for w in r.warnings)
