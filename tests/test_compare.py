@@ -129,6 +129,31 @@ def test_timing_with_samples():
     assert compare_runs(rec(tiny_b), rec(tiny_c), ThresholdPolicy(time_floor_ms=0.0)).regressions
 
 
+def test_a_change_of_timing_method_is_named_in_the_reason():
+    rng = np.random.default_rng(2)
+    base = list(1.0 + rng.normal(0, 0.005, 60))
+    slow = list(1.10 + rng.normal(0, 0.005, 60))
+    b = make_result(samples=base, **{"time.median": 1.0, "time.graph": 0.0})
+    flipped = make_result(samples=slow, **{"time.median": 1.1, "time.graph": 1.0})
+    (ch,) = [x for x in compare_runs(rec(b), rec(flipped)).changes if x.metric == "time.median"]
+    assert ch.regression and "timing method changed (events -> graph replay)" in ch.reason
+    kept = make_result(samples=slow, **{"time.median": 1.1, "time.graph": 0.0})
+    (ch,) = [x for x in compare_runs(rec(b), rec(kept)).changes if x.metric == "time.median"]
+    assert "method" not in ch.reason
+    old = make_result(samples=base, **{"time.median": 1.0})  # stored before time.graph existed
+    (ch,) = [x for x in compare_runs(rec(old), rec(flipped)).changes if x.metric == "time.median"]
+    assert "method" not in ch.reason
+
+
+def test_timing_result_records_its_method():
+    from kperf_ci.capture.timing import TimingResult
+
+    r = TimingResult([1.0, 1.1], 1.05, 1.0, 1.1, "graph", 2)
+    assert {m.name: m.value for m in r.to_metrics()}["time.graph"] == 1.0
+    r.method = "events"
+    assert {m.name: m.value for m in r.to_metrics()}["time.graph"] == 0.0
+
+
 def test_compare_timing_fallback_and_plugging(monkeypatch):
     rng = np.random.default_rng(2)
     base = list(1.0 + rng.normal(0, 0.01, 40))

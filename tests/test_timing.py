@@ -322,7 +322,9 @@ def test_metrics_use_the_contract_names():
         "time.ci_low",
         "time.ci_high",
         "time.cv",
+        "time.graph",
     }
+    assert names["time.graph"].value == 0.0 and names["time.graph"].better == "none"
     assert names["time.median"].unit == "ms" and names["time.median"].kind == "time"
     assert names["time.cv"].better == "none" and names["time.cv"].unit == "fraction"
     d = r.to_dict()

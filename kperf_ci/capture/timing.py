@@ -160,6 +160,11 @@ class TimingResult:
         ]
         out = [Metric(name, float(v), unit="ms", kind="time", better="lower") for name, v in ms]
         out.append(Metric("time.cv", float(self.cv), unit="fraction", kind="time", better="none"))
+        # 1 when the samples are CUDA-graph replays: compare notes a method change between runs,
+        # since a replay leaves out host time that plain events can include
+        out.append(
+            Metric("time.graph", float(self.method == "graph"), unit="bool", kind="time", better="none")
+        )
         return out
 
     def to_dict(self) -> dict[str, Any]:
