@@ -53,6 +53,8 @@ def fmt_value(v: float | None, unit: str = "") -> str:
         return f"{fmt_number(v / scale)} {name}"
     if unit == "fraction":
         return f"{v:.1%}"
+    if unit == "bool":  # flags stored as 0/1 metrics, e.g. time.graph
+        return "yes" if v else "no"
     s = fmt_number(v)
     return f"{s} {unit}" if unit and unit != "count" else s
 

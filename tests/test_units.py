@@ -63,3 +63,7 @@ def test_compare_reasons_read_like_the_report():
     c = compare_runs(RunRecord(make_info(), [base]), RunRecord(make_info(), [cur]), ThresholdPolicy())
     (ch,) = c.changes
     assert ch.regression and f"+{fmt_value(2048.0, 'bytes')} > {fmt_value(0.0, 'bytes')} allowed" in ch.reason
+
+
+def test_bool_metrics_read_yes_or_no():
+    assert fmt_value(1.0, "bool") == "yes" and fmt_value(0.0, "bool") == "no"
