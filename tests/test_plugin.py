@@ -164,7 +164,8 @@ def test_bad_marker_fails_only_that_test(sample: pytest.Pytester) -> None:
     )
 
 
-def test_compile_failure_is_reported_per_test(sample: pytest.Pytester) -> None:
+def _write_mixed(sample: pytest.Pytester) -> None:
+    """A good kernel and one that runs in the interpreter but does not compile."""
     # The interpreter runs an 8x8 tl.dot; the real compiler requires blocks of at least 16.
     sample.makepyfile(
         kernels_bad="""
@@ -201,6 +202,10 @@ def test_compile_failure_is_reported_per_test(sample: pytest.Pytester) -> None:
             torch.testing.assert_close(kperf.bench(dot, a, a), a @ a, atol=1e-3, rtol=1e-3)
         """
     )
+
+
+def test_compile_failure_is_reported_per_test(sample: pytest.Pytester) -> None:
+    _write_mixed(sample)
     result = run(sample, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db")
     assert result.ret == 1, result.stdout.str()
     result.assert_outcomes(passed=2)
@@ -379,3 +384,16 @@ def test_regression_against_baseline_fails_the_session(sample: pytest.Pytester) 
     )
     assert worse.ret == 1, worse.stdout.str()
     worse.stdout.fnmatch_lines(["*REGRESSION*"])
+
+
+def test_compile_failure_under_xdist_fails_the_session(sample: pytest.Pytester) -> None:
+    """A worker's exit status does not reach the controller; its kperf errors must (they were
+    lost before: exit 0 with a kernel that does not compile)."""
+    pytest.importorskip("xdist")
+    _write_mixed(sample)
+    result = run(sample, "-n", "2", "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db")
+    assert result.ret == 1, result.stdout.str()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*kperf ERROR test_mixed.py::test_bad: bad*sm_90*"])
+    kernels = {r[0] for r in _rows(sample.path / "run.db", "select name from kernels")}
+    assert "good" in kernels

@@ -200,3 +200,31 @@ def test_analyze_db_makes_no_sequence_of_different_tests_timelines(tmp_path):
         store.save_blob(db, "r1", k.id, "proton_trace", p.read_text())
     rep = run(db=str(db))
     assert len(rep.launches) == 2 and rep.sequence == []
+
+
+def test_worker_output_round_trips_errors_warnings_and_findings():
+    """xdist: what a worker hands the controller is plain data and comes back whole."""
+    import json
+
+    worker = _ks()
+    worker.errors, worker.ab_results = [("t.py::a", "bad sm_90: ptxas error")], [("t", "k", "d", "slower")]
+    worker.warn("t.py::b", "drift")
+    worker.findings = [("t.py::c", "k sm_90", _finding("wave_idle", True))]
+    out = finish.worker_output(worker)
+    assert json.loads(json.dumps(out)) == out  # execnet carries plain types only
+    controller = _ks()
+    controller.errors, controller.ab_results = [], []
+    finish.merge_worker_output(controller, out)
+    finish.merge_worker_output(controller, None)  # a worker that crashed before sessionfinish
+    assert controller.errors == [("t.py::a", "bad sm_90: ptxas error")]
+    assert controller.warnings == [("t.py::b", "drift")] and controller.ab_results == [
+        ("t", "k", "d", "slower")
+    ]
+    ((nodeid, label, f),) = controller.findings
+    assert (nodeid, label, f.name, f.flagged, f.suggestion) == (
+        "t.py::c",
+        "k sm_90",
+        "wave_idle",
+        True,
+        "try this",
+    )

@@ -30,6 +30,32 @@ def finish_session(ks: Any) -> int:
     return 0
 
 
+def worker_output(ks: Any) -> dict[str, Any]:
+    """What an xdist worker hands the controller: errors (which must fail the run), warnings,
+    A/B verdicts and flagged findings, in plain types (execnet carries no objects)."""
+    from kperf_ci.analysis.findings import findings_to_json
+
+    return {
+        "errors": [list(e) for e in ks.errors],
+        "warnings": [list(w) for w in ks.warnings],
+        "ab_results": [list(r) for r in ks.ab_results],
+        "findings": [[nodeid, label, findings_to_json([f])] for nodeid, label, f in ks.findings],
+    }
+
+
+def merge_worker_output(ks: Any, out: dict[str, Any] | None) -> None:
+    """The controller's side of :func:`worker_output`."""
+    if not out:
+        return
+    from kperf_ci.analysis.findings import findings_from_json
+
+    ks.errors.extend(tuple(e) for e in out.get("errors", []))
+    ks.warnings.extend(tuple(w) for w in out.get("warnings", []))
+    ks.ab_results.extend(tuple(r) for r in out.get("ab_results", []))
+    for nodeid, label, text in out.get("findings", []):
+        ks.findings.extend((nodeid, label, f) for f in findings_from_json(text))
+
+
 def write_summary(ks: Any, tr: Any) -> None:
     tr.section("kperf", sep="-")
     n = len(ks.results)

@@ -61,11 +61,20 @@ class ActiveHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from kperf_ci.plugin.finish import finish_session
+        from kperf_ci.plugin.finish import finish_session, worker_output
 
         status = finish_session(self.session)
+        if self.session.is_worker:
+            # a worker's exit status does not reach the controller: its errors must
+            session.config.workeroutput["kperf"] = worker_output(self.session)  # type: ignore[attr-defined]
         if status and session.exitstatus == 0:
             session.exitstatus = status
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        from kperf_ci.plugin.finish import merge_worker_output
+
+        merge_worker_output(self.session, getattr(node, "workeroutput", {}).get("kperf"))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.session.is_worker:
