@@ -370,6 +370,29 @@ def test_gpu_events_match_a_known_copy():
 
 @pytest.mark.gpu
 @gpu
+def test_gpu_graph_that_replays_stale_host_data_is_refused():
+    """A call that copies new host data each time: its graph would replay the bytes of capture
+    time, so the timing keeps plain events and says why."""
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+    count = [0]
+
+    def fresh_host_data():
+        count[0] += 1  # 0, 1, 0, 1: consecutive calls differ by 1, whatever the count
+        t = torch.full((1,), float(count[0] % 2), pin_memory=True)
+        return x + t.to("cuda", non_blocking=True)
+
+    r = time_callable(fresh_host_data, TimingConfig(budget_s=0.3))
+    assert r.method == "events", r.warnings
+    assert any("GraphReplayMismatch" in w for w in r.warnings), r.warnings
+    # the same shape of call without host state keeps its graph
+    y = torch.ones(1024, device="cuda")
+    assert time_callable(lambda: x + y, TimingConfig(budget_s=0.3)).method == "graph"
+
+
+@pytest.mark.gpu
+@gpu
 def test_gpu_short_kernel_uses_a_graph():
     import torch
 
@@ -377,3 +400,20 @@ def test_gpu_short_kernel_uses_a_graph():
     r = time_callable(lambda: x.mul_(1.0), TimingConfig(budget_s=0.3))
     assert r.method == "graph", r.warnings
     assert r.median < 0.05
+
+
+def test_graph_replay_check_compares_every_output_tensor():
+    torch = pytest.importorskip("torch")
+    from kperf_ci.capture.timing import _same_tensors, _tensors
+
+    a = torch.arange(6.0).reshape(2, 3)
+    out = {"y": a, "aux": (a.sum(), 3, "text")}
+    flat = _tensors(torch, out)
+    assert len(flat) == 2 and _tensors(torch, None) == []
+    assert _same_tensors(torch, flat, [t.clone() for t in flat])
+    assert _same_tensors(torch, [a], [a * (1 + 1e-5)])  # reordered sums round differently
+    assert not _same_tensors(torch, [a], [a + 1])
+    assert not _same_tensors(torch, [a], [a.reshape(3, 2)]) and not _same_tensors(torch, [a], [a, a])
+    assert not _same_tensors(torch, [a.long()], [a.long() + 1]) and _same_tensors(
+        torch, [a.long()], [a.long()]
+    )

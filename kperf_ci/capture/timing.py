@@ -294,6 +294,31 @@ class DeviceBackend(Protocol):
         """Let the device idle (pacing)."""
 
 
+class GraphReplayMismatch(RuntimeError):
+    """A CUDA-graph replay of a callable does not reproduce an eager call's outputs."""
+
+
+def _tensors(torch: Any, out: Any) -> list[Any]:
+    from torch.utils._pytree import tree_flatten
+
+    return [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+
+
+def _same_tensors(torch: Any, a: list[Any], b: list[Any]) -> bool:
+    """Equal outputs, up to the rounding of reordered floating-point sums."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            if not torch.allclose(x, y, rtol=1e-3, atol=1e-5, equal_nan=True):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
 class CudaBackend:
     """torch.cuda events on the current stream, a 2x-L2 zeroed buffer, CUDA graphs, NVML."""
 
@@ -332,6 +357,12 @@ class CudaBackend:
         self._flush_buf.zero_()
 
     def capture_graph(self, call):
+        """A replay of ``call`` captured in a CUDA graph, checked against an eager call.
+
+        A graph replays what the call did on the device during capture, host state included:
+        a host-to-device copy re-sends the bytes of capture time, a seed passed as a Python
+        number stays fixed. When a replay's outputs differ from an eager call's, the graph
+        does not time the callable; this raises and the caller keeps plain events."""
         torch = self.torch
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
@@ -339,12 +370,19 @@ class CudaBackend:
             call()
         torch.cuda.current_stream(self.device).wait_stream(side)
         self.synchronize()
+        eager = [t.clone() for t in _tensors(torch, call())]
+        self.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            call()
+            static = _tensors(torch, call())
         self.synchronize()
         graph.replay()
         self.synchronize()
+        if not _same_tensors(torch, eager, static):
+            raise GraphReplayMismatch(
+                "a graph replay gives other outputs than an eager call (host state such as a "
+                "host-to-device copy or a seed was captured)"
+            )
         return graph.replay
 
     def state(self) -> dict[str, Any]:
