@@ -45,7 +45,7 @@ from kperf_ci.analysis import (  # noqa: E402
     prologue_epilogue,
     wave_quantization,
 )
-from kperf_ci.analysis.launch_gaps import KernelRecord, load_records  # noqa: E402
+from kperf_ci.analysis.launch_gaps import KernelRecord, load_records, records_document  # noqa: E402
 from kperf_ci.analysis.timeline import Timeline, load_proton_traces  # noqa: E402
 
 pl.enable_semantic("triton")
@@ -379,6 +379,21 @@ def case_overlap(workdir: str, label: str, grid_m: int, grid_n: int, kk: int, st
             TRACES[name] = tl_json(sub)
 
 
+def record_gaps(name: str, analysis: str, expected: bool, recs: list[KernelRecord]) -> None:
+    """Check one kernel sequence's launch gaps and keep its records for the tests."""
+    fs = launch_gaps(recs)
+    record(
+        name,
+        analysis,
+        expected,
+        finding(fs, "launch_gap_fraction"),
+        kernel_median_us=finding(fs, "kernel_median_ns").value / 1000,
+        gap_median_us=finding(fs, "launch_gap_median_ns").value / 1000,
+        span_us=(max(r.end_ns for r in recs) - min(r.start_ns for r in recs)) / 1000,
+    )
+    TRACES[name] = records_document(recs)
+
+
 def case_launch_gaps():
     n = 4096
     x = torch.zeros(n, device=DEV)
@@ -411,22 +426,7 @@ def case_launch_gaps():
         ("launch_fused_1", [fused], False),
         ("launch_chain_8_large", [big] * 8, False),
     ):
-        recs = events_run(launches)
-        fs = launch_gaps(recs)
-        record(
-            name,
-            "launch gaps",
-            expected,
-            finding(fs, "launch_gap_fraction"),
-            kernel_median_us=finding(fs, "kernel_median_ns").value / 1000,
-            gap_median_us=finding(fs, "launch_gap_median_ns").value / 1000,
-            span_us=(max(r.end_ns for r in recs) - min(r.start_ns for r in recs)) / 1000,
-        )
-        TRACES[name] = {
-            "format": "kperf-kernel-records",
-            "version": 1,
-            "records": [{"name": r.name, "start_ns": r.start_ns, "end_ns": r.end_ns} for r in recs],
-        }
+        record_gaps(name, "launch gaps", expected, events_run(launches))
     # the same sequences under torch.profiler: Kineto's kernel records hold GPU execution only,
     # so the gap share is exact rather than the lower bound the events give
     from torch.profiler import ProfilerActivity, profile
@@ -448,21 +448,7 @@ def case_launch_gaps():
             raise RuntimeError(
                 f"{name}: profiler gave {len(recs)} kernel records for {len(launches)} launches"
             )
-        fs = launch_gaps(recs)
-        record(
-            name,
-            "launch gaps (torch.profiler kernel records)",
-            expected,
-            finding(fs, "launch_gap_fraction"),
-            kernel_median_us=finding(fs, "kernel_median_ns").value / 1000,
-            gap_median_us=finding(fs, "launch_gap_median_ns").value / 1000,
-            span_us=(max(r.end_ns for r in recs) - min(r.start_ns for r in recs)) / 1000,
-        )
-        TRACES[name] = {
-            "format": "kperf-kernel-records",
-            "version": 1,
-            "records": [{"name": r.name, "start_ns": r.start_ns, "end_ns": r.end_ns} for r in recs],
-        }
+        record_gaps(name, "launch gaps (torch.profiler kernel records)", expected, recs)
 
 
 def case_instrument_callable(workdir: str):

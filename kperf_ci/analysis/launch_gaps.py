@@ -63,29 +63,31 @@ def records_from_timelines(tls: Sequence[Timeline]) -> list[KernelRecord]:
 
 def load_records(path: str | os.PathLike[str]) -> list[KernelRecord]:
     with open(path, encoding="utf-8") as f:
-        obj = json.load(f)
+        return records_from_json(f.read())
+
+
+def records_document(records: Sequence[KernelRecord]) -> dict[str, Any]:
+    """kperf's kernel-record document (what :func:`load_records` and ``kperf analyze --records``
+    read), as a JSON-ready dict."""
+    return {
+        "format": "kperf-kernel-records",
+        "version": 1,
+        "records": [{"name": r.name, "start_ns": r.start_ns, "end_ns": r.end_ns} for r in records],
+    }
+
+
+def records_to_json(records: Sequence[KernelRecord]) -> str:
+    return json.dumps(records_document(records))
+
+
+def records_from_json(text: str) -> list[KernelRecord]:
+    """Records from kperf's kernel-record JSON, a plain list of record dicts, or a profiler's
+    Chrome trace."""
+    obj = json.loads(text)
     if isinstance(obj, dict) and obj.get("format") == "kperf-kernel-records":
         return records_from_dicts(obj["records"])
     if isinstance(obj, list) and obj and "name" in obj[0] and "ph" not in obj[0]:
         return records_from_dicts(obj)
-    return records_from_chrome_trace(obj)
-
-
-def records_to_json(records: Sequence[KernelRecord]) -> str:
-    """kperf's kernel-record JSON (what :func:`load_records` and ``kperf analyze --records`` read)."""
-    return json.dumps(
-        {
-            "format": "kperf-kernel-records",
-            "version": 1,
-            "records": [{"name": r.name, "start_ns": r.start_ns, "end_ns": r.end_ns} for r in records],
-        }
-    )
-
-
-def records_from_json(text: str) -> list[KernelRecord]:
-    obj = json.loads(text)
-    if isinstance(obj, dict) and obj.get("format") == "kperf-kernel-records":
-        return records_from_dicts(obj["records"])
     return records_from_chrome_trace(obj)
 
 

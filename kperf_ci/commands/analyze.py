@@ -22,7 +22,7 @@ import click
 import numpy as np
 
 from kperf_ci.analysis import DEFAULT_THRESHOLDS, LaunchConfig, analyze_timeline
-from kperf_ci.analysis.findings import Finding
+from kperf_ci.analysis.findings import Finding, flagged
 from kperf_ci.analysis.launch_gaps import launch_gaps, load_records, records_from_timelines
 from kperf_ci.analysis.overlap import largest_bubbles
 from kperf_ci.analysis.perfetto import write_chrome_trace
@@ -46,9 +46,7 @@ class AnalyzeReport:
 
     @property
     def flagged(self) -> list[Finding]:
-        return [f for lr in self.launches for f in lr.findings if f.flagged] + [
-            f for f in self.sequence if f.flagged
-        ]
+        return flagged([f for lr in self.launches for f in lr.findings] + self.sequence)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +104,22 @@ def _artifact_timelines(
     raise ValueError("neither a trace file path, trace JSON, nor a timeline npz")
 
 
+def _launch_config(
+    m: dict[str, float], grid: float | None, arch: str, sms: int | None
+) -> LaunchConfig | None:
+    """A variant's launch numbers from its stored metrics; None without a grid or warps."""
+    if not grid or not m.get("num_warps"):
+        return None
+    return LaunchConfig(
+        grid=int(grid),
+        num_warps=int(m["num_warps"]),
+        registers=int(m["registers"]) if m.get("registers") else None,
+        shared_bytes=int(m["shared_bytes"]) if m.get("shared_bytes") else None,
+        arch=arch,
+        sm_count=sms,
+    )
+
+
 def _from_db(
     db: str,
     run_id: str | None,
@@ -123,17 +137,7 @@ def _from_db(
         if kernel and kernel not in res.key.kernel:
             continue
         m = {x.name: x.value for x in res.metrics}
-        cfg = None
-        grid = m.get("grid") or m.get("launch.grid")
-        if grid and m.get("num_warps"):
-            cfg = LaunchConfig(
-                grid=int(grid),
-                num_warps=int(m["num_warps"]),
-                registers=int(m["registers"]) if m.get("registers") else None,
-                shared_bytes=int(m["shared_bytes"]) if m.get("shared_bytes") else None,
-                arch=res.key.arch,
-                sm_count=sms,
-            )
+        cfg = _launch_config(m, m.get("grid") or m.get("launch.grid"), res.key.arch, sms)
         if "kernel_records" in res.artifacts:  # a callable that launched several kernels
             from kperf_ci.analysis.launch_gaps import records_from_json
 
@@ -155,23 +159,18 @@ def _from_db(
             for i, tl in enumerate(tls):
                 tl.num_sms = tl.num_sms or sms
                 lc = cfg
-                if lc is None and tl.meta.get("grid") and m.get("num_warps"):
-                    g = tl.meta["grid"]
-                    lc = LaunchConfig(
-                        grid=int(np.prod(g)),
-                        num_warps=int(m["num_warps"]),
-                        registers=int(m["registers"]) if m.get("registers") else None,
-                        shared_bytes=int(m["shared_bytes"]) if m.get("shared_bytes") else None,
-                        arch=res.key.arch,
-                        sm_count=sms,
-                    )
+                if lc is None and tl.meta.get("grid"):
+                    lc = _launch_config(m, int(np.prod(tl.meta["grid"])), res.key.arch, sms)
                 out.append((f"{res.key.label()} [{name}#{i}]", tl, lc))
                 found = True
         if not found:
             stored = [x for x in res.metrics if x.kind == "analysis"]
             if "kernel_records" in res.artifacts:  # analyzed above; a callable variant has no more
-                stored = [x for x in stored if not x.name.startswith("analysis.launch_gap")]
-                stored = [x for x in stored if x.name != "analysis.kernel_median_ns"]
+                stored = [
+                    x
+                    for x in stored
+                    if not x.name.startswith("analysis.launch_gap") and x.name != "analysis.kernel_median_ns"
+                ]
             if cfg is not None:
                 out.append((res.key.label(), None, cfg))
             elif stored:

@@ -103,15 +103,16 @@ def print_run(record, *, kernel: str | None = None) -> None:
 
 def print_findings(r) -> None:  # noqa: ANN001
     """The flagged findings of a variant (its ``findings`` artifact): value, why, what to try."""
+    from kperf_ci.analysis.findings import flagged
     from kperf_ci.report.view import load_findings
 
     found = load_findings(r) or []
-    flagged = [f for f in found if f.flagged]
     if not found:
         return
+    shown = flagged(found)
     out = console()
-    out.print(f"  findings: {len(flagged)} of {len(found)} flagged", highlight=False)
-    for f in flagged:
+    out.print(f"  findings: {len(shown)} of {len(found)} flagged", highlight=False)
+    for f in shown:
         out.print(f"  {f.line()}", highlight=False, markup=False)
 
 

@@ -292,12 +292,12 @@ def _attach_findings(ks: KperfSession, item: pytest.Item, variant: VariantResult
     variant's ``findings`` artifact (explanations and suggestions, for the reports)."""
     if not findings:
         return
-    from kperf_ci.analysis.findings import ARTIFACT, findings_from_json, findings_to_json, to_metrics
+    from kperf_ci.analysis.findings import ARTIFACT, findings_from_json, findings_to_json, flagged, to_metrics
 
     variant.metrics += to_metrics(findings)
     old = findings_from_json(variant.artifacts[ARTIFACT]) if ARTIFACT in variant.artifacts else []
     variant.artifacts[ARTIFACT] = findings_to_json(old + list(findings))
-    ks.findings.extend((item.nodeid, variant.key.label(), f) for f in findings if f.flagged)
+    ks.findings.extend((item.nodeid, variant.key.label(), f) for f in flagged(findings))
 
 
 def _plausibility(ks, item, marker, params, timed, gpu_name) -> list[Metric]:  # noqa: ANN001

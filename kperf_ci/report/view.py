@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
-from ..analysis.findings import Finding, findings_from_json
+from ..analysis.findings import Finding, findings_from_json, flagged
 from ..capture.sass import CLASSES
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from ..units import fmt_ci, fmt_rel, fmt_value
@@ -102,7 +102,7 @@ class VariantView:
 
     @property
     def flagged_findings(self) -> list[Finding]:
-        return [f for f in self.findings if f.flagged]
+        return flagged(self.findings)
 
     def is_new_flag(self, f: Finding) -> bool:
         """Flagged now, not flagged in a baseline that had findings: what this change introduced."""
