@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +62,13 @@ def make_result(
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "run.db"
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS`` with a throwaway identity; its stdout, stripped."""
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()

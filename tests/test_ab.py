@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from conftest import git
 from test_timing import FakeDevice  # the timing module's fake device clock
 
 from kperf_ci.ab import ABError, adaptive_ab, balanced_blocks, diff_static, load_base_callable, materialize
@@ -86,29 +87,20 @@ class Holder:
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path):
     """A git repository with two commits: base (HEAD~1) and head (HEAD, also the working tree)."""
     root = tmp_path / "repo"
     pkg = root / PKG
     pkg.mkdir(parents=True)
-    _git(root, "init", "-q")
+    git(root, "init", "-q")
     (pkg / "__init__.py").write_text("")
     (pkg / "ops.py").write_text(OPS)
     (pkg / "kern.py").write_text(KERN_BASE)
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "base")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
     (pkg / "kern.py").write_text(KERN_HEAD)
-    _git(root, "commit", "-q", "-am", "head")
+    git(root, "commit", "-q", "-am", "head")
     return root
 
 
@@ -134,10 +126,10 @@ def head_pkg(repo):
 def test_materialize_checks_out_the_revision_and_removes_it(repo):
     with materialize("HEAD~1", repo) as base:
         assert 'VERSION = "base"' in (base / PKG / "kern.py").read_text()
-        assert str(base) in _git(repo, "worktree", "list")
+        assert str(base) in git(repo, "worktree", "list")
         assert 'VERSION = "head"' in (repo / PKG / "kern.py").read_text()  # working tree untouched
     assert not base.exists()
-    assert len(_git(repo, "worktree", "list").splitlines()) == 1
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
 
 
 def test_materialize_bad_revision_is_a_one_line_error(repo, tmp_path):
@@ -423,16 +415,16 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
     (repo / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_90"]\n')
     (repo / "tests").mkdir()
     (repo / "tests" / "test_k.py").write_text(TEST_FILE)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "tests")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "tests")
     # the base = HEAD~2 (before the kernel change) needs the tests too: put them in its history
-    _git(repo, "checkout", "-q", "-b", "old", "HEAD~2")
+    git(repo, "checkout", "-q", "-b", "old", "HEAD~2")
     (repo / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_90"]\n')
     (repo / "tests").mkdir(exist_ok=True)
     (repo / "tests" / "test_k.py").write_text(TEST_FILE)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "tests on the old kernels")
-    _git(repo, "checkout", "-q", "-")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "tests on the old kernels")
+    git(repo, "checkout", "-q", "-")
     monkeypatch.chdir(repo)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     out_json = tmp_path / "ab.json"
@@ -446,7 +438,7 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
     data = json.loads(out_json.read_text())
     assert data["static"]["identical_tests"] == ["tests/test_k.py::test_copy"]
     assert data["static"]["tests_to_time"] == ["tests/test_k.py::test_scale"]
-    assert len(_git(repo, "worktree", "list").splitlines()) == 1  # the base worktree is gone
+    assert len(git(repo, "worktree", "list").splitlines()) == 1  # the base worktree is gone
 
 
 @pytest.mark.slow

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import make_info, make_result
+from conftest import git, make_info, make_result
 
 from kperf_ci import store
 from kperf_ci.cli import main
@@ -163,35 +162,26 @@ def test_policy_validation():
     assert GatePolicy().merged(tag="rel-*", window=None).tag == "rel-*"
 
 
-def _git(repo, *args):
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 @pytest.fixture
 def tagged_repo(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     shas = []
     for i in range(3):
         (repo / "f.txt").write_text(str(i))
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"c{i}")
-        shas.append(_git(repo, "rev-parse", "HEAD"))
-    _git(repo, "tag", "v1.0", shas[0])
-    _git(repo, "tag", "v1.1", shas[1])
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"c{i}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    git(repo, "tag", "v1.0", shas[0])
+    git(repo, "tag", "v1.1", shas[1])
     return repo, shas
 
 
 def test_last_release(tagged_repo):
     repo, shas = tagged_repo
     assert last_release(repo, "v*", shas[2]) == ("v1.1", shas[1])
-    _git(repo, "checkout", "-q", "v1.1")
+    git(repo, "checkout", "-q", "v1.1")
     assert last_release(repo, "v*", shas[1]) == ("v1.0", shas[0])  # the release itself: the one before
     assert last_release(repo, "nope-*", None) is None
 
