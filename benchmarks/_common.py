@@ -200,3 +200,17 @@ def spread(xs: list[float]) -> float | None:
 
 def geomean(xs: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(x) for x in xs))
+
+
+def warm_timed_launch(be: Any, run: Any, warm: int = 3) -> float:
+    """One launch timed between two events (ms), right behind ``warm`` untimed launches in the
+    same queue (no idle gap before it), each after an L2 flush."""
+    for _ in range(warm):
+        be.flush()
+        run()
+    be.flush()
+    a = be.marker()
+    run()
+    b = be.marker()
+    be.synchronize()
+    return be.elapsed_ms(a, b)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import cases, device_info, geomean, out_dir, write_json  # noqa: E402
+from benchmarks._common import cases, device_info, geomean, out_dir, warm_timed_launch, write_json  # noqa: E402
 
 TARGET_GEOMEAN = 0.03
 TARGET_WORST = 0.08
@@ -54,15 +54,7 @@ def _raw_launches(run, alloc, kernel, n_ctas: int, launches: int, be) -> list[di
 
     out = []
     for _ in range(launches):
-        for _ in range(3):
-            be.flush()
-            run()
-        be.flush()
-        a = be.marker()
-        run()
-        b = be.marker()
-        be.synchronize()
-        ms = be.elapsed_ms(a, b)
+        ms = warm_timed_launch(be, run)
         kt = read_raw_trace(alloc, kernel, n_ctas)
         fit = pt.fit_clock(kt)
         kreg = "kernel" if "kernel" in kt.names else ("body" if "body" in kt.names else None)

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import cases, device_info, out_dir  # noqa: E402
+from benchmarks._common import cases, device_info, out_dir, warm_timed_launch  # noqa: E402
 
 VARIANTS = {  # (as run on 2026-11-22, when RegionConfig's default was Proton's 8 KB shared buffer)
     "default": {"buffer_type": "shared", "buffer_size": 0},
@@ -86,15 +86,7 @@ def main(argv=None) -> int:
                     variants[vname] = run
                     if vname == "default":
                         for k in range(args.launches):
-                            for _ in range(3):  # warm, in the same queue (no idle gap before the timed one)
-                                be.flush()
-                                run()
-                            be.flush()
-                            a = be.marker()
-                            run()
-                            b = be.marker()
-                            be.synchronize()
-                            ms = be.elapsed_ms(a, b)
+                            ms = warm_timed_launch(be, run)
                             kt = read_raw_trace(alloc, i.kernel, n_ctas, name=case.name)
                             pre = f"{case.name}/L{k}/"
                             for key, v in kt.arrays().items():
