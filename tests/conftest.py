@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.plugin.session import cuda_available
 
 _counter = itertools.count()
 
@@ -72,3 +73,8 @@ def git(repo: Path, *args: str) -> str:
         capture_output=True,
         text=True,
     ).stdout.strip()
+
+
+#: skips a test where no CUDA GPU is usable (the plugin's own check: cheap, no torch import on
+#: machines without an NVIDIA driver)
+needs_gpu = pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")

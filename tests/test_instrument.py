@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_gpu
 
 from kperf_ci.capture import proton_trace
 from kperf_ci.capture.instrument import (
@@ -424,17 +425,8 @@ def test_load_trace_accepts_files_and_json_lines(tmp_path):
 # on a GPU
 
 
-def _cuda():
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+@needs_gpu
 def test_gpu_instrument_vector_add_and_matmul():
     import torch
 
@@ -487,7 +479,7 @@ def test_gpu_instrument_vector_add_and_matmul():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+@needs_gpu
 def test_gpu_capture_launches_and_instrumented_replay():
     import torch
 

@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+from conftest import needs_gpu
 
 from kperf_ci.capture import timing
 from kperf_ci.capture.timing import TimingConfig, median_ci, time_callable, time_interleaved
@@ -342,20 +343,8 @@ def test_state_warnings_pure():
 # on a GPU
 
 
-def _cuda():
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
-gpu = pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
-
-
 @pytest.mark.gpu
-@gpu
+@needs_gpu
 def test_gpu_events_match_a_known_copy():
     import torch
 
@@ -369,7 +358,7 @@ def test_gpu_events_match_a_known_copy():
 
 
 @pytest.mark.gpu
-@gpu
+@needs_gpu
 def test_gpu_graph_that_replays_stale_host_data_is_refused():
     """A call that copies new host data each time: its graph would replay the bytes of capture
     time, so the timing keeps plain events and says why."""
@@ -392,7 +381,7 @@ def test_gpu_graph_that_replays_stale_host_data_is_refused():
 
 
 @pytest.mark.gpu
-@gpu
+@needs_gpu
 def test_gpu_short_kernel_uses_a_graph():
     import torch
 
