@@ -71,6 +71,7 @@ def launch_gaps_section(run) -> None:  # noqa: ANN001
     import json
 
     from kperf_ci.analysis.launch_gaps import records_from_json
+    from kperf_ci.plugin.gpu_bench import GAP_CALLS, split_calls
 
     rows = [r for r in run.results if "kernel_records" in r.artifacts]
     if not rows:
@@ -88,13 +89,8 @@ def launch_gaps_section(run) -> None:  # noqa: ANN001
     print("|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: r.key.test):
         recs = records_from_json(r.artifacts["kernel_records"])
-        names = [x.name for x in recs]
-        per_call = next(
-            k
-            for k in range(1, len(names) + 1)
-            if len(names) % k == 0 and names == names[:k] * (len(names) // k)
-        )
-        calls = len(recs) // per_call
+        calls = GAP_CALLS - 1  # the plugin keeps the calls after the first
+        per_call = len(split_calls(recs, calls)[0])
         busy_us = sum(x.duration_ns for x in recs) / 1e3 / calls
         m = {x.name: x.value for x in r.metrics}
         timed_us = m["time.median"] * 1e3
