@@ -46,7 +46,7 @@ from kperf_ci.analysis import (  # noqa: E402
     wave_quantization,
 )
 from kperf_ci.analysis.launch_gaps import KernelRecord, load_records, records_document  # noqa: E402
-from kperf_ci.analysis.timeline import Timeline, load_proton_traces  # noqa: E402
+from kperf_ci.analysis.timeline import Timeline, load_proton_traces, timeline_document  # noqa: E402
 
 pl.enable_semantic("triton")
 DEV = "cuda"
@@ -113,21 +113,8 @@ def cta_level(tl: Timeline) -> Timeline:
 
 
 def tl_json(tl: Timeline) -> dict:
-    return {
-        "format": "kperf-timeline",
-        "version": 1,
-        "kernel": tl.kernel,
-        "num_sms": tl.num_sms,
-        "meta": {k: v for k, v in tl.meta.items() if isinstance(v, (int, float, str, type(None), list))},
-        "columns": {
-            "cta": tl.cta.tolist(),
-            "warp": tl.warp.tolist(),
-            "sm": tl.sm.tolist(),
-            "region": [str(r) for r in tl.region],
-            "start_ns": [round(float(x), 1) for x in tl.start_ns],
-            "end_ns": [round(float(x), 1) for x in tl.end_ns],
-        },
-    }
+    safe = {k: v for k, v in tl.meta.items() if isinstance(v, (int, float, str, type(None), list))}
+    return timeline_document(tl, meta=safe)
 
 
 def finding(fs, name):

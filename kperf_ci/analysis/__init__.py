@@ -146,20 +146,27 @@ def analyze_timeline(
     ``thresholds["min_cost_ns"]`` of wall time are reported but not flagged."""
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     n_sms = num_sms or tl.num_sms or (launch.sm_count if launch else None)
-    out: list[Finding] = []
     if not len(tl):
-        return out
-    if tl.meta.get("subset"):  # a few CTAs kept from a launch: whole-grid analyses would mislead
-        out += prologue_epilogue(
-            tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
-        )
-        out += overlap(
-            tl,
-            exposed_threshold=th["memory_exposed_fraction"],
-            bubble_threshold=th["pipeline_bubble_fraction"],
-        )
-        return apply_cost_floor(out, tl.span_ns, th["min_cost_ns"])
-    out.append(sm_utilization(tl, num_sms=n_sms, threshold=th["sm_utilization"]))
+        return []
+    out: list[Finding] = []
+    if not tl.meta.get("subset"):  # a few CTAs kept from a launch: whole-grid analyses would mislead
+        out += _whole_grid(tl, launch, n_sms, th)
+    out += prologue_epilogue(
+        tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
+    )
+    out += overlap(
+        tl,
+        exposed_threshold=th["memory_exposed_fraction"],
+        bubble_threshold=th["pipeline_bubble_fraction"],
+    )
+    return apply_cost_floor(out, tl.span_ns, th["min_cost_ns"])
+
+
+def _whole_grid(
+    tl: Timeline, launch: LaunchConfig | None, n_sms: int | None, th: dict[str, float]
+) -> list[Finding]:
+    """The analyses that need every CTA of the launch: occupancy, imbalance, waves."""
+    out = [sm_utilization(tl, num_sms=n_sms, threshold=th["sm_utilization"])]
     out += load_imbalance(tl, num_sms=n_sms, threshold=th["sm_finish_skew"])
     spans = tl.cta_spans()
     if launch is not None and (launch.num_warps or 0) > 0:
@@ -186,15 +193,7 @@ def analyze_timeline(
             timeline=tl,
             threshold=th["wave_idle"],
         )
-    out += prologue_epilogue(
-        tl, prologue_threshold=th["prologue_fraction"], epilogue_threshold=th["epilogue_fraction"]
-    )
-    out += overlap(
-        tl,
-        exposed_threshold=th["memory_exposed_fraction"],
-        bubble_threshold=th["pipeline_bubble_fraction"],
-    )
-    return apply_cost_floor(out, tl.span_ns, th["min_cost_ns"])
+    return out
 
 
 def analysis_metrics(

@@ -473,14 +473,15 @@ def is_proton_trace(obj: dict[str, Any] | list[Any]) -> bool:
 # -- kperf's own timeline JSON (what `kperf analyze --trace` also reads) ------------------------
 
 
-def save_timeline(tl: Timeline, path: str | os.PathLike[str]) -> None:
-    """A compact, versioned JSON form (columns, not objects), small enough for test data."""
-    obj = {
+def timeline_document(tl: Timeline, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """kperf's timeline JSON as a dict: a compact, versioned form (columns, not objects), small
+    enough for test data. ``meta`` replaces ``tl.meta`` (e.g. only its JSON-safe entries)."""
+    return {
         "format": "kperf-timeline",
         "version": 1,
         "kernel": tl.kernel,
         "num_sms": tl.num_sms,
-        "meta": tl.meta,
+        "meta": tl.meta if meta is None else meta,
         "columns": {
             "cta": tl.cta.tolist(),
             "warp": tl.warp.tolist(),
@@ -490,8 +491,11 @@ def save_timeline(tl: Timeline, path: str | os.PathLike[str]) -> None:
             "end_ns": [round(float(x), 1) for x in tl.end_ns],
         },
     }
+
+
+def save_timeline(tl: Timeline, path: str | os.PathLike[str]) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(obj, f, separators=(",", ":"))
+        json.dump(timeline_document(tl), f, separators=(",", ":"))
 
 
 def timeline_from_json(obj: dict[str, Any]) -> Timeline:
