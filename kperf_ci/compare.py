@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .archs import MAX_SHARED_PER_BLOCK
 from .fingerprint import incomparable_reason
 from .model import Better, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from .units import fmt_value
@@ -41,17 +42,9 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
 }
 ABSOLUTE_KEYS = frozenset({"spills"})
 
-#: Max dynamic shared memory per block (opt-in), bytes. shared_bytes above it cannot launch.
-SHARED_LIMITS: dict[str, int] = {
-    "sm_75": 65536,
-    "sm_80": 166912,
-    "sm_86": 101376,
-    "sm_87": 166912,
-    "sm_89": 101376,
-    "sm_90": 232448,
-    "sm_100": 232448,
-    "sm_120": 101376,
-}
+#: Max dynamic shared memory per block (opt-in), bytes, by arch name. shared_bytes above it
+#: cannot launch.
+SHARED_LIMITS: dict[str, int] = {f"sm_{cap}": limit for cap, limit in MAX_SHARED_PER_BLOCK.items()}
 
 # Which way is good, by metric name; the table wins over Metric.better for the names it knows.
 _BETTER_EXACT: dict[str, Better] = {

@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from ..archs import MAX_SHARED_PER_BLOCK
 from ..model import Metric, canonical_json
 from . import proton_trace
 from .proton_trace import KernelTrace
@@ -77,17 +78,6 @@ from .proton_trace import KernelTrace
 TAG = "kperf_regions"
 _TAG_RE = re.compile(r":" + TAG + r"=([0-9a-f]+)")
 
-# shared memory per block by architecture (what Proton's lowering needs to know in AOT)
-MAX_SHARED = {
-    80: 166912,
-    86: 101376,
-    87: 166912,
-    89: 101376,
-    90: 232448,
-    100: 232448,
-    103: 232448,
-    120: 101376,
-}
 
 OP_CLASSES: dict[str, tuple[str, ...]] = {
     "dot": ("tt.dot", "tt.dot_scaled", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "ttng.tc_gen5_mma_scaled"),
@@ -535,7 +525,7 @@ def _proton_lowering(cfg: RegionConfig, capability: int) -> Iterator[None]:
     from triton.profiler.hooks.instrumentation import Instrumentation, InstrumentationHook
 
     m = cfg.proton_mode()
-    max_shared = MAX_SHARED.get(capability, 232448)
+    max_shared = MAX_SHARED_PER_BLOCK.get(capability, 232448)  # what the lowering needs to know in AOT
     compiler_cls = backends["nvidia"].compiler
     saved = (compiler_cls.instrumentation, flags.instrumentation_on)
 
