@@ -415,6 +415,24 @@ class ClockFit:
         return x0 + (cycles.astype(np.float64) - y0) / self.ghz
 
 
+def _sm_line_fit(x: np.ndarray, y: np.ndarray, inv: np.ndarray, rows: np.ndarray, n: int) -> tuple | None:
+    """One slope for every SM, intercepts per SM: least squares of ``y`` on ``x`` over ``rows``,
+    each centred on its SM's means. (counts per SM, x means, y means, rows used: those of SMs
+    with 2 or more, centred x, centred y, slope); None when x does not vary or nothing is used."""
+    cnt = np.bincount(inv, weights=rows.astype(np.float64), minlength=n)
+    xm = np.bincount(inv, weights=np.where(rows, x, 0.0), minlength=n) / np.maximum(cnt, 1)
+    ym = np.bincount(inv, weights=np.where(rows, y, 0.0), minlength=n) / np.maximum(cnt, 1)
+    use = rows & (cnt[inv] >= 2)
+    if not use.any():
+        return None
+    xc = x - xm[inv]
+    yc = y - ym[inv]
+    sxx = float((xc[use] ** 2).sum())
+    if sxx <= 0:
+        return None
+    return cnt, xm, ym, use, xc, yc, float((xc[use] * yc[use]).sum() / sxx)
+
+
 def fit_clock(kt: KernelTrace) -> ClockFit | None:
     """Fit the SM clock from a trace with absolute cycles (``raw["cycle0"]``, from
     :func:`parse_raw_buffer`). Needs an SM that ran at least two CTAs at different times.
@@ -431,22 +449,11 @@ def fit_clock(kt: KernelTrace) -> ClockFit | None:
     base = int(kt.cta_init_ns.min())
     x = (kt.cta_init_ns - base).astype(np.float64)
     y = c0.astype(np.float64)
-    sms, inv, cnt = np.unique(sm, return_inverse=True, return_counts=True)
-    use = cnt[inv] >= 2
-    if not use.any():
+    sms, inv = np.unique(sm, return_inverse=True)
+    first = _sm_line_fit(x, y, inv, np.ones(x.size, dtype=bool), sms.size)
+    if first is None:
         return None
-    xm = np.zeros(sms.size)
-    ym = np.zeros(sms.size)
-    np.add.at(xm, inv, x)
-    np.add.at(ym, inv, y)
-    xm /= cnt
-    ym /= cnt
-    xc = x - xm[inv]
-    yc = y - ym[inv]
-    sxx = float((xc[use] ** 2).sum())
-    if sxx <= 0:
-        return None
-    slope = float((xc[use] * yc[use]).sum() / sxx)
+    cnt, xm, ym, use, xc, yc, slope = first
     if not slope > 0:
         return None
     resid = (yc[use] - slope * xc[use]) / slope
@@ -457,17 +464,10 @@ def fit_clock(kt: KernelTrace) -> ClockFit | None:
     bad[np.flatnonzero(use)[np.abs(resid) > max(2000.0, 8.0 * mad)]] = True
     rejected = int(bad.sum())
     if rejected:
-        keep = use & ~bad
-        cnt = np.bincount(inv, weights=keep.astype(np.float64), minlength=sms.size)
-        xm = np.bincount(inv, weights=np.where(keep, x, 0.0), minlength=sms.size) / np.maximum(cnt, 1)
-        ym = np.bincount(inv, weights=np.where(keep, y, 0.0), minlength=sms.size) / np.maximum(cnt, 1)
-        use = keep & (cnt[inv] >= 2)
-        xc = x - xm[inv]
-        yc = y - ym[inv]
-        sxx = float((xc[use] ** 2).sum())
-        if sxx <= 0:
+        second = _sm_line_fit(x, y, inv, use & ~bad, sms.size)
+        if second is None:
             return None
-        slope = float((xc[use] * yc[use]).sum() / sxx)
+        cnt, xm, ym, use, xc, yc, slope = second
         resid = (yc[use] - slope * xc[use]) / slope
     per_sm = []
     for k in range(sms.size):
