@@ -129,6 +129,21 @@ class LaunchConfig:
     def from_dict(cls, d: dict[str, Any]) -> LaunchConfig:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d and d[k] is not None})
 
+    def wave_findings(
+        self, *, threshold: float, sm_count: int | None = None, timeline: Timeline | None = None
+    ) -> list[Finding]:
+        """:func:`wave_quantization` of this launch (``sm_count`` overrides the config's)."""
+        return wave_quantization(
+            self.grid,
+            num_warps=self.num_warps,
+            registers=self.registers,
+            shared_bytes=self.shared_bytes,
+            arch=self.arch,
+            sm_count=sm_count or self.sm_count,
+            timeline=timeline,
+            threshold=threshold,
+        )
+
 
 def analyze_timeline(
     tl: Timeline,
@@ -170,16 +185,7 @@ def _whole_grid(
     out += load_imbalance(tl, num_sms=n_sms, threshold=th["sm_finish_skew"])
     spans = tl.cta_spans()
     if launch is not None and (launch.num_warps or 0) > 0:
-        out += wave_quantization(
-            launch.grid,
-            num_warps=launch.num_warps,
-            registers=launch.registers,
-            shared_bytes=launch.shared_bytes,
-            arch=launch.arch,
-            sm_count=n_sms or launch.sm_count,
-            timeline=tl,
-            threshold=th["wave_idle"],
-        )
+        out += launch.wave_findings(threshold=th["wave_idle"], sm_count=n_sms, timeline=tl)
     elif n_sms:
         from .occupancy import sm_busy
 

@@ -27,7 +27,6 @@ from kperf_ci.analysis.launch_gaps import launch_gaps, load_records, records_fro
 from kperf_ci.analysis.overlap import largest_bubbles
 from kperf_ci.analysis.perfetto import write_chrome_trace
 from kperf_ci.analysis.timeline import Timeline, load_timelines, timeline_from_json, timeline_from_npz
-from kperf_ci.analysis.waves import wave_quantization
 from kperf_ci.commands import KperfError, user_errors
 
 
@@ -241,15 +240,7 @@ def run(
             timelines.append(tl)
         else:
             assert cfg is not None
-            fs = wave_quantization(
-                cfg.grid,
-                num_warps=cfg.num_warps,
-                registers=cfg.registers,
-                shared_bytes=cfg.shared_bytes,
-                arch=cfg.arch,
-                sm_count=cfg.sm_count,
-                threshold=th["wave_idle"],
-            )
+            fs = cfg.wave_findings(threshold=th["wave_idle"])
         report.launches.append(LaunchReport(label, fs, tl))
     # launches of one trace file form a sequence; timelines of a run database come from
     # different tests and variants (their gaps are the stored kernel_records' findings above)
@@ -341,15 +332,7 @@ def analyze_cmd(
         raise KperfError("--grid needs --num-warps")
     try:
         if launch is not None and not trace and not db and not records:
-            fs = wave_quantization(
-                launch.grid,
-                num_warps=launch.num_warps,
-                registers=launch.registers,
-                shared_bytes=launch.shared_bytes,
-                arch=arch,
-                sm_count=num_sms,
-                threshold=thresholds.get("wave_idle", DEFAULT_THRESHOLDS["wave_idle"]),
-            )
+            fs = launch.wave_findings(threshold=thresholds.get("wave_idle", DEFAULT_THRESHOLDS["wave_idle"]))
             report = AnalyzeReport([LaunchReport(f"grid {grid}", fs)])
         else:
             report = run(
