@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,27 +9,13 @@ import pytest
 pytest.importorskip("triton")
 pytest.importorskip("torch")
 
-from kperf_ci.capture.record import LaunchSpec, load_launches  # noqa: E402
+from test_capture_record import record  # noqa: E402  (the interpreter run of record_script.py)
+
+from kperf_ci.capture.record import LaunchSpec  # noqa: E402
 from kperf_ci.capture.static import compile_variants, source_location  # noqa: E402
 
-DATA = Path(__file__).parent / "data" / "capture"
 ROOT = Path(__file__).parent.parent
 ARCHS = ["sm_80", "sm_90"]
-
-
-def record(tmp_path: Path) -> list[LaunchSpec]:
-    out = tmp_path / "launches.jsonl"
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    r = subprocess.run(
-        [sys.executable, str(DATA / "record_script.py"), str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    return load_launches(out)
 
 
 @pytest.fixture(scope="module")
