@@ -52,6 +52,17 @@ def _rows(db, sql: str) -> list[tuple]:
         con.close()
 
 
+# one marked test that benchmarks the sample's add kernel once
+ONE_ADD_TEST = """
+import pytest, torch
+from kernels_add import add
+
+@pytest.mark.kperf
+def test_add(kperf):
+    kperf.bench(add, torch.rand(64), torch.rand(64))
+"""
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
@@ -268,16 +279,7 @@ def test_pytest_benchmark_fixture_is_stored(
 
 
 def test_corrupt_database_is_reported_not_overwritten(sample: pytest.Pytester) -> None:
-    sample.makepyfile(
-        test_one="""
-        import pytest, torch
-        from kernels_add import add
-
-        @pytest.mark.kperf
-        def test_add(kperf):
-            kperf.bench(add, torch.rand(64), torch.rand(64))
-        """
-    )
+    sample.makepyfile(test_one=ONE_ADD_TEST)
     db = sample.path / "run.db"
     garbage = b"this is not a database" * 100
     db.write_bytes(garbage)
@@ -341,16 +343,7 @@ def test_bench_interleaved_in_static_mode_records_both(sample: pytest.Pytester) 
 
 
 def test_missing_baseline_is_one_error_line(sample: pytest.Pytester) -> None:
-    sample.makepyfile(
-        test_one="""
-        import pytest, torch
-        from kernels_add import add
-
-        @pytest.mark.kperf
-        def test_add(kperf):
-            kperf.bench(add, torch.rand(64), torch.rand(64))
-        """
-    )
+    sample.makepyfile(test_one=ONE_ADD_TEST)
     result = run(
         sample, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db", "--kperf-baseline", "nope.db"
     )
