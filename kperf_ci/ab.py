@@ -38,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kperf_ci.model import Metric, VariantResult
+from kperf_ci.model import Metric, VariantKey, VariantResult
 from kperf_ci.stats import SampleComparison, compare_samples
 
 # --------------------------------------------------------------------------------------------
@@ -145,14 +145,25 @@ def _alias_module(base_file: Path, modname: str, base_root: Path) -> types.Modul
     return module
 
 
-def load_base_callable(fn: Any, head_root: str | os.PathLike[str], base_root: str | os.PathLike[str]) -> Any:
+def _git_toplevel(directory: Path) -> Path | None:
+    try:
+        return repo_root(directory)
+    except ABError:
+        return None
+
+
+def load_base_callable(
+    fn: Any, head_root: str | os.PathLike[str] | None, base_root: str | os.PathLike[str]
+) -> Any:
     """The base tree's version of ``fn``, or None when it has none.
 
     ``fn`` is a Python function, a Triton kernel (JITFunction, Autotuner, Heuristics) or a
     ``functools.partial`` of one, defined at module level in a file under ``head_root``.  The
     file at the same relative path under ``base_root`` is imported under an alias module name
     and the object of the same qualified name is returned (for a partial, re-wrapped with the
-    same arguments).  None when: the file or the name is absent in the base tree, ``fn`` is a
+    same arguments).  ``head_root=None``: the git work tree that holds the defining file (pytest's
+    rootdir is not always the repository root: without a pytest config of its own it lands above
+    it).  None when: the file or the name is absent in the base tree, ``fn`` is a
     lambda/closure (no importable name), or it is defined outside ``head_root``.  An import
     error in the base file propagates: the base tree is broken, which the caller should report.
     """
@@ -169,6 +180,10 @@ def load_base_callable(fn: Any, head_root: str | os.PathLike[str], base_root: st
     src = getattr(module, "__file__", None) or inspect.getsourcefile(target)
     if not src:
         return None
+    if head_root is None:
+        head_root = _git_toplevel(Path(src).resolve().parent)
+        if head_root is None:
+            return None
     head_root, base_root = Path(head_root).resolve(), Path(base_root).resolve()
     try:
         rel = Path(src).resolve().relative_to(head_root)
@@ -210,6 +225,9 @@ class ABResult:
     head_ms: list[float] = field(default_factory=list)
     head_first: list[bool] = field(default_factory=list)  # per pair: head was called first
     warnings: list[str] = field(default_factory=list)
+    # region metrics of the base version's instrumented launch, per kernel name (the head's are
+    # stored as the variant's own region.* metrics): "what moved" inside the kernel
+    base_regions: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def describe(self) -> str:
         return (
@@ -425,4 +443,217 @@ def diff_static(base: list[VariantResult], head: list[VariantResult]) -> StaticD
             out.identical.append(h)
         else:
             out.changed.append(h)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# static pass, per test: does anything a test launches differ from the base revision?
+
+
+@dataclass
+class LaunchChange:
+    """One launch of a test compared with its base counterpart (matched by launch site, then by
+    order among the launches of that site)."""
+
+    name: str  # kernel name as stored (marker name / kernel)
+    site: str  # "path::qualname" of the kernel
+    status: str  # identical | changed | added | removed
+    changes: list[str] = field(default_factory=list)  # "num_stages 3 -> 1", "grid 132 -> 133", ...
+    base: dict[str, Any] | None = None
+    head: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """The stored name, with the kernel's own name when the marker renamed it."""
+        qualname = self.site.rsplit("::", 1)[-1]
+        return self.name if self.name.endswith(qualname) else f"{self.name} ({qualname})"
+
+
+@dataclass
+class TestDiff:
+    test: str
+    status: str  # identical | changed | added | removed | no-launches
+    launches: list[LaunchChange] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[str]:
+        out = []
+        for lc in self.launches:
+            if lc.status == "identical":
+                continue
+            what = "; ".join(lc.changes) if lc.changes else lc.status
+            out.append(f"{lc.label}: {what}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "status": self.status,
+            "changes": self.changes,
+            "launches": [
+                {"name": lc.name, "site": lc.site, "status": lc.status, "changes": lc.changes}
+                for lc in self.launches
+            ],
+        }
+
+
+def _kv(text: str) -> dict[str, str]:
+    out = {}
+    for part in (text or "").split(","):
+        k, sep, v = part.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _dict_changes(b: dict[str, Any], h: dict[str, Any], fmt: Callable[[str, Any, Any], str]) -> list[str]:
+    out = []
+    for k in list(dict.fromkeys([*b, *h])):
+        if b.get(k) != h.get(k):
+            out.append(fmt(k, b.get(k, "-"), h.get(k, "-")))
+    return out
+
+
+def _fmt_metric(name: str, b: Any, h: Any) -> str:
+    def f(v: Any) -> str:
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return "-" if v is None else str(v)
+
+    unit = " B" if name in ("spills", "spill_loads", "shared_bytes") else ""
+    return f"{name} {f(b)}{unit} -> {f(h)}{unit}"
+
+
+def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
+    """What differs between two manifest rows, most telling first: options, arguments, grid,
+    then per arch the code (SASS) and its static metrics."""
+    out = _dict_changes(_kv(b.get("config", "")), _kv(h.get("config", "")), lambda k, x, y: f"{k} {x} -> {y}")
+    out += _dict_changes(b.get("args") or {}, h.get("args") or {}, lambda k, x, y: f"{k} {x} -> {y}")
+    if b.get("grid") != h.get("grid"):
+        out.append(f"grid {tuple(b.get('grid') or ())} -> {tuple(h.get('grid') or ())}")
+    if not out and b.get("spec") != h.get("spec"):
+        out.append("specialization changed")  # e.g. alignment of a pointer argument
+    bc, hc = b.get("code") or {}, h.get("code") or {}
+    for arch in sorted(set(bc) | set(hc)):
+        x, y = bc.get(arch), hc.get(arch)
+        if x is None or y is None:
+            out.append(f"{arch}: compiled on one side only")
+            continue
+        if x.get("error") or y.get("error") or not x.get("sass") or not y.get("sass"):
+            out.append(f"{arch}: no SASS on a side (compile error)")
+            continue
+        if x.get("sass") == y.get("sass"):
+            continue
+        moved = [_fmt_metric(k, x.get(k), y.get(k)) for k in CODE_METRICS_ORDER if x.get(k) != y.get(k)]
+        out.append(f"{arch} SASS changed" + (": " + ", ".join(moved) if moved else ""))
+    return out
+
+
+#: static metrics in the order "what moved" lists them
+CODE_METRICS_ORDER = ("registers", "spills", "spill_loads", "shared_bytes", "sass.instructions")
+
+
+def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[LaunchChange]:
+    by_site: dict[str, list[dict[str, Any]]] = {}
+    for r in base:
+        by_site.setdefault(str(r.get("site")), []).append(r)
+    out = []
+    for h in head:
+        site = str(h.get("site"))
+        queue = by_site.get(site) or []
+        if not queue:
+            out.append(
+                LaunchChange(str(h.get("name")), site, "added", ["kernel launched in head only"], head=h)
+            )
+            continue
+        b = queue.pop(0)
+        changes = launch_changes(b, h)
+        out.append(
+            LaunchChange(str(h.get("name")), site, "changed" if changes else "identical", changes, b, h)
+        )
+    for site, rest in by_site.items():
+        for b in rest:
+            out.append(
+                LaunchChange(str(b.get("name")), site, "removed", ["kernel launched in base only"], base=b)
+            )
+    return out
+
+
+def diff_tests(
+    base: dict[str, list[dict[str, Any]]], head: dict[str, list[dict[str, Any]]]
+) -> list[TestDiff]:
+    """Per test (node id), head against base.  A test needs GPU time unless every one of its
+    launches is identical: same code on every arch, same options, same specialization, same work
+    (grid, integer arguments, tensor shapes)."""
+    out = []
+    for test in sorted(set(base) | set(head)):
+        if test not in head:
+            out.append(TestDiff(test, "removed"))
+            continue
+        if test not in base:
+            out.append(
+                TestDiff(
+                    test,
+                    "added",
+                    [
+                        LaunchChange(str(h.get("name")), str(h.get("site")), "added", [], head=h)
+                        for h in head[test]
+                    ],
+                )
+            )
+            continue
+        if not head[test] and not base[test]:
+            out.append(TestDiff(test, "no-launches"))
+            continue
+        launches = _pair_launches(base[test], head[test])
+        same = all(lc.status == "identical" for lc in launches)
+        out.append(TestDiff(test, "identical" if same else "changed", launches))
+    return out
+
+
+def tests_from_variants(diff: StaticDiff) -> list[TestDiff]:
+    """Per-test diffs from a variant-level diff, for a base run without a launch manifest."""
+    out = {t: TestDiff(t, "identical") for t in diff.tests("identical")}
+    for r in (*diff.changed, *diff.added, *diff.unknown):
+        if r.key.test:
+            td = out.setdefault(r.key.test, TestDiff(r.key.test, "changed"))
+            td.status = "changed"
+            td.launches.append(
+                LaunchChange(r.key.kernel, r.key.source, "changed", [f"{r.key.label()} differs"])
+            )
+    return [out[t] for t in sorted(out)]
+
+
+#: units of the manifest's code metrics, for the threshold rules of `kperf compare`
+_CODE_UNITS = {"spills": "bytes", "spill_loads": "bytes", "shared_bytes": "bytes"}
+
+
+def static_regressions(tests: list[TestDiff], policy: Any) -> list[dict[str, Any]]:
+    """Launches whose code regressed beyond `kperf compare`'s static thresholds (spills from 0,
+    registers +20%, shared memory over the arch's limit, ...), judged launch by launch on the
+    pairs the per-test diff made, so a config change is judged like any other change."""
+    from kperf_ci.compare import _static_change
+
+    out = []
+    for t in tests:
+        for lc in t.launches:
+            if lc.status != "changed" or lc.base is None or lc.head is None:
+                continue
+            bc, hc = lc.base.get("code") or {}, lc.head.get("code") or {}
+            for arch in sorted(set(bc) & set(hc)):
+                x, y = bc[arch], hc[arch]
+                key = VariantKey(kernel=lc.name, arch=arch, test=t.test, source=lc.site)
+                for name in CODE_METRICS_ORDER:
+                    if not isinstance(x.get(name), (int, float)) or not isinstance(y.get(name), (int, float)):
+                        continue
+                    unit = _CODE_UNITS.get(name, "count")
+                    change = _static_change(
+                        Metric(name, float(x[name]), unit),
+                        Metric(name, float(y[name]), unit),
+                        key,
+                        policy,
+                        {},
+                    )
+                    if change.regression:
+                        out.append({"kernel": lc.name, "arch": arch, "test": t.test, "reason": change.reason})
     return out

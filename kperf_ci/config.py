@@ -63,6 +63,10 @@ class Settings:
     thresholds: dict[str, float] = field(default_factory=dict)  # metric name (or "time") -> rel / abs
     time_floor_ms: float = 0.001
     timing_budget_s: float = 2.0  # GPU mode: host seconds of measurement per variant
+    # Same-job A/B (`kperf ab`): the smallest change in time that counts.  The verdict also needs
+    # the 99% interval of the paired ratio to exclude 1, so noise is handled by the interval;
+    # this is the practical floor (0.5%: a +1% change is called with its interval inside +-0.5%).
+    ab_threshold: float = 0.005
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
@@ -169,6 +173,7 @@ _VALIDATORS = {
     "thresholds": _thresholds,
     "time_floor_ms": lambda k, v, s: _number(k, v, s),
     "timing_budget_s": lambda k, v, s: _number(k, v, s, positive=True),
+    "ab_threshold": lambda k, v, s: _number(k, v, s, positive=True),
     "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
     "gate": _table,
     "report": _str,

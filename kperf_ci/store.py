@@ -40,6 +40,7 @@ __all__ = [
     "metric_history",
     "save_blob",
     "load_blob",
+    "blob_names",
     "copy_run",
 ]
 
@@ -552,6 +553,15 @@ def load_blob(path: str | os.PathLike[str], run_id: str, variant_id: str, name: 
             (run_id, variant_id, name),
         ).fetchone()
     return zlib.decompress(row[0]) if row else None
+
+
+def blob_names(path: str | os.PathLike[str], run_id: str, variant_id: str = "") -> list[str]:
+    """Names of a run's blobs (run-level ones by default), sorted."""
+    with _opened(path) as db:
+        rows = db.conn.execute(
+            "SELECT name FROM blobs WHERE run_id = ? AND variant_id = ? ORDER BY name", (run_id, variant_id)
+        ).fetchall()
+    return [r[0] for r in rows]
 
 
 # --------------------------------------------------------------------------- reading

@@ -121,6 +121,9 @@ class LaunchSpec:
     reason: str | None = None  # why it cannot be compiled elsewhere
     executed: bool = True  # False: recorded only (an autotune config that was not run)
     autotune: dict[str, Any] | None = None  # {"index": i, "count": n} for autotuned launches
+    # Tensor argument shapes: they size the work without always changing the specialization, so
+    # the A/B static pass compares them per launch (never used to compile).
+    shapes: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def display_name(self) -> str:
@@ -146,6 +149,7 @@ class LaunchSpec:
         known["tags"] = tuple(d.get("tags", ()))
         known["options"] = dict(d.get("options", {}))
         known["thresholds"] = dict(d.get("thresholds", {}) or {})
+        known["shapes"] = {k: list(v) for k, v in (d.get("shapes") or {}).items()}
         return cls(**known)
 
     def to_json(self) -> str:
@@ -464,6 +468,13 @@ def make_launch_spec(
     if not src and importable:
         importable = False
         reason = f"{NOT_IMPORTABLE} (no source file for {qualname})"
+    shapes = {}
+    for k, v in d["bound"].items():
+        if _is_tensor_like(v) and hasattr(v, "shape"):
+            try:
+                shapes[k] = [int(x) for x in v.shape]
+            except (TypeError, ValueError):
+                pass
     return LaunchSpec(
         kernel=pyfn.__name__,
         qualname=qualname,
@@ -482,6 +493,7 @@ def make_launch_spec(
         reason=reason,
         executed=executed,
         autotune=autotune,
+        shapes=shapes,
     )
 
 
@@ -514,6 +526,23 @@ def _patched_interp_run(self, *args, grid, warmup, **kwargs):
     if _state.record_only:
         return None
     return _originals["interp_run"](self, *args, grid=grid, warmup=warmup, **kwargs)
+
+
+def _patched_jit_run(self, *args, grid, warmup, **kwargs):
+    """A compiled (GPU) launch: record it, then run it as Triton would.
+
+    Static mode on a machine with CUDA does not switch the interpreter on, so kernels are
+    ``JITFunction`` s; without this hook such a session recorded nothing and an A/B static pass
+    on a GPU runner saw "identical code" everywhere.  Autotuner benchmarking launches land here
+    too, one per config, which is what static mode wants: every config is a variant.
+    """
+    rec = _current()
+    if rec is not None and not warmup:
+        try:
+            rec._record(self, args, kwargs, grid, executed=True, autotune=_state.autotune)
+        except Exception as e:  # recording must never break the user's test
+            rec.errors.append(f"{getattr(self, '__name__', self)!r}: {type(e).__name__}: {e}")
+    return _originals["jit_run"](self, *args, grid=grid, warmup=warmup, **kwargs)
 
 
 def _patched_autotuner_run(self, *args, **kwargs):
@@ -573,8 +602,11 @@ def _patched_autotuner_bench(self, *args, config, **meta):
 def _activate() -> None:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
 
     _originals["interp_run"] = InterpretedFunction.run
+    _originals["jit_run"] = JITFunction.run
+    JITFunction.run = _patched_jit_run
     _originals["autotuner_run"] = Autotuner.run
     _originals["autotuner_bench"] = Autotuner._bench
     InterpretedFunction.run = _patched_interp_run
@@ -585,8 +617,10 @@ def _activate() -> None:
 def _deactivate() -> None:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
 
     InterpretedFunction.run = _originals.pop("interp_run")
+    JITFunction.run = _originals.pop("jit_run")
     Autotuner.run = _originals.pop("autotuner_run")
     Autotuner._bench = _originals.pop("autotuner_bench")
 
@@ -599,8 +633,8 @@ class LaunchRecorder:
     ...     run_the_test()
     >>> rec.launches  # list[LaunchSpec], in launch order (duplicates kept)
 
-    Needs ``TRITON_INTERPRET=1`` set before the kernels are defined (launches of compiled
-    ``JITFunction``s are not intercepted; use :func:`make_launch_spec` for those).
+    Intercepts interpreted launches (``TRITON_INTERPRET=1``, a CPU machine) and compiled
+    ``JITFunction`` launches (a machine with CUDA) alike.
     """
 
     def __init__(self) -> None:
@@ -676,11 +710,14 @@ class LaunchRecorder:
             self.launches.append(spec)
 
     def unique(self) -> list[LaunchSpec]:
-        """Launches with duplicates (same test and identity) removed, first occurrence kept."""
-        seen: set[tuple[str, str]] = set()
+        """Launches with duplicates removed, first occurrence kept.  A duplicate is the same test,
+        the same compiled variant (identity) and the same work (grid, integer arguments, tensor
+        shapes): a test that runs one variant at two problem sizes keeps both launches, which the
+        A/B static pass compares launch by launch."""
+        seen: set[tuple[str, ...]] = set()
         out = []
         for ls in self.launches:
-            k = (ls.test, ls.identity)
+            k = (ls.test, ls.identity, work_signature(ls))
             if k not in seen:
                 seen.add(k)
                 out.append(ls)
@@ -695,6 +732,12 @@ class LaunchRecorder:
         with open(path, "w", encoding="utf-8") as f:
             for ls in self.launches:
                 f.write(ls.to_json() + "\n")
+
+
+def work_signature(ls: LaunchSpec) -> str:
+    """What sizes a launch's work besides its compiled code: grid, integer arguments, shapes."""
+    ints = {a.name: a.value for a in ls.args if a.kind == "int" and not a.constexpr}
+    return canonical_json([list(ls.grid), ints, ls.shapes])
 
 
 def load_launches(path: str | os.PathLike[str]) -> list[LaunchSpec]:

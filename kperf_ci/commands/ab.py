@@ -1,22 +1,34 @@
 """`kperf ab --base REV [pytest args]`: same-job A/B of the working tree against a base revision.
 
 1. the base revision is checked out into a temporary worktree;
-2. static pass: ``pytest --kperf --kperf-mode static`` runs in both trees (separate databases) and
-   the normalized-SASS hash of every variant is compared: tests whose kernels all compile to the
-   same code need no GPU time; kernels on one side only are "added" / "removed";
+2. static pass: ``pytest --kperf --kperf-mode static`` runs in both trees (separate databases).
+   On a machine with CUDA the tests run for real and every launch is captured through Triton's
+   launch path; without one they run in Triton's interpreter.  Each run stores a launch manifest
+   (:mod:`kperf_ci.capture.manifest`): per test, every launch with its compiled code per arch,
+   its options, its specialization and its work (grid, integer arguments, tensor shapes).  A test
+   whose launches are all identical on both sides needs no GPU time; every other test is listed
+   with what changed ("num_stages 3 -> 1; sm_90 SASS changed: registers 40 -> 168");
 3. on a machine with a CUDA GPU, pytest runs once more in the head tree with ``--kperf-mode gpu
-   --kperf-base-tree <worktree>``, only for the tests whose code changed; the plugin times each
-   kernel interleaved against its base version (:func:`kperf_ci.ab.adaptive_ab`);
-4. the verdicts are printed.  Without a GPU step 3 is skipped, saying so.
+   --kperf-base-tree <worktree>``, only for the tests whose launches changed; the plugin times
+   each ``kperf.bench`` callable interleaved against its base version
+   (:func:`kperf_ci.ab.adaptive_ab`) and instruments both once for their regions;
+4. everything goes into one database (``--db``, default ``reports/ab.db``): both static runs, the
+   timed run and the A/B document (blob ``ab_report``) from which the terminal table, the HTML
+   page, the PR-comment markdown and the job summary are rendered (``--report-dir``);
+5. exit 1 when a kernel is slower with confidence (or, without a GPU, when its static metrics
+   regress beyond the thresholds `kperf compare` uses); 2 for bad input or a capture that saw
+   nothing; 0 otherwise.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,18 +37,37 @@ import click
 
 from . import KperfError, user_errors
 
+#: the blob that holds the A/B document, on the run labelled "ab"
+AB_BLOB = "ab_report"
+AB_LABEL = "ab"
+DOC_VERSION = 1
+
 
 @dataclass
 class ABReport:
     base_rev: str
     base_sha: str
-    static: Any = None  # kperf_ci.ab.StaticDiff
+    head_sha: str = ""
+    static: Any = None  # kperf_ci.ab.StaticDiff (variant level)
+    tests: list[Any] = field(default_factory=list)  # kperf_ci.ab.TestDiff, one per test
     timed: list[dict[str, Any]] = field(default_factory=list)  # one per variant with an A/B verdict
     messages: list[str] = field(default_factory=list)
+    static_regressions: list[dict[str, Any]] = field(default_factory=list)
+    device: str | None = None
+    gpu_seconds: float = 0.0
+    wall_s: float = 0.0
+    db: str | None = None
 
     @property
     def slower(self) -> list[dict[str, Any]]:
         return [t for t in self.timed if t["verdict"] == "slower"]
+
+    def tests_to_time(self) -> list[str]:
+        return [t.test for t in self.tests if t.status == "changed"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.slower or self.static_regressions else 0
 
     def to_dict(self) -> dict[str, Any]:
         def keys(rs: list) -> list[dict[str, str]]:
@@ -46,8 +77,22 @@ class ABReport:
             ]
 
         s = self.static
+        timed_by_test: dict[str, list[dict[str, Any]]] = {}
+        for t in self.timed:
+            timed_by_test.setdefault(t["test"], []).append(t)
+        counts: dict[str, int] = {}
+        for t in self.tests:
+            counts[t.status] = counts.get(t.status, 0) + 1
+        for t in self.timed:
+            counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
         return {
+            "version": DOC_VERSION,
             "base": {"rev": self.base_rev, "sha": self.base_sha},
+            "head": {"sha": self.head_sha},
+            "device": self.device,
+            "counts": counts,
+            "exit_code": self.exit_code,
+            "tests": [{**t.to_dict(), "timed": timed_by_test.get(t.test, [])} for t in self.tests],
             "static": None
             if s is None
             else {
@@ -56,11 +101,15 @@ class ABReport:
                 "added": keys(s.added),
                 "removed": keys(s.removed),
                 "unknown": keys(s.unknown),
-                "identical_tests": s.tests("identical"),
-                "tests_to_time": s.tests("to_time"),
+                "identical_tests": [t.test for t in self.tests if t.status == "identical"],
+                "tests_to_time": self.tests_to_time(),
             },
             "timed": self.timed,
+            "static_regressions": self.static_regressions,
             "messages": self.messages,
+            "gpu_seconds": self.gpu_seconds,
+            "wall_s": self.wall_s,
+            "db": self.db,
         }
 
 
@@ -99,6 +148,54 @@ def _base_args(args: list[str], base_cwd: Path) -> tuple[list[str], list[str]]:
     return keep, dropped
 
 
+@dataclass
+class StaticSide:
+    db: Path
+    run: Any  # RunRecord
+    manifest: dict[str, list[dict[str, Any]]] | None
+    rc: int
+    output: str
+
+
+def _static_side(
+    side: str, root: Path, rel_cwd: Path, args: list[str], workdir: Path, python: str, messages: list[str]
+) -> StaticSide:
+    from kperf_ci import store
+    from kperf_ci.capture.manifest import load_manifest
+
+    db = workdir / f"{side}.db"
+    rc, out = _pytest(
+        root,
+        rel_cwd,
+        args,
+        # only options every kperf version has: in kperf-ci's own repository the base tree's
+        # copy of the plugin is the one imported there
+        ["--kperf-mode", "static", "--kperf-db", str(db)],
+        python,
+    )
+    if not db.exists():
+        raise KperfError(f"static pass in the {side} tree stored no run (pytest exit {rc}):\n{_tail(out)}")
+    run = store.load_run(db)
+    if side == "head":
+        if rc == 5:
+            raise KperfError(f"static pass in the head tree collected no test:\n{_tail(out)}")
+        if rc != 0:
+            # failing tests or a kernel that does not compile: the head is broken, not slower
+            raise KperfError(
+                f"static pass in the head tree failed (pytest exit {rc}); fix the tests first:\n{_tail(out)}"
+            )
+        if not [r for r in run.results if r.key.arch != "host"]:
+            raise KperfError(
+                "static pass in the head tree captured no Triton launch: mark the tests that launch "
+                f"kernels (@pytest.mark.kperf or the kperf fixture):\n{_tail(out)}"
+            )
+    elif rc not in (0, 5):
+        messages.append(
+            f"static pass in the base tree: pytest exit {rc} (its failing tests are not compared)"
+        )
+    return StaticSide(db, run, load_manifest(str(db), run.info.run_id), rc, out)
+
+
 def static_pass(
     head_root: Path,
     base_root: Path,
@@ -106,42 +203,32 @@ def static_pass(
     args: list[str],
     workdir: Path,
     python: str = sys.executable,
-) -> tuple[Any, list[str]]:
-    """Run the static pass in both trees; (StaticDiff, messages)."""
-    from kperf_ci import store
-    from kperf_ci.ab import diff_static
+) -> tuple[Any, list[Any], list[str], dict[str, StaticSide]]:
+    """Run the static pass in both trees; (variant-level StaticDiff, per-test diffs, messages,
+    the two sides)."""
+    from kperf_ci.ab import diff_static, diff_tests, tests_from_variants
 
     messages: list[str] = []
-    runs = {}
+    sides = {}
     for side, root in (("base", base_root), ("head", head_root)):
         side_args = args
         if side == "base":
             side_args, dropped = _base_args(args, base_root / rel_cwd)
             if dropped:
                 messages.append(f"not in the base revision, skipped there: {' '.join(dropped)}")
-        db = workdir / f"{side}.db"
-        rc, out = _pytest(
-            root,
-            rel_cwd,
-            side_args,
-            # only options every kperf version has: in kperf-ci's own repository the base tree's
-            # copy of the plugin is the one imported there
-            ["--kperf-mode", "static", "--kperf-db", str(db)],
-            python,
-        )
-        if not db.exists():
-            raise KperfError(
-                f"static pass in the {side} tree stored no run (pytest exit {rc}):\n{_tail(out)}"
-            )
-        if rc not in (0, 1, 5):
-            messages.append(f"static pass in the {side} tree: pytest exit {rc}")
-        runs[side] = store.load_run(db)
-    return diff_static(runs["base"].results, runs["head"].results), messages
+        sides[side] = _static_side(side, root, rel_cwd, side_args, workdir, python, messages)
+    diff = diff_static(sides["base"].run.results, sides["head"].run.results)
+    if sides["base"].manifest is not None and sides["head"].manifest is not None:
+        tests = diff_tests(sides["base"].manifest, sides["head"].manifest)
+    else:  # a base made by a kperf-ci without launch manifests: variant level only
+        messages.append("the base run has no launch manifest: tests compared by their variants only")
+        tests = tests_from_variants(diff)
+    return diff, tests, messages, sides
 
 
 def _absolute_node_ids(node_ids: list[str], root: Path, rel_cwd: Path) -> list[str]:
     """Node ids are relative to pytest's rootdir, somewhere between the invocation directory and
-    the repository root: make each absolute where its file is found, so any cwd works."""
+    the repository root (or above it): make each absolute where its file is found."""
     out = []
     cwd = (root / rel_cwd).resolve()
     for nid in node_ids:
@@ -149,8 +236,6 @@ def _absolute_node_ids(node_ids: list[str], root: Path, rel_cwd: Path) -> list[s
         for d in (cwd, *cwd.parents):
             if (d / path).is_file():
                 nid = str(d / path) + sep + rest
-                break
-            if d == root.resolve():
                 break
         out.append(nid)
     return out
@@ -162,6 +247,21 @@ def _gpu_available() -> bool:
     return cuda_available()
 
 
+def _region_moves(base: dict[str, dict[str, float]], metrics: dict[str, float], kernel: str) -> list[str]:
+    """Region shares of CTA time that moved by 2 points or more, base -> head."""
+    b = base.get(kernel) or (next(iter(base.values())) if len(base) == 1 else None)
+    if not b:
+        return []
+    out = []
+    for name, bv in sorted(b.items()):
+        if not name.endswith(".fraction") or name not in metrics:
+            continue
+        hv = metrics[name]
+        if abs(hv - bv) >= 0.02:
+            out.append(f"{name[len('region.') : -len('.fraction')]} {bv:.0%} -> {hv:.0%} of CTA time")
+    return out
+
+
 def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
     rows = []
     for r in results:
@@ -169,6 +269,9 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
         if verdict is None:
             continue
         m = {x.name: x.value for x in r.metrics}
+        extra = json.loads(r.artifacts.get("ab") or "{}")
+        kernel_name = r.key.kernel.rsplit("/", 1)[-1]
+        base_ms, head_ms = extra.get("base_ms") or [], extra.get("head_ms") or []
         rows.append(
             {
                 "kernel": r.key.kernel,
@@ -182,9 +285,31 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
                 "pairs": m.get("ab.pairs"),
                 "seconds": m.get("ab.seconds"),
                 "threshold": m.get("ab.threshold"),
+                "method": extra.get("method"),
+                "base_median_ms": sorted(base_ms)[len(base_ms) // 2] if base_ms else None,
+                "head_median_ms": sorted(head_ms)[len(head_ms) // 2] if head_ms else None,
+                "regions_moved": _region_moves(extra.get("base_regions") or {}, m, kernel_name),
             }
         )
     return rows
+
+
+def _static_regressions(settings: Any, tests: list[Any]) -> list[dict[str, Any]]:
+    from kperf_ci.ab import static_regressions
+    from kperf_ci.compare import ThresholdPolicy
+
+    return static_regressions(tests, ThresholdPolicy.from_settings(settings))
+
+
+def _copy_runs(sides: dict[str, StaticSide], timed_db: Path | None, db: Path) -> str:
+    """Both static runs and the timed run into ``db``; returns the run id the A/B document goes on."""
+    from kperf_ci import store
+
+    for side in sides.values():
+        store.copy_run(side.db, db, side.run.info.run_id)
+    if timed_db is not None:
+        return store.copy_run(timed_db, db)
+    return sides["head"].run.info.run_id
 
 
 def run_ab(
@@ -195,88 +320,137 @@ def run_ab(
     gpu: bool | None = None,
     python: str = sys.executable,
     echo: Any = click.echo,
+    time_all: bool = False,
+    db: str | Path | None = None,
+    settings: Any = None,
 ) -> ABReport:
     """The whole A/B job; prints as it goes through ``echo`` and returns the report."""
+    from kperf_ci import store
     from kperf_ci.ab import ABError, materialize, repo_root, resolve_rev
+    from kperf_ci.config import load_settings
 
+    t_start = time.monotonic()
     try:
         root = repo_root(repo)
         sha = resolve_rev(base, root)
+        head_sha = resolve_rev("HEAD", root)
     except ABError as e:
         raise KperfError(str(e)) from None
+    settings = settings or load_settings(Path(repo).resolve())
     rel_cwd = Path(os.path.relpath(Path(repo).resolve(), root.resolve()))
-    report = ABReport(base_rev=base, base_sha=sha)
+    report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha)
     echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
-        diff, msgs = static_pass(root, base_root, rel_cwd, list(args), Path(tmp), python)
-        report.static = diff
+        diff, tests, msgs, sides = static_pass(root, base_root, rel_cwd, list(args), Path(tmp), python)
+        report.static, report.tests = diff, tests
         report.messages += msgs
         for m in msgs:
             echo(f"  note: {m}")
+        counts = {
+            s: sum(1 for t in tests if t.status == s) for s in ("identical", "changed", "added", "removed")
+        }
         echo(
-            f"static: {len(diff.identical)} variant(s) identical code, no GPU time spent; "
-            f"{len(diff.changed)} changed, {len(diff.added)} added, {len(diff.removed)} removed"
-            + (f", {len(diff.unknown)} without SASS (compile error)" if diff.unknown else "")
+            f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
+            f"{counts['changed']} changed, {counts['added']} new, {counts['removed']} gone"
         )
-        for what, rows in (
-            ("identical", diff.identical),
-            ("changed", diff.changed),
-            ("added", diff.added),
-            ("removed", diff.removed),
-            ("no SASS", diff.unknown),
-        ):
-            for r in rows:
-                echo(f"  {what:<9} {r.key.label()}  ({r.key.test or '?'})")
-        to_time = diff.tests("to_time")
-        if not to_time:
-            msg = "timing: every kernel compiles to identical code on both sides; no GPU time spent"
-            echo(msg)
-            report.messages.append(msg)
-            return report
+        for t in tests:
+            if t.status == "identical":
+                echo(f"  identical {t.test}")
+                continue
+            echo(f"  {t.status:<9} {t.test}")
+            for line in t.changes:
+                echo(f"      {line}")
+        to_time = [t.test for t in tests if t.status == "changed" or (time_all and t.status == "identical")]
+        timed_db: Path | None = None
         if gpu is None:
             gpu = _gpu_available()
-        if not gpu:
+        if not to_time:
+            msg = "timing: every test launches identical code and work on both sides; no GPU time spent"
+            echo(msg)
+            report.messages.append(msg)
+        elif not gpu:
             msg = (
-                f"timing: skipped, no CUDA GPU on this machine ({len(to_time)} test(s) with changed code "
+                f"timing: skipped, no CUDA GPU on this machine ({len(to_time)} test(s) with changed launches "
                 f"would be timed A/B on one); the static verdicts above stand"
             )
             echo(msg)
             report.messages.append(msg)
-            return report
-        db = Path(tmp) / "ab.db"
-        rc, out = _pytest(
-            root,
-            rel_cwd,
-            _absolute_node_ids(to_time, root, rel_cwd),
-            [
-                "--kperf-mode",
-                "gpu",
-                "--kperf-base-tree",
-                str(base_root),
-                "--kperf-db",
-                str(db),
-                "--kperf-label",
-                "head",
-            ],
-            python,
-        )
-        if not db.exists():
-            raise KperfError(f"A/B timing stored no run (pytest exit {rc}):\n{_tail(out)}")
-        from kperf_ci import store
-
-        report.timed = _ab_rows(store.load_run(db).results)
-        if not report.timed:
-            msg = f"timing: pytest exit {rc} but no A/B verdict was recorded (tags ab:*)"
-            echo(msg + "\n" + _tail(out))
-            report.messages.append(msg)
-        for t in report.timed:
-            ci = "" if t["ci_low"] is None else f" [{t['ci_low'] - 1:+.2%}, {t['ci_high'] - 1:+.2%}]"
-            rel = "" if t["ratio"] is None else f" {t['ratio'] - 1:+.2%}"
-            echo(
-                f"  {t['verdict']:<12} {t['kernel']} {t['arch']} {t['config']}{rel}{ci}"
-                f" ({int(t['pairs'] or 0)} pairs, {t['seconds'] or 0:.2f} s)"
+        else:
+            timed_db = Path(tmp) / "ab.db"
+            rc, out = _pytest(
+                root,
+                rel_cwd,
+                _absolute_node_ids(to_time, root, rel_cwd),
+                [
+                    "--kperf-mode",
+                    "gpu",
+                    "--kperf-base-tree",
+                    str(base_root),
+                    "--kperf-db",
+                    str(timed_db),
+                    "--kperf-label",
+                    "head",
+                ],
+                python,
             )
+            if not timed_db.exists():
+                raise KperfError(f"A/B timing stored no run (pytest exit {rc}):\n{_tail(out)}")
+            timed_run = store.load_run(timed_db)
+            report.device = timed_run.info.fingerprint.gpu
+            report.timed = _ab_rows(timed_run.results)
+            report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
+            timed_tests = {t["test"] for t in report.timed}
+            for test in to_time:
+                if test not in timed_tests:
+                    msg = f"not timed: {test} (no kperf.bench callable with a base version; see the log)"
+                    report.messages.append(msg)
+                    echo(f"  {msg}")
+            if rc not in (0, 1):
+                report.messages.append(f"timing pass: pytest exit {rc}")
+                echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
+            for t in report.timed:
+                echo("  " + timed_line(t))
+        if not gpu or not report.timed:
+            report.static_regressions = _static_regressions(settings, tests)
+            for r in report.static_regressions:
+                echo(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}")
+        report.wall_s = time.monotonic() - t_start
+        if db is not None:
+            db = Path(db)
+            db.parent.mkdir(parents=True, exist_ok=True)
+            run_id = _copy_runs(sides, timed_db, db)
+            report.db = str(db)
+            doc = report.to_dict()
+            doc["created_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            doc["run_id"] = run_id
+            store.save_blob(db, run_id, "", AB_BLOB, json.dumps(doc, default=str))
     return report
+
+
+def timed_line(t: dict[str, Any]) -> str:
+    ci = "" if t["ci_low"] is None else f" [{t['ci_low'] - 1:+.2%}, {t['ci_high'] - 1:+.2%}]"
+    rel = "" if t["ratio"] is None else f" {t['ratio'] - 1:+.2%}"
+    moved = f"; {', '.join(t['regions_moved'])}" if t.get("regions_moved") else ""
+    return (
+        f"{t['verdict']:<12} {t['kernel']}{rel}{ci} ({int(t['pairs'] or 0)} pairs, {t['seconds'] or 0:.2f} s)"
+        f"  {t['test']}{moved}"
+    )
+
+
+def load_ab_document(db: str | Path) -> dict[str, Any] | None:
+    """The newest A/B document in ``db`` (None when the database holds none)."""
+    from kperf_ci import store
+
+    for info in sorted(store.list_runs(db), key=lambda i: i.started_at, reverse=True):
+        data = store.load_blob(db, info.run_id, "", AB_BLOB)
+        if data:
+            try:
+                doc = json.loads(data)
+            except ValueError as e:
+                raise KperfError(f"{db}: the A/B document of run {info.run_id} is not JSON ({e})") from None
+            if isinstance(doc, dict):
+                return doc
+    return None
 
 
 @click.command("ab", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -285,20 +459,58 @@ def run_ab(
     "--gpu/--no-gpu", default=None, help="time changed kernels A/B (default: when a CUDA GPU is usable)"
 )
 @click.option(
-    "--json", "json_path", type=click.Path(dir_okay=False), help="also write the report as JSON here"
+    "--db",
+    "db",
+    type=click.Path(dir_okay=False),
+    default="reports/ab.db",
+    show_default=True,
+    help="database for both static runs, the timed run and the A/B document",
 )
-@click.option("--fail-on-slower", is_flag=True, help="exit 1 when a kernel is slower with confidence")
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False),
+    default="reports/ab",
+    show_default=True,
+    help="index.html, comment.md (PR comment) and summary.md (job summary) go here",
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="also write the A/B document as JSON"
+)
+@click.option("--time-all", is_flag=True, help="time unchanged tests too (an A/A check of the method)")
+@click.option("--no-fail", is_flag=True, help="exit 0 even when a kernel is slower (report only)")
+@click.option("--fail-on-slower", is_flag=True, hidden=True, help="the default now; kept for old workflows")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 @user_errors
 def ab_cmd(
-    base: str, gpu: bool | None, json_path: str | None, fail_on_slower: bool, pytest_args: tuple[str, ...]
+    base: str,
+    gpu: bool | None,
+    db: str,
+    report_dir: str,
+    json_path: str | None,
+    time_all: bool,
+    no_fail: bool,
+    fail_on_slower: bool,
+    pytest_args: tuple[str, ...],
 ) -> None:
     """A/B the working tree against a base revision in one job.
 
-    Kernels whose SASS is identical on both sides cost no GPU time; the rest are timed
-    interleaved against their base version when a GPU is there.  Extra arguments go to pytest.
+    Tests whose launches are identical on both sides (same SASS, options and work) cost no GPU
+    time; the rest are timed interleaved against their base version when a GPU is there.  Exit 1
+    when a kernel is slower with confidence.  Extra arguments go to pytest.
     """
-    report = run_ab(base, list(pytest_args), gpu=gpu)
+    from kperf_ci.report.ab import write_ab_reports
+
+    report = run_ab(base, list(pytest_args), gpu=gpu, time_all=time_all, db=db)
+    doc = load_ab_document(db)  # render from what was stored, as `kperf report --ab` would
+    if doc is None:
+        raise KperfError(f"{db}: no A/B document was stored")
+    paths = write_ab_reports(doc, Path(report_dir))
+    click.echo(f"kperf ab: stored in {db}; wrote {', '.join(str(p) for p in paths)}")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(Path(report_dir, "summary.md").read_text(encoding="utf-8") + "\n")
     if json_path:
-        Path(json_path).write_text(json.dumps(report.to_dict(), indent=2, default=str))
-    raise SystemExit(1 if fail_on_slower and report.slower else 0)
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(doc, indent=2, default=str))
+    raise SystemExit(0 if no_fail else report.exit_code)

@@ -20,6 +20,9 @@ def finish_session(ks: Any) -> int:
             else:
                 ks.save()
         ks.compare_with_baseline()
+        capture_error = ks.capture_error()
+        if capture_error:
+            ks.errors.append(("<capture>", capture_error))
     except StoreError as e:
         ks.errors.append(("<store>", str(e)))
         return KPERF_FAILED
@@ -40,6 +43,7 @@ def worker_output(ks: Any) -> dict[str, Any]:
         "warnings": [list(w) for w in ks.warnings],
         "ab_results": [list(r) for r in ks.ab_results],
         "findings": [[nodeid, label, findings_to_json([f])] for nodeid, label, f in ks.findings],
+        "capture": [ks.marked_passed, ks.marked_with_launches],
     }
 
 
@@ -52,6 +56,9 @@ def merge_worker_output(ks: Any, out: dict[str, Any] | None) -> None:
     ks.errors.extend(tuple(e) for e in out.get("errors", []))
     ks.warnings.extend(tuple(w) for w in out.get("warnings", []))
     ks.ab_results.extend(tuple(r) for r in out.get("ab_results", []))
+    passed, with_launches = out.get("capture", [0, 0])
+    ks.marked_passed += int(passed)
+    ks.marked_with_launches += int(with_launches)
     for nodeid, label, text in out.get("findings", []):
         ks.findings.extend((nodeid, label, f) for f in findings_from_json(text))
 

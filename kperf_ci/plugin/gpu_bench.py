@@ -79,7 +79,7 @@ def bench_on_gpu(
         budget_s=ks.settings.timing_budget_s,
         input_bytes=int(declared_bytes) if declared_bytes else None,
     )
-    ab = _ab_against_base_tree(ks, marker, fns, calls, args, kwargs, cfg) if len(fns) == 1 else None
+    ab = _ab_against_base_tree(ks, item, marker, fns, calls, args, kwargs, cfg) if len(fns) == 1 else None
     timed = timing.time_interleaved(calls, cfg)
     for name, t in timed.items():
         for w in t.warnings:
@@ -143,24 +143,48 @@ def split_calls(records: list, calls: int) -> list[list] | None:
     return out if all([r.name for r in c] == names for c in out) else None
 
 
-def _ab_against_base_tree(ks, marker, fns, calls, args, kwargs, cfg):  # noqa: ANN001, ANN202
+def _ab_against_base_tree(ks, item, marker, fns, calls, args, kwargs, cfg):  # noqa: ANN001, ANN202
     base_tree = ks.config.getoption("kperf_base_tree", default=None)
     if not base_tree:
         return None
     from kperf_ci import ab as ab_mod
 
     (name,) = fns
-    base_fn = ab_mod.load_base_callable(fns[name], str(ks.config.rootpath), base_tree)
-    if base_fn is None:
+    # head_root=None: the git work tree of the callable's own file (pytest's rootdir can be
+    # above the repository when it has no pytest config)
+    try:
+        base_fn = ab_mod.load_base_callable(fns[name], None, base_tree)
+    except Exception as e:  # the base tree's module does not import: say so, time nothing
+        ks.warn(item.nodeid, f"A/B: the base version of {name} failed to import: {type(e).__name__}: {e}")
+        ks.ab_results.append((item.nodeid, marker.name, "no base version (import failed)", "no-base"))
         return None
-    threshold = float(marker.thresholds.get("time", ks.settings.thresholds.get("time", 0.02)))
-    return ab_mod.adaptive_ab(
+    if base_fn is None:
+        what = getattr(fns[name], "__qualname__", None) or getattr(fns[name], "__name__", repr(fns[name]))
+        ks.warn(
+            item.nodeid,
+            f"A/B: no base version of {what} in the base tree (a lambda or closure, a file or name new "
+            "in head, or defined outside the repository); not timed against base",
+        )
+        ks.ab_results.append((item.nodeid, marker.name, "no base version found", "no-base"))
+        return None
+    threshold = float(marker.thresholds.get("time", ks.settings.ab_threshold))
+    result = ab_mod.adaptive_ab(
         lambda: base_fn(*args, **kwargs),
         calls[name],
         threshold=threshold,
         budget_s=ks.settings.timing_budget_s,
         cfg=cfg,
     )
+    from kperf_ci.capture import instrument
+
+    try:  # one instrumented launch of the base version: its regions, for "what moved"
+        regions = instrument.instrument_callable_all(
+            lambda: base_fn(*args, **kwargs), instrument.RegionConfig()
+        )
+        result.base_regions = {k: {m.name: m.value for m in r.to_metrics()} for k, r in regions.items()}
+    except Exception as e:  # the verdict stands without them
+        ks.warn(item.nodeid, f"A/B: instrumented launch of the base version failed: {type(e).__name__}: {e}")
+    return result
 
 
 def _variants(
@@ -256,6 +280,17 @@ def _variants(
     if ab is not None:
         timed_variant.metrics += ab.to_metrics()
         timed_variant.tags.append(ab.tag)
+        # both sides' samples, so a report can show the distributions the verdict was taken on
+        timed_variant.artifacts["ab"] = canonical_json(
+            {
+                "base_ms": ab.base_ms,
+                "head_ms": ab.head_ms,
+                "head_first": ab.head_first,
+                "method": ab.method,
+                "stopped_by": ab.stopped_by,
+                "warnings": ab.warnings,
+            }
+        )
         ks.ab_results.append((item.nodeid, timed_variant.key.label(), ab.describe(), ab.verdict))
     return variants
 

@@ -56,6 +56,11 @@ class KperfSession:
     blobs: list[tuple[str, str, bytes]] = field(default_factory=list)  # (variant id, name, data)
     ab_results: list[tuple[str, str, str, str]] = field(default_factory=list)
     findings: list[tuple[str, str, Any]] = field(default_factory=list)  # (nodeid, variant, flagged Finding)
+    # static mode: marked tests that passed, and how many of them launched a Triton kernel that
+    # was captured; all-zero is an error (a capture that silently saw nothing passes everything)
+    marked_passed: int = 0
+    marked_with_launches: int = 0
+    manifest_launches: list[Any] = field(default_factory=list)  # every launch, for the manifest
     started_at: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     )
@@ -135,9 +140,16 @@ class KperfSession:
         return results
 
     def test_passed(self, item: pytest.Item, marker: KperfMarker) -> None:
-        self.pending.extend(item.stash.get(LAUNCHES_KEY, []))
+        launches = item.stash.get(LAUNCHES_KEY, [])
+        self.pending.extend(launches)
         measured = item.stash.get(RESULTS_KEY, []) + benchmark_fixture_results(item, marker)
         self.results.extend(measured)
+        if self.mode == "static" and not any(r.key.arch == "host" for r in measured):
+            self.marked_passed += 1
+            if launches:
+                self.marked_with_launches += 1
+            else:
+                self.warn(item.nodeid, "no Triton launch captured in this marked test")
         if self.mode == "gpu" and not measured:
             self.warn(item.nodeid, "nothing measured: in GPU mode only kperf.bench(fn, ...) calls are timed")
 
@@ -154,6 +166,11 @@ class KperfSession:
         variants = compile_variants(
             launches, list(self.settings.arch), jobs=self.settings.jobs, rootdir=str(self.config.rootpath)
         )
+        from kperf_ci.capture.manifest import BLOB, build_manifest, manifest_json
+
+        manifest = build_manifest(launches, variants, list(self.settings.arch), str(self.config.rootpath))
+        worker = getattr(self.config, "workerinput", {}).get("workerid") if self.is_worker else None
+        self.blobs.append(("", f"{BLOB}:{worker}" if worker else BLOB, manifest_json(manifest)))
         seen: set[str] = set()
         for variant in variants:
             if variant.error:
@@ -162,6 +179,16 @@ class KperfSession:
                 continue
             seen.add(variant.key.id)
             self.results.append(variant)
+
+    def capture_error(self) -> str | None:
+        """One line when static mode captured nothing although marked tests passed."""
+        if self.mode != "static" or self.is_worker or not self.marked_passed or self.marked_with_launches:
+            return None
+        return (
+            f"static mode captured no Triton launch in {self.marked_passed} marked test(s) that passed; "
+            "the kernels may be launched in a way kperf cannot see (a subprocess, a C++ extension), "
+            "or the tests are marked but launch nothing"
+        )
 
     def save(self) -> None:
         from kperf_ci import store

@@ -1,0 +1,218 @@
+"""Reports of a same-job A/B (`kperf ab`): PR comment, job summary and one HTML page.
+
+Input is the A/B document stored in the A/B database (``kperf_ci.commands.ab.AB_BLOB``): plain
+JSON, treated as data.  Every string from it is escaped for its medium: markdown gets no links,
+no HTML and no table breaks; HTML is rendered by jinja2 with autoescaping.
+
+For each test the reader gets: the verdict (slower / faster / unchanged / inconclusive, with the
+change and its 99% interval), the kernel, and what moved (launch options, arguments, grid, SASS
+with registers / spills / instructions, region shares of CTA time).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment
+MAX_CHARS = 65_000
+
+_ICON = {
+    "slower": "🔴",
+    "faster": "🟢",
+    "unchanged": "⚪",
+    "inconclusive": "🟡",
+    "no-base": "🟡",
+}
+
+_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+_AUTOLINK = re.compile(r"(?i)(https?|ftp|www)(:|\.)")
+
+
+def md(text: Any) -> str:
+    """Stored text as inert markdown: no control characters, no markup, no autolinks."""
+    s = _CTRL.sub("?", str(text)).replace("\n", " ")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    # GitHub autolinks bare URLs and www. names; a zero-width joiner after the scheme stops it
+    return _AUTOLINK.sub(lambda m: m.group(1) + "\u2060" + m.group(2), s)
+
+
+def pct(v: float | None) -> str:
+    return "?" if v is None else f"{v - 1:+.2%}"
+
+
+def _change(t: dict[str, Any]) -> str:
+    if t.get("ratio") is None:
+        return "?"
+    ci = "" if t.get("ci_low") is None else f" [{pct(t['ci_low'])}, {pct(t['ci_high'])}]"
+    return f"{pct(t['ratio'])}{ci}"
+
+
+def headline(doc: dict[str, Any]) -> str:
+    c = doc.get("counts") or {}
+    slower, faster = int(c.get("slower", 0)), int(c.get("faster", 0))
+    static_reg = len(doc.get("static_regressions") or [])
+    if slower:
+        head = f"🔴 {slower} kernel(s) slower than the base revision"
+    elif static_reg:
+        head = f"🔴 {static_reg} static regression(s) in changed kernels"
+    elif int(c.get("changed", 0)) and not doc.get("timed"):
+        head = f"🟡 {int(c['changed'])} test(s) changed; not timed (no GPU on this runner)"
+    elif int(c.get("inconclusive", 0)):
+        head = f"🟡 {int(c['inconclusive'])} kernel(s) inconclusive; none slower with confidence"
+    else:
+        head = "🟢 no kernel slower than the base revision"
+    extra = []
+    if faster:
+        extra.append(f"{faster} faster")
+    if c.get("unchanged"):
+        extra.append(f"{int(c['unchanged'])} unchanged")
+    if c.get("identical"):
+        extra.append(f"{int(c['identical'])} test(s) identical code, not timed")
+    return head + (" · " + ", ".join(extra) if extra else "")
+
+
+def _changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
+
+
+def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
+    base = doc.get("base") or {}
+    lines = [
+        MARKER,
+        "## kperf ab: " + headline(doc),  # our own words and numbers only
+        "",
+        f"Base `{md(str(base.get('sha', ''))[:10])}` ({md(base.get('rev', ''))}) vs head "
+        f"`{md(str((doc.get('head') or {}).get('sha', ''))[:10])}`"
+        + (f" on {md(doc['device'])}" if doc.get("device") else " (static only)"),
+        "",
+    ]
+    timed = doc.get("timed") or []
+    if timed:
+        lines += [
+            "| | kernel | test | change [99% CI] | what moved |",
+            "|---|---|---|---|---|",
+        ]
+        order = {"slower": 0, "inconclusive": 1, "faster": 2, "unchanged": 3}
+        moved_by_test = {t["test"]: t.get("changes") or [] for t in doc.get("tests") or []}
+        for t in sorted(timed, key=lambda t: (order.get(t["verdict"], 9), -(t.get("ratio") or 0))):
+            moved = list(t.get("regions_moved") or []) + list(moved_by_test.get(t["test"], []))
+            lines.append(
+                f"| {_ICON.get(t['verdict'], '')} {md(t['verdict'])} | {md(t['kernel'])} | {md(t['test'])} "
+                f"| {md(_change(t))} | {md('; '.join(moved)) or '-'} |"
+            )
+        lines.append("")
+    regs = doc.get("static_regressions") or []
+    if regs:
+        lines += ["**Static regressions**", ""]
+        lines += [f"- {md(r['kernel'])} {md(r['arch'])} ({md(r['test'])}): {md(r['reason'])}" for r in regs]
+        lines.append("")
+    changed = _changed_tests(doc)
+    if changed:
+        lines += ["<details><summary>Static diff: what changed per test</summary>", ""]
+        for t in changed:
+            lines.append(f"- **{md(t['status'])}** {md(t['test'])}")
+            lines += [f"  - {md(c)}" for c in t.get("changes") or []]
+        lines += ["", "</details>", ""]
+    for m in doc.get("messages") or []:
+        lines.append(f"> {md(m)}")
+    text = "\n".join(lines).rstrip() + "\n"
+    if len(text) > max_chars:
+        cut = text[: max_chars - 200].rsplit("\n", 1)[0]
+        text = cut + "\n\n… (truncated: the full report is in the job's artifacts)\n"
+    return text
+
+
+def render_summary(doc: dict[str, Any]) -> str:
+    """For $GITHUB_STEP_SUMMARY: the comment without the hidden marker."""
+    return render_markdown(doc).replace(MARKER + "\n", "", 1)
+
+
+_HTML = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(
+    """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kperf ab</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+.slower{background:#fdd}.faster{background:#dfd}.inconclusive{background:#ffd}
+code{font-size:12px}ul{margin:0;padding-left:1.2em}
+</style></head><body>
+<h1 id="verdict">{{ head }}</h1>
+<p>Base <code>{{ base_sha }}</code> ({{ base_rev }}) vs head <code>{{ head_sha }}</code>
+{% if device %}on {{ device }}{% else %}(static only){% endif %}</p>
+{% if timed %}
+<h2>Timed A/B (interleaved, paired)</h2>
+<table id="timed"><tr><th>verdict</th><th>kernel</th><th>test</th><th>change [99% CI]</th>
+<th>base / head median</th><th>pairs</th><th>what moved</th></tr>
+{% for t in timed %}<tr class="{{ t.verdict }}"><td>{{ t.verdict }}</td><td>{{ t.kernel }}</td>
+<td>{{ t.test }}</td>
+<td>{{ t.change }}</td><td>{{ t.medians }}</td><td>{{ t.pairs }}</td>
+<td><ul>{% for m in t.moved %}<li>{{ m }}</li>{% endfor %}</ul></td></tr>
+{% endfor %}</table>
+{% endif %}
+{% if regs %}<h2>Static regressions</h2><ul>
+{% for r in regs %}<li>{{ r.kernel }} {{ r.arch }} ({{ r.test }}): {{ r.reason }}</li>{% endfor %}
+</ul>{% endif %}
+<h2>Static diff per test</h2>
+<table id="tests"><tr><th>test</th><th>status</th><th>what changed</th></tr>
+{% for t in tests %}<tr><td>{{ t.test }}</td><td>{{ t.status }}</td>
+<td><ul>{% for c in t.changes %}<li>{{ c }}</li>{% endfor %}</ul></td></tr>
+{% endfor %}</table>
+{% if messages %}<h2>Notes</h2><ul>{% for m in messages %}<li>{{ m }}</li>{% endfor %}</ul>{% endif %}
+</body></html>
+"""
+)
+
+
+def _ms(v: Any) -> str:
+    return "?" if v is None else f"{float(v):.4g} ms"
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    moved_by_test = {t["test"]: t.get("changes") or [] for t in doc.get("tests") or []}
+    timed = [
+        {
+            "verdict": str(t["verdict"]),
+            "kernel": str(t["kernel"]),
+            "test": str(t["test"]),
+            "change": _change(t),
+            "medians": f"{_ms(t.get('base_median_ms'))} / {_ms(t.get('head_median_ms'))}",
+            "pairs": int(t.get("pairs") or 0),
+            "moved": [str(m) for m in (t.get("regions_moved") or [])] + moved_by_test.get(t["test"], []),
+        }
+        for t in doc.get("timed") or []
+    ]
+    base = doc.get("base") or {}
+    return _HTML.render(
+        head=headline(doc),
+        base_sha=str(base.get("sha", ""))[:10],
+        base_rev=str(base.get("rev", "")),
+        head_sha=str((doc.get("head") or {}).get("sha", ""))[:10],
+        device=doc.get("device"),
+        timed=timed,
+        regs=doc.get("static_regressions") or [],
+        tests=[
+            {
+                "test": str(t["test"]),
+                "status": str(t["status"]),
+                "changes": [str(c) for c in t.get("changes") or []],
+            }
+            for t in doc.get("tests") or []
+        ],
+        messages=[str(m) for m in doc.get("messages") or []],
+    )
+
+
+def write_ab_reports(doc: dict[str, Any], out_dir: Path) -> list[Path]:
+    """index.html, comment.md and summary.md in ``out_dir`` (created)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "index.html", out_dir / "comment.md", out_dir / "summary.md"]
+    for path, text in zip(paths, (render_html(doc), render_markdown(doc), render_summary(doc)), strict=True):
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # never a half-written report
+    return paths
