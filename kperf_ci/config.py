@@ -67,6 +67,9 @@ class Settings:
     # the 99% interval of the paired ratio to exclude 1, so noise is handled by the interval;
     # this is the practical floor (0.5%: a +1% change is called with its interval inside +-0.5%).
     ab_threshold: float = 0.005
+    # ... and the half-width of that interval at which it stops (0.005: the effect is reported to
+    # about +-0.5%); a reference measurement asks for less, with a larger timing_budget_s
+    ab_precision: float = 0.005
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
@@ -174,6 +177,7 @@ _VALIDATORS = {
     "time_floor_ms": lambda k, v, s: _number(k, v, s),
     "timing_budget_s": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_threshold": lambda k, v, s: _number(k, v, s, positive=True),
+    "ab_precision": lambda k, v, s: _number(k, v, s, positive=True),
     "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
     "gate": _table,
     "report": _str,

@@ -486,17 +486,11 @@ def test_detection_eval_harness_on_a_simulated_device(tmp_path):
 
 
 def test_ab_command_helpers(tmp_path):
-    from kperf_ci.commands.ab import _ab_rows, _absolute_node_ids, _base_args
+    from kperf_ci.commands.ab import _ab_rows, _base_args
     from kperf_ci.model import Metric, VariantKey, VariantResult
 
-    (tmp_path / "sub" / "tests").mkdir(parents=True)
-    (tmp_path / "sub" / "tests" / "test_a.py").write_text("")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_b.py").write_text("")
-    ids = _absolute_node_ids(
-        ["tests/test_a.py::t[1]", "tests/test_b.py::t", "gone.py::t"], tmp_path, Path("sub")
-    )
-    assert ids == [f"{tmp_path}/sub/tests/test_a.py::t[1]", f"{tmp_path}/tests/test_b.py::t", "gone.py::t"]
     keep, dropped = _base_args(["-k", "x", "tests/test_b.py", "tests/new.py::t"], tmp_path)
     assert keep == ["-k", "x", "tests/test_b.py"] and dropped == ["tests/new.py::t"]
     vr = VariantResult(

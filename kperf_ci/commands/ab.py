@@ -127,7 +127,16 @@ def _env_for(root: Path) -> dict[str, str]:
 def _pytest(
     root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str
 ) -> tuple[int, str]:
-    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kperf", *kperf_args, *args]
+    # One rootdir for every pass (the invocation directory, unless the user names one): node ids
+    # are relative to it, and the static passes' ids select the tests of the timing pass.  Left
+    # to pytest, a repository without a pytest config gets a rootdir from the arguments, which
+    # differ between the passes.
+    rootdir = (
+        []
+        if any(a == "--rootdir" or a.startswith("--rootdir=") for a in args)
+        else [f"--rootdir={root / rel_cwd}"]
+    )
+    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *rootdir, "--kperf", *kperf_args, *args]
     p = subprocess.run(cmd, cwd=root / rel_cwd, env=_env_for(root), capture_output=True, text=True)
     return p.returncode, (p.stdout + p.stderr)
 
@@ -224,21 +233,6 @@ def static_pass(
         messages.append("the base run has no launch manifest: tests compared by their variants only")
         tests = tests_from_variants(diff)
     return diff, tests, messages, sides
-
-
-def _absolute_node_ids(node_ids: list[str], root: Path, rel_cwd: Path) -> list[str]:
-    """Node ids are relative to pytest's rootdir, somewhere between the invocation directory and
-    the repository root (or above it): make each absolute where its file is found."""
-    out = []
-    cwd = (root / rel_cwd).resolve()
-    for nid in node_ids:
-        path, sep, rest = nid.partition("::")
-        for d in (cwd, *cwd.parents):
-            if (d / path).is_file():
-                nid = str(d / path) + sep + rest
-                break
-        out.append(nid)
-    return out
 
 
 def _gpu_available() -> bool:
@@ -380,7 +374,7 @@ def run_ab(
             rc, out = _pytest(
                 root,
                 rel_cwd,
-                _absolute_node_ids(to_time, root, rel_cwd),
+                to_time,
                 [
                     "--kperf-mode",
                     "gpu",

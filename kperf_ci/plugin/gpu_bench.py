@@ -173,6 +173,7 @@ def _ab_against_base_tree(ks, item, marker, fns, calls, args, kwargs, cfg):  # n
         calls[name],
         threshold=threshold,
         budget_s=ks.settings.timing_budget_s,
+        precision=ks.settings.ab_precision,
         cfg=cfg,
     )
     from kperf_ci.capture import instrument
