@@ -385,7 +385,17 @@ def rows_by_case(doc: dict) -> dict[str, dict]:
     return out
 
 
-STEPS = ("planted", "reference", "aa", "examples")
+STEPS = ("planted", "reference", "aa", "examples", "examples_aa")
+
+
+def kperf_commit() -> str:
+    """The kperf-ci commit a step measured (with "+dirty" for uncommitted changes)."""
+    try:
+        sha = git(ROOT, "rev-parse", "--short", "HEAD").strip()
+        dirty = git(ROOT, "status", "--porcelain", "--", "kperf_ci").strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return "unknown"
+    return sha + ("+dirty" if dirty else "")
 
 
 def run_step(step: str, out_dir: Path, aa_runs: int) -> dict:
@@ -394,17 +404,16 @@ def run_step(step: str, out_dir: Path, aa_runs: int) -> dict:
     log.write_text("")
     tmp = Path(tempfile.mkdtemp(prefix="kperf-prcheck-"))
     if step == "examples":
-        ex = examples_repo(tmp / "examples")
-        d = kperf_ab(ex, log=log)
-        a = kperf_ab(ex, "--time-all", "--no-fail", log=log)
+        d = kperf_ab(examples_repo(tmp / "examples"), log=log)
         return {
             "wall_s_examples": d["wall_s"],
             "examples_default_exit": d["exit_code"],
             "examples_default_gpu_s": sum(float(t.get("seconds") or 0) for t in d["doc"].get("timed", [])),
             "examples_default_counts": d["doc"].get("counts"),
-            "wall_s_examples_time_all": a["wall_s"],
-            "aa": list(a["doc"].get("timed", [])),
         }
+    if step == "examples_aa":
+        a = kperf_ab(examples_repo(tmp / "examples"), "--time-all", "--no-fail", log=log)
+        return {"wall_s_examples_time_all": a["wall_s"], "aa": list(a["doc"].get("timed", []))}
     repo = planted_repo(tmp / "planted")
     if step == "planted":
         d = kperf_ab(repo, log=log)
@@ -468,9 +477,9 @@ def assemble(out_dir: Path) -> dict:
         for c in case_rows
         if c["ratio"] is not None and c["truth_pct"] is not None
     ]
-    aa = parts["aa"].get("aa", []) + parts["examples"].get("aa", [])
+    aa = parts["aa"].get("aa", []) + parts["examples_aa"].get("aa", [])
     alarms = [t for t in aa if t["verdict"] in ("slower", "faster")]
-    ex = parts["examples"]
+    ex = {**parts["examples"], **parts["examples_aa"]}
     return {
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "versions": {"torch": torch.__version__, "triton": __import__("triton").__version__},
@@ -493,6 +502,7 @@ def assemble(out_dir: Path) -> dict:
         "examples_default_counts": ex.get("examples_default_counts"),
         "wall_s_examples_time_all": ex.get("wall_s_examples_time_all"),
         "reference_env": parts["reference"].get("env"),
+        "kperf_commit": {step: parts[step].get("kperf_commit") for step in STEPS},
     }
 
 
@@ -516,7 +526,7 @@ def main() -> int:
         if not torch.cuda.is_available():
             print("pr_check_eval: needs a CUDA GPU", file=sys.stderr)
             return 2
-        part = run_step(step, out_dir, a.aa_runs)
+        part = {**run_step(step, out_dir, a.aa_runs), "kperf_commit": kperf_commit()}
         (out_dir / f"pr_check_eval.part-{step}.json").write_text(json.dumps(part, indent=2, default=str))
     if not a.no_render:
         result = assemble(out_dir)
@@ -571,6 +581,8 @@ def render_md(r: dict) -> str:
         f"{_secs(r['wall_s_examples_time_all'])}.",
         f"- The planted repository's default run exited {r['default_exit_code']} "
         f"and took {_secs(r['wall_s_planted'])}.",
+        "",
+        f"- kperf-ci commit each step measured: {r['kperf_commit']}.",
         "",
         "Targets (issue 13): every regression >= 1% slower, every faster change faster, comment-only "
         "changes no GPU time, false alarms <= 1%, effect error <= 0.3 pt, examples <= 3 min.",

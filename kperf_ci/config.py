@@ -70,6 +70,10 @@ class Settings:
     # ... and the half-width of that interval at which it stops (0.005: the effect is reported to
     # about +-0.5%); a reference measurement asks for less, with a larger timing_budget_s
     ab_precision: float = 0.005
+    # ... and an absolute floor: on an H100 identical kernels of a few microseconds read up to
+    # 0.1 us (3%) apart between the two sides of an A/A with a tight interval
+    # (benchmarks/results/pr_check_eval.aa-before-floor.log), so a change must also exceed this
+    ab_floor_ms: float = 0.0005
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
@@ -178,6 +182,7 @@ _VALIDATORS = {
     "timing_budget_s": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_threshold": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_precision": lambda k, v, s: _number(k, v, s, positive=True),
+    "ab_floor_ms": lambda k, v, s: _number(k, v, s),
     "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
     "gate": _table,
     "report": _str,

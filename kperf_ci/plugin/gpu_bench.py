@@ -174,6 +174,7 @@ def _ab_against_base_tree(ks, item, marker, fns, calls, args, kwargs, cfg):  # n
         threshold=threshold,
         budget_s=ks.settings.timing_budget_s,
         precision=ks.settings.ab_precision,
+        floor=ks.settings.ab_floor_ms,
         cfg=cfg,
     )
     from kperf_ci.capture import instrument
