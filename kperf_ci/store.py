@@ -83,8 +83,25 @@ class RunNotFoundError(StoreError):
 # --------------------------------------------------------------------------- schema
 
 
+def _execute_script(db: sqlite_utils.Database, script: str) -> None:
+    """Run several statements inside the caller's transaction.
+
+    Not ``executescript``: Python's sqlite3 (and sqlite-utils before 4.0) COMMITs any open
+    transaction before running a script, which ends our BEGIN IMMEDIATE half-way through a
+    migration ("cannot commit - no transaction is active" on sqlite-utils 3.38)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {statement.strip()[:80]!r}")
+
+
 def _m001_initial(db: sqlite_utils.Database) -> None:
-    db.executescript(
+    _execute_script(
+        db,
         """
         CREATE TABLE runs (
             run_id TEXT PRIMARY KEY,

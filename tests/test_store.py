@@ -146,6 +146,26 @@ def test_pending_migration_applied_in_order(db_path, monkeypatch):
     assert "note" in cols and "other" not in cols
 
 
+def test_migration_script_runs_inside_its_transaction(db_path, monkeypatch):
+    # A multi-statement migration must be all or nothing. sqlite3's executescript COMMITs first
+    # (and on sqlite-utils 3.38 left BEGIN IMMEDIATE without a transaction: "cannot commit - no
+    # transaction is active"), which would keep the first table of a migration that then fails.
+    store.save_run(db_path, make_info("r1"), [])
+
+    def m_half(db):
+        store._execute_script(db, "CREATE TABLE half_done (x);\nCREATE TABLE half_done (x);\n")
+
+    monkeypatch.setattr(store, "MIGRATIONS", [*store.MIGRATIONS, m_half])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", len(store.MIGRATIONS))
+    with pytest.raises(sqlite3.OperationalError, match="already exists"):
+        store.open_db(db_path)
+    with sqlite3.connect(db_path) as c:
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    c.close()
+    assert "half_done" not in tables and version == str(store.SCHEMA_VERSION - 1)
+
+
 def test_newer_schema_refused_and_untouched(db_path):
     store.save_run(db_path, make_info("r1"), [make_result(registers=1)])
     with sqlite3.connect(db_path) as c:
