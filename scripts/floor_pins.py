@@ -43,7 +43,7 @@ def floor_pins(pyproject: Path, extras: list[str], skip: set[str]) -> list[str]:
     for req in reqs:
         m = _REQ.match(req)
         if not m:
-            raise SystemExit(f"floor_pins: {req!r} in {pyproject} has no `>=` floor; declare the lowest version")
+            raise SystemExit(f"floor_pins: {req!r} in {pyproject} has no `>=` floor; declare one")
         name, _extra, version, marker = m.groups()
         if marker and not Marker(marker.strip()).evaluate():
             continue
@@ -55,7 +55,8 @@ def floor_pins(pyproject: Path, extras: list[str], skip: set[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pyproject", type=Path, default=Path(__file__).resolve().parent.parent / "pyproject.toml")
+    default = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    ap.add_argument("--pyproject", type=Path, default=default)
     ap.add_argument("--extra", action="append", default=[], help="also pin this extra's floors")
     ap.add_argument("--skip", action="append", default=[], help="leave this package out (pinned elsewhere)")
     args = ap.parse_args(argv)
