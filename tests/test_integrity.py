@@ -285,3 +285,34 @@ def test_bad_boolean_is_one_usage_line(
     lines = [line for line in result.stderr.lines if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("ERROR: kperf: kperf setting "), lines
     assert all(part in lines[0] for part in needle.split("*")), lines
+
+
+def test_xdist_worker_whose_part_was_diverted_leaves_the_run_incomplete(tmp_path: Path) -> None:
+    """A worker that wrote its results to the side file hands that over: the controller then
+    marks the run in the database interrupted, not complete (its part is elsewhere)."""
+    from types import SimpleNamespace
+
+    from kperf_ci.plugin import finish
+
+    side = store.pending_path(tmp_path / "run.db", "r1")
+
+    def save() -> None:
+        raise store.RunDivertedError(tmp_path / "run.db", "r1", side)
+
+    worker = SimpleNamespace(
+        interrupted=None,
+        is_worker=True,
+        errors=[],
+        warnings=[],
+        ab_results=[],
+        findings=[],
+        settings=SimpleNamespace(save=True),
+        compile_pending=lambda: None,
+        save=save,
+        compare_with_baseline=lambda: None,
+    )
+    assert finish.finish_session(worker) == finish.KPERF_FAILED
+    controller = SimpleNamespace(interrupted=None, errors=[], warnings=[], ab_results=[], findings=[])
+    finish.merge_worker_output(controller, finish.worker_output(worker))
+    assert controller.interrupted and str(side) in controller.interrupted
+    assert controller.errors and str(side) in controller.errors[0][1]

@@ -138,7 +138,8 @@ def _create_run(session: Any) -> None:
     try:
         # "running" until the controller's pytest_sessionfinish marks it finished: a run
         # whose controller was killed stays incomplete, never the latest run nor a baseline
-        store.save_run(str(path), session.run_info(), [], status=store.RUNNING)
+        info = session.run_info()
+        store.retry_locked(lambda: store.save_run(str(path), info, [], status=store.RUNNING))
     except store.StoreError as e:
         raise pytest.UsageError(f"kperf: {e}") from None
 

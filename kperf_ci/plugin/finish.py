@@ -23,9 +23,9 @@ class InterruptWatch:
 
 
 def finish_session(ks: Any) -> int:
-    """Compile, store, compare. Returns the exit status kperf asks for: 0, KPERF_FAILED, or
-    INTERRUPTED when the session (or this end of it) was stopped by Ctrl-C."""
-    from kperf_ci.store import StoreError
+    """Compile, store, compare. Returns the exit status kperf asks for: 0, KPERF_FAILED when
+    kperf reported an error or a regression, else INTERRUPTED when the run is incomplete."""
+    from kperf_ci.store import RunDivertedError, StoreError
 
     try:
         if ks.interrupted is None:
@@ -39,15 +39,19 @@ def finish_session(ks: Any) -> int:
         ks.compare_with_baseline()
     except StoreError as e:
         ks.errors.append(("<store>", str(e)))
-        return INTERRUPTED if ks.interrupted else KPERF_FAILED
+        if ks.is_worker and isinstance(e, RunDivertedError):
+            # this worker's part is not in the run database: the controller must not mark
+            # the run there complete
+            ks.interrupted = ks.interrupted or f"an xdist worker's results went to {e.written_to}"
+        return KPERF_FAILED
     except KeyboardInterrupt:  # a second Ctrl-C while storing: the transaction rolled back
         ks.interrupted = ks.interrupted or "Ctrl-C while storing"
         ks.saved_to, ks.stored_status = None, None
         return INTERRUPTED
-    if ks.interrupted:
-        return INTERRUPTED
     if ks.errors:
         return KPERF_FAILED
+    if ks.interrupted:
+        return INTERRUPTED
     if ks.comparison is not None and ks.comparison.exit_code:
         return KPERF_FAILED
     return 0
