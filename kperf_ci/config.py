@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import subprocess
@@ -26,6 +27,8 @@ else:  # pragma: no cover
 __all__ = [
     "ConfigError",
     "Settings",
+    "parse_bool",
+    "env_bool",
     "load_settings",
     "read_pyproject",
     "find_pyproject",
@@ -97,14 +100,41 @@ def _fail(key: str, source: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"kperf setting {key!r} from {source}: {value!r} is not valid; {allowed}")
 
 
-def _bool(key: str, value: Any, source: str) -> bool:
+# Where a value from pyproject.toml says it came from: "[tool.kperf] in /path/pyproject.toml".
+_FILE_SOURCE = "[tool.kperf]"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def parse_bool(value: Any, *, key: str, source: str) -> bool:
+    """The one parser of boolean settings, for every place that reads one (the plugin's early
+    checks included, so that what the validator accepts is what the plugin does).
+
+    pyproject.toml: TOML ``true``/``false`` only -- a string such as ``"false"`` is an error, not
+    a truthy value. Environment and command line: 1/0, true/false, yes/no, on/off in any case;
+    anything else (the empty string too) is a :class:`ConfigError` naming ``key`` and ``source``."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off", ""):
-        return False
-    raise _fail(key, source, value, "use true or false")
+    if source.startswith(_FILE_SOURCE):
+        raise _fail(key, source, value, "use true or false (a TOML boolean, without quotes)")
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+    raise _fail(key, source, value, "use one of 1/0, true/false, yes/no, on/off")
+
+
+def env_bool(name: str, key: str) -> bool | None:
+    """The environment variable ``name`` parsed by :func:`parse_bool`; None when it is not set."""
+    if name not in os.environ:
+        return None
+    return parse_bool(os.environ[name], key=key, source=f"env {name}")
+
+
+def _bool(key: str, value: Any, source: str) -> bool:
+    return parse_bool(value, key=key, source=source)
 
 
 def _str(key: str, value: Any, source: str) -> str:
@@ -134,7 +164,7 @@ def _number(key: str, value: Any, source: str, *, integer: bool = False, positiv
             raise ValueError
     except (TypeError, ValueError):
         raise _fail(key, source, value, "use an integer" if integer else "use a number") from None
-    if num != num or num < 0 or (positive and num <= 0):
+    if not math.isfinite(num) or num < 0 or (positive and num <= 0):  # NaN would switch a gate off
         raise _fail(key, source, value, "use a positive number" if positive else "use a number >= 0")
     return num
 
@@ -320,7 +350,7 @@ def load_settings(rootdir: str | os.PathLike[str], cli_overrides: dict[str, Any]
         elif key in env:
             raw, source = env[key]
         elif key in file_table:
-            raw, source = file_table[key], f"[tool.kperf] in {pyproject}"
+            raw, source = file_table[key], f"{_FILE_SOURCE} in {pyproject}"
         else:
             value = getattr(settings, key)
             if key in _PATH_KEYS and value:
@@ -331,12 +361,7 @@ def load_settings(rootdir: str | os.PathLike[str], cli_overrides: dict[str, Any]
             settings.sources[key] = "default"
             continue
         value = _VALIDATORS[key](key, raw, source)
-        if (
-            key in _PATH_KEYS
-            and value
-            and source.startswith("[tool.kperf]")
-            and not Path(value).is_absolute()
-        ):
+        if key in _PATH_KEYS and value and source.startswith(_FILE_SOURCE) and not Path(value).is_absolute():
             value = str(pyproject.parent / value)  # type: ignore[union-attr]
         setattr(settings, key, value)
         settings.sources[key] = source

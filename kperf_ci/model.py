@@ -120,3 +120,8 @@ class RunRecord:
 
     info: RunInfo
     results: list[VariantResult]
+    # "complete", "empty", "running" or "interrupted" (see kperf_ci.store); only an explicit
+    # run id loads a running/interrupted run
+    status: str = "complete"
+    # newer running/interrupted runs passed over to find this one when no id was given: (id, status)
+    skipped: list[tuple[str, str]] = field(default_factory=list)

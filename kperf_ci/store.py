@@ -15,10 +15,12 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 import urllib.parse
 import zlib
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import sqlite_utils
 
@@ -32,11 +34,25 @@ __all__ = [
     "NewerSchemaError",
     "ReadOnlyDatabaseError",
     "RunNotFoundError",
+    "DatabaseLockedError",
+    "RUNNING",
+    "COMPLETE",
+    "INTERRUPTED",
+    "EMPTY",
+    "RUN_STATUSES",
+    "INCOMPLETE",
     "open_db",
     "save_run",
     "add_results",
+    "finish_run",
+    "pending_path",
+    "write_or_divert",
+    "retry_locked",
+    "RunDivertedError",
+    "same_database",
     "load_run",
     "list_runs",
+    "run_statuses",
     "metric_history",
     "save_blob",
     "load_blob",
@@ -44,7 +60,24 @@ __all__ = [
     "copy_run",
 ]
 
+T = TypeVar("T")
+
 BUSY_TIMEOUT_S = 30.0
+# A write that still finds the database locked after BUSY_TIMEOUT_S is tried again this many
+# times in all, waiting LOCK_BACKOFF_S, then twice that, ... in between (see write_or_divert).
+LOCK_ATTEMPTS = 3
+LOCK_BACKOFF_S = 5.0
+
+# runs.status. A run is marked complete only by the process that wrote all of it:
+#   running      created before its results (an xdist controller writes the row at the start);
+#                a run still "running" was killed or is being written right now
+#   complete     finished, with at least one variant
+#   empty        finished, but no variant was measured (e.g. no marked test ran)
+#   interrupted  stopped early (Ctrl-C, a crashed xdist worker): holds only part of what it should
+RUNNING, COMPLETE, EMPTY, INTERRUPTED = "running", "complete", "empty", "interrupted"
+RUN_STATUSES = (RUNNING, COMPLETE, EMPTY, INTERRUPTED)
+#: Never picked as "the latest run" nor listed by default; loaded only by an explicit id.
+INCOMPLETE = (RUNNING, INTERRUPTED)
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -81,11 +114,32 @@ class RunNotFoundError(StoreError):
     pass
 
 
+class DatabaseLockedError(StoreError):
+    """Another process held the write lock for longer than the busy timeout."""
+
+
 # --------------------------------------------------------------------------- schema
 
 
+def _execute_script(db: sqlite_utils.Database, script: str) -> None:
+    """Run several statements inside the caller's transaction.
+
+    Not ``executescript``: Python's sqlite3 (and sqlite-utils before 4.0) COMMITs any open
+    transaction before running a script, which ends our BEGIN IMMEDIATE half-way through a
+    migration ("cannot commit - no transaction is active" on sqlite-utils 3.38)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {statement.strip()[:80]!r}")
+
+
 def _m001_initial(db: sqlite_utils.Database) -> None:
-    db.executescript(
+    _execute_script(
+        db,
         """
         CREATE TABLE runs (
             run_id TEXT PRIMARY KEY,
@@ -152,12 +206,26 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
             data BLOB NOT NULL,
             PRIMARY KEY (run_id, variant_id, name)
         );
+        """,
+    )
+
+
+def _m002_run_status(db: sqlite_utils.Database) -> None:
+    # Runs written before version 2 are taken as finished: complete, or empty when they hold no
+    # variant (an old run cut short by Ctrl-C can only be told apart by that).
+    _execute_script(
+        db,
         """
+        ALTER TABLE runs ADD COLUMN status TEXT NOT NULL DEFAULT 'complete';
+        UPDATE runs SET status = 'empty'
+            WHERE NOT EXISTS (SELECT 1 FROM run_variants rv WHERE rv.run_id = runs.run_id);
+        CREATE INDEX idx_runs_status ON runs(status, started_at);
+        """,
     )
 
 
 #: Ordered migrations; schema version N means the first N have been applied. Append only.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m001_initial]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m001_initial, _m002_run_status]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Tables whose rows belong to one run, in the order they are copied/deleted.
@@ -385,7 +453,7 @@ def _translate(e: sqlite3.Error, path: Path) -> Exception:
             path, f"cannot write ({msg})", "choose a writable path (--db / KPERF_DB)"
         )
     if "locked" in msg or "busy" in msg:
-        return StoreError(
+        return DatabaseLockedError(
             path,
             f"database stayed locked for {BUSY_TIMEOUT_S:.0f} s ({msg})",
             "retry, or stop the other writer",
@@ -433,7 +501,9 @@ def _opened(path: str | os.PathLike[str], *, create: bool = False) -> Iterator[s
 # --------------------------------------------------------------------------- writing
 
 
-def _run_row(info: RunInfo) -> dict:
+def _run_row(info: RunInfo, status: str) -> dict:
+    if status not in RUN_STATUSES:
+        raise ValueError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
     fp = info.fingerprint
     return {
         "run_id": info.run_id,
@@ -447,6 +517,7 @@ def _run_row(info: RunInfo) -> dict:
         "gpu": fp.gpu,
         "triton": fp.triton,
         "host_hash": fp.host_hash,
+        "status": status,
     }
 
 
@@ -497,23 +568,45 @@ def _insert_results(db: sqlite_utils.Database, run_id: str, results: list[Varian
         )
 
 
-def save_run(path: str | os.PathLike[str], info: RunInfo, results: list[VariantResult]) -> str:
-    """Write a run and its results in one transaction (replacing a run of the same id). Returns run_id."""
+Blob = tuple[str, str, "bytes | str"]  # (variant id or "" for the run, name, data)
+
+
+def save_run(
+    path: str | os.PathLike[str],
+    info: RunInfo,
+    results: list[VariantResult],
+    *,
+    status: str | None = None,
+    blobs: Collection[Blob] = (),
+) -> str:
+    """Write a run, its results and blobs in one transaction (replacing a run of the same id).
+
+    ``status`` defaults to complete (empty when ``results`` is): call this only with everything
+    the run measured, and pass ``status=INTERRUPTED`` when it stopped early. Returns run_id."""
+    if status is None:
+        status = COMPLETE if results else EMPTY
     p = Path(path)
     with _opened(p, create=True) as db, _write_txn(db, p):
         db.conn.execute("DELETE FROM runs WHERE run_id = ?", (info.run_id,))  # cascades
-        _insert_row(db.conn, "runs", _run_row(info))
+        _insert_row(db.conn, "runs", _run_row(info, status))
         _insert_results(db, info.run_id, results)
+        _insert_blobs(db.conn, p, info.run_id, blobs)
     return info.run_id
 
 
 def add_results(
-    path: str | os.PathLike[str], run_id: str, results: list[VariantResult], *, info: RunInfo | None = None
+    path: str | os.PathLike[str],
+    run_id: str,
+    results: list[VariantResult],
+    *,
+    info: RunInfo | None = None,
+    blobs: Collection[Blob] = (),
 ) -> None:
-    """Append results to a run in one transaction.
+    """Append results (and blobs) to a run in one transaction; the run's status is unchanged.
 
-    The run must exist, unless ``info`` is given: then it is created if missing (so xdist workers
-    can each call this without first agreeing on who saves the run row).
+    The run must exist, unless ``info`` is given: then it is created if missing, as ``running``
+    (so xdist workers can each call this without first agreeing on who saves the run row);
+    :func:`finish_run` marks it finished.
     """
     p = Path(path)
     with _opened(p, create=True) as db, _write_txn(db, p):
@@ -523,12 +616,91 @@ def add_results(
                 raise RunNotFoundError(p, f"no run {run_id!r} to add results to", "save_run() it first")
             if info.run_id != run_id:
                 raise ValueError(f"info.run_id {info.run_id!r} != run_id {run_id!r}")
-            _insert_row(db.conn, "runs", _run_row(info))
+            _insert_row(db.conn, "runs", _run_row(info, RUNNING))
         _insert_results(db, run_id, results)
+        _insert_blobs(db.conn, p, run_id, blobs)
+
+
+def finish_run(path: str | os.PathLike[str], run_id: str, *, interrupted: bool = False) -> str:
+    """Mark a run written piecewise (``add_results``) as finished: ``interrupted``, else
+    ``complete`` or ``empty`` by whether it holds any variant. Returns the status set."""
+    p = Path(path)
+    with _opened(p, create=True) as db, _write_txn(db, p):
+        if not db.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+            raise RunNotFoundError(p, f"no run {run_id!r} to finish", "save_run() it first")
+        if interrupted:
+            status = INTERRUPTED
+        else:
+            n = db.conn.execute("SELECT count(*) FROM run_variants WHERE run_id = ?", (run_id,)).fetchone()
+            status = COMPLETE if n[0] else EMPTY
+        db.conn.execute("UPDATE runs SET status = ? WHERE run_id = ?", (status, run_id))
+    return status
+
+
+def pending_path(path: str | os.PathLike[str], run_id: str) -> Path:
+    """Where a run goes when ``path`` stays locked: ``<db>.pending-<run id>.db`` beside it."""
+    p = Path(path)
+    return p.with_name(f"{p.name}.pending-{run_id}.db")
+
+
+def retry_locked(write: Callable[[], T], *, sleep: Callable[[float], None] = time.sleep) -> T:
+    """``write()``, tried LOCK_ATTEMPTS times in all while it raises :class:`DatabaseLockedError`
+    (each try already waits BUSY_TIMEOUT_S for the lock), backing off from LOCK_BACKOFF_S."""
+    delay = LOCK_BACKOFF_S
+    for _ in range(LOCK_ATTEMPTS - 1):
+        try:
+            return write()
+        except DatabaseLockedError:
+            sleep(delay)
+            delay *= 2
+    return write()
+
+
+class RunDivertedError(DatabaseLockedError):
+    """The database stayed locked, so the run was written to ``written_to`` instead."""
+
+    def __init__(self, path: Path, run_id: str, written_to: Path):
+        self.written_to = written_to
+        waited = LOCK_ATTEMPTS * BUSY_TIMEOUT_S
+        super().__init__(
+            path,
+            f"stayed locked by another writer for over {waited:.0f} s; run {run_id} was written to "
+            f"{written_to} instead",
+            f"use that file as it is (--db {written_to}) or copy the run in when the lock is gone "
+            f"(`kperf baseline update --db {written_to} --baseline {path} --run {run_id}`)",
+        )
+
+
+def write_or_divert(
+    path: str | os.PathLike[str],
+    run_id: str,
+    write: Callable[[Path], object],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Path:
+    """``write(path)`` with :func:`retry_locked`; when the database is still locked after that,
+    ``write(pending_path(path, run_id))`` so that nothing measured is lost, and raise
+    :class:`RunDivertedError` naming that file. Returns ``path`` when the write went there."""
+    p = Path(path)
+    try:
+        retry_locked(lambda: write(p), sleep=sleep)
+        return p
+    except DatabaseLockedError:
+        pass
+    side = pending_path(p, run_id)
+    write(side)  # a new file next to the locked one: nobody else holds its lock
+    raise RunDivertedError(p, run_id, side)
 
 
 def _pack(data: bytes | str) -> bytes:
     return zlib.compress(data.encode() if isinstance(data, str) else bytes(data), 6)
+
+
+def _insert_blobs(conn: sqlite3.Connection, path: Path, run_id: str, blobs: Collection[Blob]) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO blobs(run_id, variant_id, name, data) VALUES (?, ?, ?, ?)",
+        [(run_id, variant_id, name, _pack(data)) for variant_id, name, data in blobs],
+    )
 
 
 def save_blob(
@@ -580,7 +752,13 @@ def _info(row: dict) -> RunInfo:
     )
 
 
-def _resolve_run_id(db: sqlite_utils.Database, path: Path, run_id: str | None, label: str | None) -> str:
+def _resolve_run_id(
+    db: sqlite_utils.Database, path: Path, run_id: str | None, label: str | None
+) -> tuple[str, str, list[tuple[str, str]]]:
+    """(run id, its status, newer incomplete runs passed over as [(id, status)]).
+
+    An id (or unique prefix) picks that run whatever its status; without one, the latest run
+    that is not incomplete (still running or interrupted) is picked."""
     where, params = [], []
     if run_id is not None:
         where.append("(run_id = ? OR run_id LIKE ? ESCAPE '\\')")
@@ -589,22 +767,36 @@ def _resolve_run_id(db: sqlite_utils.Database, path: Path, run_id: str | None, l
     if label is not None:
         where.append("label = ?")
         params.append(label)
-    sql = "SELECT run_id FROM runs"
+    sql = "SELECT run_id, status FROM runs"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    rows = [r[0] for r in db.conn.execute(sql + " ORDER BY started_at DESC, rowid DESC", params)]
+    rows = list(db.conn.execute(sql + " ORDER BY started_at DESC, rowid DESC", params))
     what = " ".join(filter(None, [f"id {run_id!r}" if run_id else "", f"label {label!r}" if label else ""]))
     if not rows:
         raise RunNotFoundError(
             path, f"no run{' with ' + what if what else 's'} in this database", "list runs with `kperf show`"
         )
-    if run_id is not None and run_id not in rows and len(rows) > 1:
-        raise RunNotFoundError(
-            path,
-            f"run id prefix {run_id!r} is ambiguous ({len(rows)} runs)",
-            "give more characters of the id",
-        )
-    return run_id if run_id in rows else rows[0]
+    if run_id is not None:
+        exact = [r for r in rows if r[0] == run_id]
+        if not exact and len(rows) > 1:
+            raise RunNotFoundError(
+                path,
+                f"run id prefix {run_id!r} is ambiguous ({len(rows)} runs)",
+                "give more characters of the id",
+            )
+        rid, status = (exact or rows)[0]
+        return rid, status, []
+    skipped = []
+    for rid, status in rows:
+        if status not in INCOMPLETE:
+            return rid, status, skipped
+        skipped.append((rid, status))
+    listed = ", ".join(f"{rid} ({status})" for rid, status in skipped[:3])
+    raise RunNotFoundError(
+        path,
+        f"no complete run{' with ' + what if what else ''} in this database, only incomplete ones: {listed}",
+        "run the tests to the end, or name an incomplete run explicitly with its id",
+    )
 
 
 def load_run(
@@ -614,13 +806,15 @@ def load_run(
     label: str | None = None,
     artifacts: bool | Collection[str] = False,
 ) -> RunRecord:
-    """Read one run: by id (a unique prefix is enough), else the latest (by started_at),
-    optionally the latest with ``label``. Artifacts (blobs) are loaded only when asked:
-    ``True`` for all, or a collection of names for just those (e.g. a report that needs the
-    small ``findings`` artifact but not every SASS listing)."""
+    """Read one run: by id (a unique prefix is enough), whatever its status; else the latest
+    (by started_at) complete or empty one, optionally the latest with ``label`` -- runs still
+    ``running`` or ``interrupted`` are passed over then, and listed in ``RunRecord.skipped``.
+    Artifacts (blobs) are loaded only when asked: ``True`` for all, or a collection of names
+    for just those (e.g. a report that needs the small ``findings`` artifact but not every
+    SASS listing)."""
     p = Path(path)
     with _opened(p) as db:
-        rid = _resolve_run_id(db, p, run_id, label)
+        rid, status, skipped = _resolve_run_id(db, p, run_id, label)
         info = _info(next(db.query("SELECT * FROM runs WHERE run_id = ?", [rid])))
         results: dict[str, VariantResult] = {}
         for row in db.query(
@@ -662,13 +856,23 @@ def load_run(
             for vid, name, data in db.conn.execute(sql, args):
                 if vid in results:
                     results[vid].artifacts[name] = zlib.decompress(data).decode("utf-8", "replace")
-    return RunRecord(info=info, results=list(results.values()))
+    return RunRecord(info=info, results=list(results.values()), status=status, skipped=skipped)
 
 
-def list_runs(path: str | os.PathLike[str]) -> list[RunInfo]:
-    """All runs, oldest first."""
+def list_runs(path: str | os.PathLike[str], *, include_incomplete: bool = False) -> list[RunInfo]:
+    """Runs oldest first: the finished ones (complete or empty), or all with ``include_incomplete``
+    (their status: :func:`run_statuses`). History (gate, report trends) must not see part-runs."""
+    sql = "SELECT * FROM runs"
+    if not include_incomplete:
+        sql += f" WHERE status NOT IN ({', '.join(repr(s) for s in INCOMPLETE)})"
     with _opened(path) as db:
-        return [_info(r) for r in db.query("SELECT * FROM runs ORDER BY started_at, rowid")]
+        return [_info(r) for r in db.query(sql + " ORDER BY started_at, rowid")]
+
+
+def run_statuses(path: str | os.PathLike[str]) -> dict[str, str]:
+    """{run id: status} for every run in the database."""
+    with _opened(path) as db:
+        return dict(db.conn.execute("SELECT run_id, status FROM runs").fetchall())
 
 
 def metric_history(
@@ -693,7 +897,7 @@ def copy_run(src: str | os.PathLike[str], dst: str | os.PathLike[str], run_id: s
     replacing a run of the same id there, in one transaction. Returns the run id."""
     sp, dp = Path(src), Path(dst)
     with _opened(sp) as sdb:  # validates src (never written) before dst is touched
-        rid = _resolve_run_id(sdb, sp, run_id, None)
+        rid = _resolve_run_id(sdb, sp, run_id, None)[0]
         run_row = next(sdb.query("SELECT * FROM runs WHERE run_id = ?", [rid]))
         variants = list(
             sdb.query(
@@ -723,6 +927,17 @@ def copy_run(src: str | os.PathLike[str], dst: str | os.PathLike[str], run_id: s
             for row in table_rows:
                 _insert_row(c, table, row)
     return rid
+
+
+def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one database file (after symlinks; hard links too when both exist)."""
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.exists() and pb.exists():
+            return os.path.samefile(pa, pb)
+    except OSError:
+        pass
+    return pa.resolve() == pb.resolve()
 
 
 def _insert_row(conn: sqlite3.Connection, table: str, row: dict) -> None:

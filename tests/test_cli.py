@@ -134,7 +134,10 @@ def test_subprocess_exit_codes(project):
         )
 
     assert run("compare").returncode == 1
-    assert run("compare", "--baseline", "reports/run.db").returncode == 0  # a run against itself
+    # the same file as --db and --baseline would compare the latest run with itself
+    same = run("compare", "--baseline", "reports/run.db")
+    assert same.returncode == 2 and "compared with itself" in same.stderr
+    assert len(same.stderr.strip().splitlines()) == 1 and "Traceback" not in same.stderr
     bad = run("compare", "--baseline", "nope.db")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [
@@ -225,3 +228,52 @@ def test_variant_labels_tell_variants_apart():
     assert labels[a.id] == "w4 s3 *fp16:D i32 BLOCK=1024"
     assert labels[b.id] == "w4 s3 *fp32:D i32:D BLOCK=256"
     assert labels[c.id] == "w8"
+
+
+def test_baseline_update_refuses_incomplete_and_empty_runs(project):
+    db, base = project / "reports/run.db", project / "baselines/main.db"
+    store.save_run(db, make_info("good", started_at="2026-01-01T00:00:00Z"), [make_result(registers=1)])
+    store.save_run(
+        db,
+        make_info("cut", started_at="2026-01-02T00:00:00Z"),
+        [make_result(registers=2)],
+        status="interrupted",
+    )
+    store.save_run(db, make_info("none", started_at="2026-01-03T00:00:00Z"), [])
+    # the latest finished run is empty: a baseline without variants makes every compare pass
+    r = CliRunner().invoke(main, ["baseline", "update"])
+    assert r.exit_code == 2 and "run none holds no variants, not a baseline" in r.output
+    r = CliRunner().invoke(main, ["baseline", "update", "--run", "cut"])
+    assert r.exit_code == 2 and "run cut is incomplete (status interrupted)" in r.output
+    assert not base.exists()  # nothing copied
+    r = CliRunner().invoke(main, ["baseline", "update", "--run", "good"])
+    assert r.exit_code == 0 and "copied run good (1 variants)" in r.output
+
+
+def test_baseline_update_says_which_incomplete_runs_it_passed_over(project):
+    db = project / "reports/run.db"
+    store.save_run(db, make_info("good", started_at="2026-01-01T00:00:00Z"), [make_result(registers=1)])
+    store.save_run(db, make_info("killed", started_at="2026-01-02T00:00:00Z"), [], status="running")
+    r = CliRunner().invoke(main, ["baseline", "update"])
+    assert r.exit_code == 0 and "copied run good" in r.output
+    assert "passed over incomplete run(s) killed (running)" in r.output
+
+
+def test_compare_names_an_incomplete_run_and_refuses_an_empty_baseline(project):
+    db, base = _runs(project, 32, 32)
+    store.save_run(
+        db, make_info("cut"), [make_result("add_kernel", registers=32, spills=0)], status="interrupted"
+    )
+    r = CliRunner().invoke(main, ["compare", "--run", "cut"])
+    assert r.exit_code == 0 and "run cut is interrupted, not a complete run" in r.output
+    store.save_run(base, make_info("emptybase", started_at="2027-01-01T00:00:00Z"), [])
+    r = CliRunner().invoke(main, ["compare"])
+    assert r.exit_code == 2 and "baseline run emptybase holds no variants" in r.output
+
+
+def test_compare_two_runs_of_one_file_is_allowed(project):
+    db, _ = _runs(project, 32, 40)
+    store.save_run(db, make_info("old"), [make_result("add_kernel", registers=32, spills=0)])
+    # one file, two different runs: a real comparison (only the same run twice is refused)
+    r = CliRunner().invoke(main, ["compare", "--baseline", str(db), "--base-run", "old", "--run", "cur1"])
+    assert r.exit_code == 1, r.output

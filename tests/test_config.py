@@ -150,3 +150,40 @@ def test_comparable():
     # host-only timings (pytest-benchmark): same CPU model
     assert comparable(Fingerprint(cpu="X"), Fingerprint(cpu="X"), "time")
     assert not comparable(Fingerprint(cpu="X"), Fingerprint(cpu="Y"), "time")
+
+
+@pytest.mark.parametrize(
+    "word, value",
+    [(w, True) for w in ("1", "true", "YES", " on ")] + [(w, False) for w in ("0", "False", "no", "OFF")],
+)
+def test_env_booleans_one_parser(tmp_path, monkeypatch, word, value):
+    write(tmp_path, "[tool.kperf]\n")
+    monkeypatch.setenv("KPERF_SAVE", word)
+    assert load_settings(tmp_path, {}).save is value
+    assert config.parse_bool(word, key="save", source="env KPERF_SAVE") is value
+
+
+@pytest.mark.parametrize("word", ["", "maybe", "2", "y"])
+def test_other_env_booleans_are_errors(tmp_path, monkeypatch, word):
+    write(tmp_path, "[tool.kperf]\n")
+    monkeypatch.setenv("KPERF_ENABLED", word)
+    with pytest.raises(ConfigError, match="'enabled' from env KPERF_ENABLED.*use one of 1/0, true/false"):
+        load_settings(tmp_path, {})
+    with pytest.raises(ConfigError):
+        config.env_bool("KPERF_ENABLED", "enabled")
+
+
+@pytest.mark.parametrize("text", ['"false"', '"true"', "1", "0"])
+def test_pyproject_booleans_must_be_toml_booleans(tmp_path, text):
+    # `enabled = "false"` is a non-empty string: it used to switch kperf ON
+    write(tmp_path, f"[tool.kperf]\nenabled = {text}\n")
+    with pytest.raises(ConfigError, match=r"'enabled' from \[tool.kperf\].*a TOML boolean, without quotes"):
+        load_settings(tmp_path, {})
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-nan"])
+def test_non_finite_thresholds_rejected(tmp_path, text):
+    # a NaN threshold compares False with every change: that metric's gate would be off
+    write(tmp_path, f"[tool.kperf.thresholds]\nregisters = {text}\n")
+    with pytest.raises(ConfigError, match="'thresholds.registers'"):
+        load_settings(tmp_path, {})

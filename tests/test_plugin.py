@@ -161,18 +161,47 @@ def test_bad_marker_fails_only_that_test(sample: pytest.Pytester) -> None:
         def test_bad_threshold(kperf):
             pass
 
+        # a NaN threshold compares False with everything: it silently switched the gate off
+        @pytest.mark.kperf(thresholds={"time": float("nan")})
+        def test_nan_threshold(kperf):
+            pass
+
+        # stored as given, this crashed a later `kperf compare`
+        @pytest.mark.kperf(metrics=[42])
+        def test_metric_number(kperf):
+            pass
+
+        # was a raw TypeError (iterating an int)
+        @pytest.mark.kperf(metrics=42)
+        def test_metrics_not_a_list(kperf):
+            pass
+
+        @pytest.mark.kperf(tags=7)
+        def test_tags_not_a_list(kperf):
+            pass
+
+        @pytest.mark.kperf(bytes=float("inf"))
+        def test_infinite_bytes(kperf):
+            pass
+
         def test_other():
             pass
         """
     )
     result = run(sample, "--kperf", "--kperf-db", "run.db")
-    result.assert_outcomes(passed=1, errors=2)
-    result.stdout.fnmatch_lines(
+    result.assert_outcomes(passed=1, errors=7)
+    result.stdout.fnmatch_lines_random(
         [
-            "*unknown kperf marker argument(s) nmae; allowed: name, tags*",
-            "*kperf threshold 'registers' must be a non-negative number*",
+            "*test_bad*unknown kperf marker argument(s) nmae; allowed: name, tags*",
+            "*test_bad_threshold*kperf marker threshold 'registers' must be a finite number >= 0*'ten'",
+            "*test_nan_threshold*kperf marker threshold 'time' must be a finite number >= 0*nan",
+            "*test_metric_number*kperf marker metrics= must be a string or a list of strings*[[]42]",
+            "*test_metrics_not_a_list*kperf marker metrics= must be a string or a list of strings*42",
+            "*test_tags_not_a_list*kperf marker tags= must be a string or a list of strings*7",
+            "*test_infinite_bytes*kperf marker bytes= must be a finite number >= 0*inf",
         ]
     )
+    assert "TypeError" not in result.stdout.str()
 
 
 def _write_mixed(sample: pytest.Pytester) -> None:
@@ -243,8 +272,8 @@ def test_xdist_workers_write_one_run_without_losing_rows(sample: pytest.Pytester
     result = run(sample, "-n", "2", "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db")
     result.assert_outcomes(passed=4)
     db = sample.path / "run.db"
-    runs = _rows(db, "select run_id from runs")
-    assert len(runs) == 1
+    runs = _rows(db, "select run_id, status from runs")
+    assert len(runs) == 1 and runs[0][1] == "complete"  # marked complete by the controller at the end
     # n=4096 (divisible by 16), 1000 and 4097 (not), 1 (== 1): three specializations.
     per_run = _rows(db, "select count(*) from run_variants")
     assert per_run[0][0] == 3

@@ -16,7 +16,7 @@ from kperf_ci.plugin import finish, gpu_bench
 
 def _ks() -> SimpleNamespace:
     """What the helpers use of KperfSession."""
-    s = SimpleNamespace(warnings=[], findings=[])
+    s = SimpleNamespace(warnings=[], findings=[], interrupted=None)
     s.warn = lambda nodeid, msg: s.warnings.append((nodeid, msg))
     return s
 
@@ -215,7 +215,10 @@ def test_worker_output_round_trips_errors_warnings_and_findings():
     controller = _ks()
     controller.errors, controller.ab_results = [], []
     finish.merge_worker_output(controller, out)
+    assert controller.interrupted is None
     finish.merge_worker_output(controller, None)  # a worker that crashed before sessionfinish
+    # its unsaved results are lost: the run must not be marked complete
+    assert controller.interrupted == "an xdist worker ended before storing its results"
     assert controller.errors == [("t.py::a", "bad sm_90: ptxas error")]
     assert controller.warnings == [("t.py::b", "drift")] and controller.ab_results == [
         ("t", "k", "d", "slower")

@@ -68,8 +68,13 @@ class Worker:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
         self._next_id = 0
-        hello = self._readline(time.monotonic() + start_timeout)
+        try:
+            hello = self._readline(time.monotonic() + start_timeout)
+        except BaseException:  # Ctrl-C or a failed start: leave no process behind
+            self.close(kill=True)
+            raise
         if not hello.get("ready"):
+            self.close(kill=True)
             raise WorkerError(f"worker did not start: {hello}")
         self.info = hello
 
@@ -176,6 +181,7 @@ class WorkerPool:
         self.start_timeout = start_timeout
         self._workers: list[Worker | None] = [None] * self.jobs
         self.startup_s: list[float] = []  # seconds each worker took to start (incl. prewarm)
+        self._stopped = threading.Event()  # set on Ctrl-C: no new worker, no new request
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -191,6 +197,9 @@ class WorkerPool:
             t0 = time.perf_counter()
             w = Worker(self.env, self.python, self.start_timeout)
             self.startup_s.append(round(time.perf_counter() - t0, 6))
+            if self._stopped.is_set():  # the pool was stopped while this one started
+                w.close(kill=True)
+                raise WorkerError("compile stopped")
             self._workers[slot] = w
         return w
 
@@ -225,25 +234,37 @@ class WorkerPool:
         n = min(self.jobs, len(requests))
 
         def run(slot: int) -> None:
-            while True:
+            while not self._stopped.is_set():
                 try:
                     i = q.get_nowait()
                 except queue.Empty:
                     return
                 results[i] = self._one(slot, requests[i], timeout)
 
-        if n == 1:
-            run(0)
-        else:
-            threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(n)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+        try:
+            if n == 1:
+                run(0)
+            else:
+                threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        except KeyboardInterrupt:
+            # Ctrl-C reaches only this process (workers run in their own session): stop
+            # handing out requests and kill the workers with the compilers they started, so
+            # the caller gets the KeyboardInterrupt at once and no process is left behind.
+            self.stop()
+            raise
         return [r if r is not None else {"ok": False, "error": "not run"} for r in results]
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop at once: no further request is started, running compiles are killed."""
+        self._stopped.set()
+        self.close(kill=True)
+
+    def close(self, kill: bool = False) -> None:
         for i, w in enumerate(self._workers):
             if w is not None:
-                w.close()
+                w.close(kill=kill)
                 self._workers[i] = None

@@ -26,6 +26,20 @@ def update_cmd(db: str | None, baseline: str | None, run_id: str | None) -> None
     settings = load_settings(db=db, baseline=baseline)
     if not settings.baseline:
         raise KperfError("no baseline given; pass --baseline PATH or set [tool.kperf] baseline")
-    rid = store.copy_run(settings.db, settings.baseline, run_id)
-    n = len(store.load_run(settings.baseline, rid).results)
+    run = store.load_run(settings.db, run_id)
+    rid = run.info.run_id
+    if run.skipped:
+        passed = ", ".join(f"{r} ({status})" for r, status in run.skipped)
+        click.echo(f"kperf: passed over incomplete run(s) {passed}; taking {rid}", err=True)
+    if run.status != store.COMPLETE or not run.results:
+        # an interrupted or empty baseline makes every later compare pass: never copied
+        what = (
+            f"is incomplete (status {run.status})" if run.status in store.INCOMPLETE else "holds no variants"
+        )
+        raise KperfError(
+            f"{settings.db}: run {rid} {what}, not a baseline; rerun the tests to the end "
+            "and update from that run (--run ID)"
+        )
+    store.copy_run(settings.db, settings.baseline, rid)
+    n = len(run.results)
     click.echo(f"copied run {rid} ({n} variants) from {settings.db} into {settings.baseline}")

@@ -41,12 +41,34 @@ def compare_cmd(
         )
     base = store.load_run(settings.baseline, base_run)
     cur = store.load_run(settings.db, run_id)
+    if base.info.run_id == cur.info.run_id and store.same_database(settings.baseline, settings.db):
+        raise KperfError(
+            f"{settings.db}: --db and --baseline are the same file and both name run {cur.info.run_id}, "
+            "which would be compared with itself; pass the baseline database as --baseline "
+            "(or two different runs with --run/--base-run)"
+        )
+    _note_status(settings.baseline, base)
+    _note_status(settings.db, cur)
+    if not base.results:  # every compare against it would pass
+        raise KperfError(
+            f"{settings.baseline}: baseline run {base.info.run_id} holds no variants, nothing to compare "
+            "against; update it from a complete run with `kperf baseline update`"
+        )
     comparison = compare_runs(base, cur, ThresholdPolicy.from_settings(settings))
     if fmt == "json":
         click.echo(json.dumps(comparison.to_dict(all=show_all), indent=2, default=str))
     else:
         print_table(comparison, show_all=show_all)
     raise SystemExit(comparison.exit_code)
+
+
+def _note_status(path: str, run) -> None:
+    """Say on stderr when a run is not a whole one, or when newer incomplete runs were passed over."""
+    if run.skipped:
+        passed = ", ".join(f"{rid} ({status})" for rid, status in run.skipped)
+        click.echo(f"kperf: {path}: passed over incomplete run(s) {passed}", err=True)
+    if run.status != "complete":
+        click.echo(f"kperf: {path}: run {run.info.run_id} is {run.status}, not a complete run", err=True)
 
 
 def print_table(comparison, *, show_all: bool = False) -> None:

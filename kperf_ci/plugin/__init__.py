@@ -31,9 +31,8 @@ def pytest_load_initial_conftests(
     # definition time whether a kernel is interpreted. On a machine without a GPU, static mode
     # runs kernels in Triton's interpreter, so the switch must happen before any import.
     ns = early_config.known_args_namespace
-    if not getattr(ns, "kperf", None) and os.environ.get("KPERF_ENABLED", "").lower() not in ("1", "true"):
-        if not _enabled_in_pyproject(early_config):
-            return
+    if not _enabled(early_config, getattr(ns, "kperf", None)):
+        return
     mode = getattr(ns, "kperf_mode", None) or _mode_in_pyproject(early_config) or "auto"
     if mode == "gpu":
         return
@@ -59,8 +58,25 @@ def _pyproject_kperf(config: pytest.Config) -> dict[str, Any]:
         return {}
 
 
-def _enabled_in_pyproject(config: pytest.Config) -> bool:
-    return bool(_pyproject_kperf(config).get("enabled", False))
+def _enabled(config: pytest.Config, cli: bool | None) -> bool:
+    """Whether kperf is on: --kperf > env KPERF_ENABLED > [tool.kperf] enabled, each parsed by
+    the same parser as load_settings uses (kperf_ci.config.parse_bool), so the plugin does what
+    the validator accepts. A bad value is a usage error naming it."""
+    if cli:
+        return True
+    # Nothing to import while kperf is nowhere mentioned: a disabled plugin costs nothing.
+    if "KPERF_ENABLED" not in os.environ and "enabled" not in _pyproject_kperf(config):
+        return False
+    from kperf_ci.config import ConfigError, env_bool, find_pyproject, parse_bool
+
+    try:
+        from_env = env_bool("KPERF_ENABLED", "enabled")
+        if from_env is not None:
+            return from_env
+        source = f"[tool.kperf] in {find_pyproject(config.rootpath)}"
+        return parse_bool(_pyproject_kperf(config)["enabled"], key="enabled", source=source)
+    except ConfigError as e:
+        raise pytest.UsageError(f"kperf: {e}") from None
 
 
 def _mode_in_pyproject(config: pytest.Config) -> str | None:
@@ -70,8 +86,7 @@ def _mode_in_pyproject(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     overrides = options.cli_overrides(config)
-    enabled_env = os.environ.get("KPERF_ENABLED", "").lower() in ("1", "true")
-    if not overrides.get("enabled") and not enabled_env and not _enabled_in_pyproject(config):
+    if not _enabled(config, overrides.get("enabled")):
         return
     from kperf_ci.config import ConfigError, load_settings
     from kperf_ci.plugin.session import KperfSession
@@ -81,8 +96,12 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = load_settings(config.rootpath, overrides)
     except ConfigError as e:
         raise pytest.UsageError(f"kperf: {e}") from None
+    _refuse_self_baseline(config, settings)
     session = KperfSession.from_config(config, settings)
     config.stash[SESSION_KEY] = session
+    from kperf_ci.plugin.finish import InterruptWatch
+
+    config.pluginmanager.register(InterruptWatch(session), "kperf-interrupt-watch")
     # Per-test hooks exist only in an enabled session: a disabled plugin adds no call per test.
     from kperf_ci.plugin.hooks import ActiveHooks
 
@@ -94,13 +113,33 @@ def pytest_configure(config: pytest.Config) -> None:
         _create_run(session)
 
 
+def _refuse_self_baseline(config: pytest.Config, settings: Any) -> None:
+    """The baseline's latest run would be the run this session stores: a run compared with
+    itself always passes. Refused before any test runs."""
+    if not settings.baseline:
+        return
+    from kperf_ci.store import same_database
+
+    root = config.rootpath
+    db, baseline = root / settings.db, root / settings.baseline  # absolute paths stay as they are
+    if same_database(db, baseline):
+        raise pytest.UsageError(
+            f"kperf: the baseline ({settings.sources.get('baseline')}) and the run database "
+            f"({settings.sources.get('db')}) are the same file {db}, so each run would be compared with "
+            "itself; point --kperf-baseline at the baseline database (e.g. baselines/main.db)"
+        )
+
+
 def _create_run(session: Any) -> None:
     from kperf_ci import store
 
     path = session.db_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        store.save_run(str(path), session.run_info(), [])
+        # "running" until the controller's pytest_sessionfinish marks it finished: a run
+        # whose controller was killed stays incomplete, never the latest run nor a baseline
+        info = session.run_info()
+        store.retry_locked(lambda: store.save_run(str(path), info, [], status=store.RUNNING))
     except store.StoreError as e:
         raise pytest.UsageError(f"kperf: {e}") from None
 

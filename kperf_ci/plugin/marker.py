@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,43 +75,54 @@ def parse_marker(item: pytest.Item) -> KperfMarker | None:
             f"{item.nodeid}: unknown kperf marker argument(s) {', '.join(unknown)}; "
             f"allowed: {', '.join(_ALLOWED)}"
         )
+    where = f"{item.nodeid}: kperf marker"
     name = merged.get("name") or default_name(item)
     if not isinstance(name, str) or not name.strip():
-        raise MarkerError(f"{item.nodeid}: kperf marker name must be a non-empty string, got {name!r}")
-    tags = merged.get("tags", ())
-    if isinstance(tags, str):
-        tags = (tags,)
-    if not all(isinstance(t, str) for t in tags):
-        raise MarkerError(f"{item.nodeid}: kperf marker tags must be strings, got {tags!r}")
+        raise MarkerError(f"{where} name= must be a non-empty string, got {name!r}")
+    tags = _strings(merged.get("tags", ()), f"{where} tags=", 'tags=["memory-bound"]')
     metrics = merged.get("metrics")
     if metrics is not None:
-        if isinstance(metrics, str):
-            metrics = (metrics,)
-        metrics = tuple(metrics)
+        metrics = _strings(metrics, f"{where} metrics=", 'metrics=["registers", "time"]')
     thresholds = merged.get("thresholds") or {}
     if not isinstance(thresholds, Mapping):
         raise MarkerError(
-            f"{item.nodeid}: kperf marker thresholds must be a dict like {{'registers': 0.2}}, "
-            f"got {type(thresholds).__name__}"
+            f"{where} thresholds= must be a dict like {{'registers': 0.2}}, got {type(thresholds).__name__}"
         )
     for key, value in thresholds.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        if not isinstance(key, str) or not key:
+            raise MarkerError(f"{where} thresholds= keys must be metric names, got {key!r}")
+        # the same rule as [tool.kperf] thresholds: a NaN would silently switch the gate off
+        if not _finite_number(value) or value < 0:
             raise MarkerError(
-                f"{item.nodeid}: kperf threshold {key!r} must be a non-negative number "
-                f"(0.1 = +10%), got {value!r}"
+                f"{where} threshold {key!r} must be a finite number >= 0 (0.1 = +10%), got {value!r}"
             )
     for key in ("bytes", "flops"):
         value = merged.get(key)
-        if value is not None and not callable(value) and not isinstance(value, (int, float)):
+        if value is None or callable(value):
+            continue
+        if not _finite_number(value) or value < 0:
             raise MarkerError(
-                f"{item.nodeid}: kperf marker {key}= must be a number or a callable of the test's "
-                f"parameters, got {type(value).__name__}"
+                f"{where} {key}= must be a finite number >= 0 or a callable of the test's "
+                f"parameters, got {value!r}"
             )
     return KperfMarker(
         name=name.strip(),
-        tags=tuple(tags),
+        tags=tags,
         metrics=metrics,
         thresholds=dict(thresholds),
         bytes=merged.get("bytes"),
         flops=merged.get("flops"),
     )
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _strings(value: Any, what: str, example: str) -> tuple[str, ...]:
+    """A string or a list/tuple of non-empty strings, as a tuple; MarkerError otherwise."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise MarkerError(f"{what} must be a string or a list of strings such as {example}, got {value!r}")
+    return tuple(value)

@@ -50,6 +50,9 @@ class KperfSession:
     pending: list[Any] = field(default_factory=list)  # LaunchSpecs of passed tests, compiled at the end
     errors: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one-line reason)
     saved_to: str | None = None
+    # Why the run stopped early ("Ctrl-C", a lost xdist worker); None while it is whole.
+    interrupted: str | None = None
+    stored_status: str | None = None  # the runs.status this session left in the database
     comparison: Any = None
     recorder: Any = None
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one line)
@@ -191,18 +194,40 @@ class KperfSession:
         )
 
     def save(self) -> None:
+        """Store the run: what this process measured and its blobs in one transaction, marked
+        complete only when nothing stopped it early. Under xdist each worker appends its part
+        and the controller marks the run (created ``running`` at the start) finished.
+
+        A database locked past all retries gets the results in a side file instead
+        (store.write_or_divert): the raised error names it, nothing measured is lost."""
         from kperf_ci import store
 
         path = self.db_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        if self.is_worker:
-            if self.results:
-                store.add_results(str(path), self.run_id, self.results)
-        else:
-            store.save_run(str(path), self.run_info(), self.results)
-        for variant_id, name, data in self.blobs:
-            store.save_blob(str(path), self.run_id, variant_id, name, data)
-        self.saved_to = str(path)
+        interrupted = self.interrupted is not None
+        if self._xdist_controller():
+            self.stored_status = store.retry_locked(
+                lambda: store.finish_run(str(path), self.run_id, interrupted=interrupted)
+            )
+            self.saved_to = str(path)
+            return
+        if not self.is_worker and interrupted and not self.results:
+            return  # nothing was measured: storing an empty interrupted run would only mislead
+        info = self.run_info()
+        blobs = list(self.blobs)
+        if self.is_worker and not (self.results or blobs):
+            return
+        status = store.INTERRUPTED if interrupted else (store.COMPLETE if self.results else store.EMPTY)
+
+        def write(target: Path) -> None:
+            if self.is_worker:  # the controller wrote the run row; info only in case it could not
+                store.add_results(str(target), self.run_id, self.results, info=info, blobs=blobs)
+            else:
+                store.save_run(str(target), info, self.results, status=status, blobs=blobs)
+
+        self.saved_to = str(store.write_or_divert(path, self.run_id, write))
+        if not self.is_worker:
+            self.stored_status = status
 
     def _xdist_controller(self) -> bool:
         return getattr(self.config.option, "numprocesses", None) not in (None, 0) and not self.is_worker
@@ -210,6 +235,12 @@ class KperfSession:
     def compare_with_baseline(self) -> None:
         baseline = self.settings.baseline
         if not baseline or self.is_worker or not self.saved_to:
+            return
+        from kperf_ci import store
+
+        if self.stored_status == store.INTERRUPTED:
+            # part of a run against a whole baseline: "removed" variants, no real verdict
+            self.warn("<baseline>", "run interrupted: not compared with the baseline")
             return
         base_path = Path(baseline)
         if not base_path.is_absolute():
@@ -223,10 +254,24 @@ class KperfSession:
                 )
             )
             return
-        from kperf_ci import compare, store
+        from kperf_ci import compare
 
         current = store.load_run(self.saved_to, self.run_id)
         base = store.load_run(str(base_path))
+        if base.skipped:
+            ids = ", ".join(f"{rid} ({status})" for rid, status in base.skipped)
+            self.warn("<baseline>", f"{base_path}: passed over incomplete run(s) {ids}")
+        if not base.results:
+            self.errors.append(
+                (
+                    "<baseline>",
+                    f"baseline run {base.info.run_id} in {base_path} holds no variants, so nothing "
+                    "can be compared; update it from a complete run (`kperf baseline update`)",
+                )
+            )
+            return
+        if not current.results:
+            self.warn("<baseline>", f"run {self.run_id} holds no variants: nothing was compared")
         policy = compare.ThresholdPolicy.from_settings(self.settings)
         self.comparison = compare.compare_runs(base, current, policy)
 
