@@ -433,8 +433,9 @@ def build_report(
     """
     base_by_id = {r.key.id: r for r in baseline.results} if baseline else {}
     cur_by_id = {r.key.id: r for r in current.results}
-    # Variants the comparison matched across a specialization change: one view, current's key.
+    # Variants the comparison matched across a key change or across modes: one view, current's key.
     rematched = {c.id: b.id for b, c in getattr(comparison, "rematched", [])}
+    key_changes = {k.current.id: k.description for k in getattr(comparison, "key_changes", [])}
     paired_base = set(rematched.values())
     views: dict[str, VariantView] = {}
     for vid in list(cur_by_id) + [i for i in base_by_id if i not in cur_by_id and i not in paired_base]:
@@ -442,8 +443,8 @@ def build_report(
         rows = _plain_rows(b, c)
         key = (c or b).key  # type: ignore[union-attr]
         v = VariantView(key=key, base=b, cur=c, verdict="", rows=rows)
-        if vid in rematched and b is not None:
-            v.notes.append(f"specialization changed: {b.key.spec or '-'} -> {key.spec or '-'}")
+        if vid in key_changes and b is not None:
+            v.notes.append(f"matched across a change of specialization or launch options: {key_changes[vid]}")
         if c is not None and c.error:
             v.reasons.append(f"error: {c.error}")
         v.findings = load_findings(c) or []
