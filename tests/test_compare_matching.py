@@ -403,3 +403,15 @@ def test_session_summary_verdict(capsys):
     printed = one_line(capsys.readouterr().out)
     assert any("no comparable baseline for this machine class" in line for line in lines)
     assert "no comparable baseline" in printed and "no regressions" not in printed
+
+
+def test_report_fails_the_removed_variant_that_compare_fails(project):
+    bwd = variant("softmax_bwd", source="examples/kernels/softmax.py::softmax_bwd", registers=30)
+    save(project, (make_info("b"), [variant(registers=34), bwd]), (make_info("c"), [variant(registers=34)]))
+    cur, base = store.load_run(project / "run.db"), store.load_run(project / "base.db")
+    report = build_report(cur, base, compare_runs(base, cur))
+    (v,) = report.regressions
+    assert v.key.kernel == "softmax_bwd" and v.cur is None and v.reasons[0].startswith("removed:")
+    assert "\n## ❌ kperf: 1 regression\n" in render_markdown(report)
+    allowed = build_report(cur, base, compare_runs(base, cur, allow_removed=True))
+    assert not allowed.regressions and allowed.verdict_line == "no regressions"
