@@ -246,6 +246,9 @@ def test_variant_of_a_deselected_test_is_not_run_and_passes(project):
     assert "removed:" not in out and "no regressions" in out
     doc = json.loads(kperf_compare("--format", "json").output)
     assert doc["removed"] == [] and len(doc["not_run"]) == 2 and doc["status"] == COMPARED
+    cur, base = store.load_run(project / "run.db"), store.load_run(project / "base.db")
+    notes = build_report(cur, base, compare_runs(base, cur)).notes
+    assert "1 baseline variant(s) not run here: this run built no sm_80 variants." in notes
 
 
 # --------------------------------------------------------------------------- item 6: across modes
