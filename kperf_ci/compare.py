@@ -4,6 +4,13 @@ Rules (see METRICS.md): default static thresholds, overridden by ``[tool.kperf.t
 overridden by the marker's ``thresholds=`` stored with the CURRENT run's variant. Timing is
 decided on the raw samples (``compare_timing``), never on two medians alone when samples exist.
 Metrics are only compared when the two machines make them comparable (fingerprint.comparable).
+
+Variants pair by :func:`match_variants` (exact key; then the same kernel/arch/test; then the same
+launch site or kernel when unambiguous), so a launch-option or constexpr change is one "changed"
+variant judged on its metrics, not one added and one removed. A GPU-mode run meets a static
+baseline through the compute capability of its GPU (static metrics only). A comparison in which
+fewer than MIN_COMPARED_FRACTION of the current variants were compared has the status "no
+comparable baseline": consumers say so instead of "no regressions".
 """
 
 from __future__ import annotations
@@ -375,9 +382,9 @@ class Comparison:
 
 MatchStage = Literal["id", "test", "source", "kernel"]
 
-#: GPU model -> the compile target of its kernels, for runs stored before the fingerprint carried
-#: the compute capability (fingerprint.extra["capability"], which wins). Substrings of the name
-#: torch reports; the first that matches is used, so "H100" must not shadow a longer name.
+#: GPU model -> the compile target of its kernels, for runs whose fingerprint lacks the compute
+#: capability (fingerprint.extra["capability"] wins). Substrings of the name torch reports; the
+#: first that matches is used, so a longer name comes before its substring (A100 before A10).
 GPU_ARCH: tuple[tuple[str, str], ...] = (
     ("GB200", "sm_100"),
     ("B200", "sm_100"),
@@ -465,6 +472,10 @@ def parse_spec(spec: str, *, with_shape: bool = True) -> dict[str, str]:
 def describe_key_change(base: VariantKey, cur: VariantKey, *, with_shape: bool = True) -> str:
     """What differs between two keys of one matched variant, launch options first:
     "num_warps 4 -> 1; BLOCK 1024 -> 512" ("-" where a side lacks the item); "" when nothing."""
+    return "; ".join(_key_diff(base, cur, with_shape=with_shape))
+
+
+def _key_diff(base: VariantKey, cur: VariantKey, *, with_shape: bool) -> list[str]:
     parts = []
     for b, c in (
         (parse_config(base.config), parse_config(cur.config)),
@@ -475,7 +486,7 @@ def describe_key_change(base: VariantKey, cur: VariantKey, *, with_shape: bool =
                 # "-": the side lacks the item; "(set)": a bare item without a value
                 bv, cv = (("(set)" if v == "" else v) for v in (b.get(name, "-"), c.get(name, "-")))
                 parts.append(f"{name} {bv} -> {cv}")
-    return "; ".join(parts)
+    return parts
 
 
 def _site(source: str) -> str:
@@ -597,8 +608,7 @@ def _closest_pairs(
     then the groups' own order; a variant is paired at most once."""
 
     def distance(b: VariantResult, c: VariantResult) -> int:
-        items = describe_key_change(b.key, c.key, with_shape=not cross_mode)
-        return 0 if not items else items.count("; ") + 1
+        return len(_key_diff(b.key, c.key, with_shape=not cross_mode))
 
     cands = sorted(
         (distance(b, c), b.key.test != c.key.test, i, j) for i, b in enumerate(bs) for j, c in enumerate(cs)
