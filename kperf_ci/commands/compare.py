@@ -9,6 +9,8 @@ import click
 
 from . import KperfError, console, fmt_value, load_settings, user_errors
 
+#: What the "changed:" line shows next to the key change: the numbers a launch option moves.
+_KEY_METRICS = ("registers", "spills", "shared_bytes", "sass.instructions")
 _VERDICT_STYLE = {"worse": "yellow", "better": "green", "same": "dim", "n/a": "dim"}
 
 
@@ -21,15 +23,38 @@ _VERDICT_STYLE = {"worse": "yellow", "better": "green", "same": "dim", "n/a": "d
 @click.option("--base-run", "base_run", help="run id in --baseline; default: the latest")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--all", "show_all", is_flag=True, help="list unchanged metrics too")
+@click.option(
+    "--allow-removed",
+    is_flag=True,
+    help="do not fail on baseline variants missing from this run although their test ran",
+)
+@click.option(
+    "--require-baseline",
+    is_flag=True,
+    help="exit 2 when the baseline has nothing comparable for this run (another machine class)",
+)
 @user_errors
 def compare_cmd(
-    baseline: str | None, db: str | None, run_id: str | None, base_run: str | None, fmt: str, show_all: bool
+    baseline: str | None,
+    db: str | None,
+    run_id: str | None,
+    base_run: str | None,
+    fmt: str,
+    show_all: bool,
+    allow_removed: bool,
+    require_baseline: bool,
 ) -> None:
-    """Compare a run with a baseline. Exit 1 on a regression, 0 otherwise, 2 on bad input."""
+    """Compare a run with a baseline. Exit 1 on a regression (a metric over its threshold, or a
+    variant whose test ran but that vanished), 0 otherwise, 2 on bad input.
+
+    When less than half of this run's variants could be compared ("no comparable baseline": the
+    baseline comes from another machine class or Triton) the verdict says so and the exit is 0,
+    or 2 with --require-baseline; a regression among the few that compared still exits 1.
+    """
     from pathlib import Path
 
     from kperf_ci import store
-    from kperf_ci.compare import ThresholdPolicy, compare_runs
+    from kperf_ci.compare import COMPARED, ThresholdPolicy, compare_runs
 
     settings = load_settings(db=db, baseline=baseline)
     if not settings.baseline:
@@ -54,11 +79,13 @@ def compare_cmd(
             f"{settings.baseline}: baseline run {base.info.run_id} holds no variants, nothing to compare "
             "against; update it from a complete run with `kperf baseline update`"
         )
-    comparison = compare_runs(base, cur, ThresholdPolicy.from_settings(settings))
+    comparison = compare_runs(base, cur, ThresholdPolicy.from_settings(settings), allow_removed=allow_removed)
     if fmt == "json":
         click.echo(json.dumps(comparison.to_dict(all=show_all), indent=2, default=str))
     else:
         print_table(comparison, show_all=show_all)
+    if not comparison.exit_code and require_baseline and comparison.status != COMPARED:
+        raise KperfError(comparison.status_line + " (--require-baseline)")
     raise SystemExit(comparison.exit_code)
 
 
@@ -72,6 +99,7 @@ def _note_status(path: str, run) -> None:
 
 
 def print_table(comparison, *, show_all: bool = False) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     out = console()
@@ -110,24 +138,73 @@ def print_table(comparison, *, show_all: bool = False) -> None:
         out.print(t)
     else:
         out.print("no changes" + ("" if show_all else " (use --all to list every metric)"))
-    for label, keys in (("added", comparison.added), ("removed", comparison.removed)):
-        if keys:
-            out.print(f"{label}: " + ", ".join(k.label() for k in keys), highlight=False)
-    for bk, ck in comparison.rematched:
+    for kc in comparison.key_changes:
+        moved = [
+            f"{ch.metric} {fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"
+            for ch in comparison.changes
+            if ch.variant.id == kc.current.id and ch.metric in _KEY_METRICS and ch.base != ch.current
+        ]
+        text = "; ".join([kc.description, *moved])
         out.print(
-            f"matched by kernel/arch/config: {ck.label()} (spec {bk.spec or '-'} -> {ck.spec or '-'})",
+            escape(f"changed: {kc.current.label()} ({kc.current.test or '?'}): {text}"), highlight=False
+        )
+    removed = comparison.removed
+    if removed:
+        style = "dim" if comparison.allow_removed else "bold red"
+        why = (
+            "allowed by --allow-removed" if comparison.allow_removed else "fails; --allow-removed accepts it"
+        )
+        out.print(
+            f"[{style}]removed: {len(removed)} variant(s) measured in the baseline are missing from this "
+            f"run although their test ran ({why}):[/] "
+            + escape(_listing([k.label() + f" ({k.test})" for k in removed])),
             highlight=False,
         )
+    if comparison.not_run:
+        by_reason: dict[str, list[str]] = {}
+        for n in comparison.not_run:
+            by_reason.setdefault(n.reason, []).append(n.variant.label())
+        for reason, labels in by_reason.items():
+            text = f"not run: {len(labels)} baseline variant(s), {reason}: {_listing(labels)}"
+            out.print(escape(text), highlight=False)
+    if comparison.added:
+        out.print(escape("added: " + _listing([k.label() for k in comparison.added])), highlight=False)
     if comparison.incomparable:
         seen = sorted({(i.kind, i.reason) for i in comparison.incomparable})
         for kind, reason in seen:
             n = sum(1 for i in comparison.incomparable if (i.kind, i.reason) == (kind, reason))
-            out.print(f"not compared: {kind} metrics of {n} variant(s): {reason}", highlight=False)
-    n = len(comparison.regressions)
-    out.print(
-        f"[bold red]{n} regression(s)[/]" if n else "[green]no regressions[/]",
-        f"{len(comparison.improvements)} improvement(s)",
+            out.print(escape(f"not compared: {kind} metrics of {n} variant(s): {reason}"), highlight=False)
+    out.print(verdict_line(comparison), highlight=False)
+
+
+#: Names listed per line of the summary; the JSON output lists all of them.
+MAX_LISTED = 20
+
+
+def _listing(labels: list[str]) -> str:
+    shown = ", ".join(labels[:MAX_LISTED])
+    return shown + (
+        f" and {len(labels) - MAX_LISTED} more (--format json lists all)" if len(labels) > MAX_LISTED else ""
     )
+
+
+def verdict_line(comparison) -> str:
+    """The last line, in rich markup: regressions and removals first; without them, whether
+    anything was compared at all, and only then "no regressions"."""
+    from rich.markup import escape
+
+    from kperf_ci.compare import COMPARED
+
+    n, removed = len(comparison.regressions), len(comparison.failing_removed)
+    bad = [f"{n} regression(s)"] if n else []
+    bad += [f"{removed} removed variant(s)"] if removed else []
+    improvements = f"{len(comparison.improvements)} improvement(s)"
+    if bad:
+        tail = "" if comparison.status == COMPARED else f"; {escape(comparison.status_line)}"
+        return f"[bold red]{', '.join(bad)}[/] {improvements}{tail}"
+    if comparison.status != COMPARED:
+        return f"[bold yellow]{escape(comparison.status_line)}[/]; nothing was judged"
+    return f"[green]no regressions[/] {improvements} ({escape(comparison.status_line)})"
 
 
 def _short_config(config: str) -> str:

@@ -115,7 +115,10 @@ def write_summary(ks: Any, tr: Any) -> None:
         from kperf_ci.commands.compare import print_table
 
         tr.write_line(f"kperf: compared with baseline {ks.settings.baseline}")
-        print_table(ks.comparison)
+        print_table(ks.comparison)  # its last line is the verdict
+        if ks.comparison.status != "compared" and not ks.comparison.exit_code:
+            # Said again in plain words after the table: a run with nothing to judge is not green.
+            tr.write_line(f"kperf: {ks.comparison.status_line}; no verdict", yellow=True)
 
 
 def write_status(ks: Any, tr: Any) -> None:

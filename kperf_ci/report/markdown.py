@@ -117,8 +117,7 @@ def _counts_line(report: Report) -> str:
 
 
 def _headline(report: Report) -> str:
-    regs = report.regressions
-    icon = "❌" if regs else ("⚠️" if report.baseline is None else "✅")
+    icon = {"bad": "❌", "warn": "⚠️", "good": "✅"}[report.verdict_state]
     return f"## {icon} kperf: {md_escape(report.verdict_line)}"
 
 

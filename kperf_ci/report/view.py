@@ -182,6 +182,10 @@ class Report:
     #: blob(side, variant_id, name) -> the stored bytes of a binary artifact ("baseline"/"current")
     blob: BlobFn | None = None
     notes: list[str] = field(default_factory=list)  # global remarks (e.g. missing baseline)
+    #: the comparison's status ("compared" / "no comparable baseline"; compare.Comparison.status)
+    #: and its line; None without a comparison
+    comparison_status: str | None = None
+    comparison_line: str = ""
 
     @property
     def regressions(self) -> list[VariantView]:
@@ -222,13 +226,29 @@ class Report:
         ]
 
     @property
+    def comparable(self) -> bool:
+        """Whether a baseline was there and enough of this run was compared with it to judge."""
+        return self.baseline is not None and self.comparison_status in (None, "compared")
+
+    @property
     def verdict_line(self) -> str:
         regs = self.regressions
         if regs:
             return f"{len(regs)} regression{'s' if len(regs) != 1 else ''}"
         if self.baseline is None:
             return "no baseline to compare with"
+        if not self.comparable:
+            return "no comparable baseline for this machine class"
         return "no regressions"
+
+    @property
+    def verdict_state(self) -> str:
+        """The banner's state: "bad" (regressions), "warn" (nothing to judge against: no
+        baseline, or none comparable), "good" (compared, no regressions). Only "good" gets a
+        check mark."""
+        if self.regressions:
+            return "bad"
+        return "good" if self.comparable else "warn"
 
 
 # Fingerprint fields that differ between machines without changing what the numbers mean
@@ -433,8 +453,9 @@ def build_report(
     """
     base_by_id = {r.key.id: r for r in baseline.results} if baseline else {}
     cur_by_id = {r.key.id: r for r in current.results}
-    # Variants the comparison matched across a specialization change: one view, current's key.
+    # Variants the comparison matched across a key change or across modes: one view, current's key.
     rematched = {c.id: b.id for b, c in getattr(comparison, "rematched", [])}
+    key_changes = {k.current.id: k.description for k in getattr(comparison, "key_changes", [])}
     paired_base = set(rematched.values())
     views: dict[str, VariantView] = {}
     for vid in list(cur_by_id) + [i for i in base_by_id if i not in cur_by_id and i not in paired_base]:
@@ -442,8 +463,8 @@ def build_report(
         rows = _plain_rows(b, c)
         key = (c or b).key  # type: ignore[union-attr]
         v = VariantView(key=key, base=b, cur=c, verdict="", rows=rows)
-        if vid in rematched and b is not None:
-            v.notes.append(f"specialization changed: {b.key.spec or '-'} -> {key.spec or '-'}")
+        if vid in key_changes and b is not None:
+            v.notes.append(f"matched across a change of specialization or launch options: {key_changes[vid]}")
         if c is not None and c.error:
             v.reasons.append(f"error: {c.error}")
         v.findings = load_findings(c) or []
@@ -466,6 +487,14 @@ def build_report(
         notes.append("No baseline run: every variant is shown as new.")
     for kind, why in sorted({(i.kind, i.reason) for i in getattr(comparison, "incomparable", [])}):
         notes.append(f"{kind} metrics not compared: {why}.")
+    status = getattr(comparison, "status", None)
+    if status is not None and status != "compared":
+        notes.insert(0, f"{comparison.status_line[:1].upper()}{comparison.status_line[1:]}.")
+    not_run: dict[str, int] = {}
+    for n in getattr(comparison, "not_run", []):
+        not_run[n.reason] = not_run.get(n.reason, 0) + 1
+    for why, count in not_run.items():
+        notes.append(f"{count} baseline variant(s) not run here: {why}.")
     return Report(
         current=current.info,
         baseline=baseline.info if baseline else None,
@@ -475,6 +504,8 @@ def build_report(
         history=history,
         blob=blob,
         notes=notes,
+        comparison_status=status,
+        comparison_line=getattr(comparison, "status_line", ""),
     )
 
 
@@ -497,6 +528,11 @@ def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
         for r in v.rows:
             if r.kind == inc.kind:
                 r.verdict, r.note = "n/a", "not comparable"
+    for key in getattr(comparison, "failing_removed", []):
+        v = views.get(key.id)
+        if v is not None:  # kperf compare exits 1 on it: the report must not look greener
+            v.regression = True
+            v.reasons.append("removed: measured in the baseline, missing from this run although its test ran")
     for ch in comparison.changes:
         v = views.get(ch.variant.id)
         if v is None:
