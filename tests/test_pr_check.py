@@ -289,7 +289,10 @@ def test_reports_name_kernel_test_and_what_moved(planted):
     html = (repo / "reports/ab/index.html").read_text()
     summary = (repo / "reports/ab/summary.md").read_text()
     assert md.startswith("<!-- kperf-ab -->")
-    for text in (md.replace("\\", ""), html, summary.replace("\\", "")):  # markdown escapes _ and >
+    import html as htmllib
+
+    # markdown escapes _ and >, HTML escapes >
+    for text in (md.replace("\\", ""), htmllib.unescape(html), summary.replace("\\", "")):
         assert "test_spills" in text and "num_warps 8 -> 1" in text
         assert "not timed" in text or "static only" in text
     assert "registers" in html and "test_grid_only" in html

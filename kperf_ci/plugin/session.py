@@ -63,7 +63,6 @@ class KperfSession:
     # was captured; all-zero is an error (a capture that silently saw nothing passes everything)
     marked_passed: int = 0
     marked_with_launches: int = 0
-    manifest_launches: list[Any] = field(default_factory=list)  # every launch, for the manifest
     started_at: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     )
