@@ -389,7 +389,11 @@ STEPS = ("planted", "reference", "aa", "examples", "examples_aa")
 
 
 def kperf_commit() -> str:
-    """The kperf-ci commit a step measured (with "+dirty" for uncommitted changes)."""
+    """The kperf-ci commit a step measured (with "+dirty" for uncommitted changes).
+
+    KPERF_EVAL_COMMIT wins: a copy of the tree on another machine may carry a stale .git."""
+    if os.environ.get("KPERF_EVAL_COMMIT"):
+        return os.environ["KPERF_EVAL_COMMIT"]
     try:
         sha = git(ROOT, "rev-parse", "--short", "HEAD").strip()
         dirty = git(ROOT, "status", "--porcelain", "--", "kperf_ci").strip()

@@ -395,6 +395,7 @@ def test_session_summary_verdict(capsys):
         mode="static",
         settings=SimpleNamespace(arch=["sm_90"], baseline="baselines/main.db"),
         _xdist_controller=lambda: False,
+        interrupted=None,
         saved_to=None,
         ab_results=[],
         findings=[],
