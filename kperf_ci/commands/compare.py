@@ -7,6 +7,8 @@ import math
 
 import click
 
+from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
+
 from . import KperfError, console, fmt_value, load_settings, user_errors
 
 _VERDICT_STYLE = {"worse": "yellow", "better": "green", "same": "dim", "n/a": "dim"}
@@ -55,8 +57,10 @@ def print_table(comparison, *, show_all: bool = False) -> None:
     out = console()
     b, c = comparison.baseline, comparison.current
     out.print(
-        f"baseline [bold]{b.run_id}[/] ({b.git_sha and b.git_sha[:8] or '?'} {b.git_branch or ''}) -> "
-        f"current [bold]{c.run_id}[/] ({c.git_sha and c.git_sha[:8] or '?'} {c.git_branch or ''})",
+        f"baseline [bold]{_s(b.run_id)}[/] "
+        f"({_s(b.git_sha and b.git_sha[:8] or '?')} {_s(b.git_branch or '')}) -> "
+        f"current [bold]{_s(c.run_id)}[/] "
+        f"({_s(c.git_sha and c.git_sha[:8] or '?')} {_s(c.git_branch or '')})",
         highlight=False,
     )
     rows = comparison.sorted_changes(all=show_all)
@@ -76,31 +80,32 @@ def print_table(comparison, *, show_all: bool = False) -> None:
                 else (f"[{_VERDICT_STYLE[ch.direction]}]{ch.direction}[/]")
             )
             t.add_row(
-                ch.variant.kernel,
-                ch.variant.arch,
-                variant[ch.variant.id],
-                ch.metric,
-                f"{fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}",
+                _s(ch.variant.kernel),
+                _s(ch.variant.arch),
+                _s(variant[ch.variant.id]),
+                _s(ch.metric),
+                _s(f"{fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"),
                 rel,
                 verdict,
-                ch.reason,
+                _s(ch.reason),
             )
         out.print(t)
     else:
         out.print("no changes" + ("" if show_all else " (use --all to list every metric)"))
     for label, keys in (("added", comparison.added), ("removed", comparison.removed)):
         if keys:
-            out.print(f"{label}: " + ", ".join(k.label() for k in keys), highlight=False)
+            out.print(f"{label}: " + ", ".join(_s(k.label()) for k in keys), highlight=False)
     for bk, ck in comparison.rematched:
         out.print(
-            f"matched by kernel/arch/config: {ck.label()} (spec {bk.spec or '-'} -> {ck.spec or '-'})",
+            f"matched by kernel/arch/config: {_s(ck.label())} "
+            f"(spec {_s(bk.spec or '-')} -> {_s(ck.spec or '-')})",
             highlight=False,
         )
     if comparison.incomparable:
         seen = sorted({(i.kind, i.reason) for i in comparison.incomparable})
         for kind, reason in seen:
             n = sum(1 for i in comparison.incomparable if (i.kind, i.reason) == (kind, reason))
-            out.print(f"not compared: {kind} metrics of {n} variant(s): {reason}", highlight=False)
+            out.print(f"not compared: {_s(kind)} metrics of {n} variant(s): {_s(reason)}", highlight=False)
     n = len(comparison.regressions)
     out.print(
         f"[bold red]{n} regression(s)[/]" if n else "[green]no regressions[/]",
