@@ -251,17 +251,26 @@ def run(
         items = _from_db(db, run_id, kernel, num_sms, report, th)
     timelines = []
     for label, tl, cfg in items:
+        try:
+            if tl is not None:
+                fs = analyze_timeline(tl, launch=cfg, num_sms=tl.num_sms, thresholds=th)
+            else:
+                assert cfg is not None
+                fs = cfg.wave_findings(threshold=th["wave_idle"])
+        except ValueError as e:
+            if not db:
+                raise
+            # one variant's stored numbers (an arch no table knows, a grid of 0) cost that
+            # variant's analysis, never the others'
+            report.notes.append(f"{label}: not analyzed ({_short(e)})")
+            continue
         if tl is not None:
-            fs = analyze_timeline(tl, launch=cfg, num_sms=tl.num_sms, thresholds=th)
             if tl.meta.get("clock_mhz") is None and tl.meta.get("format") == "proton-chrome-trace":
                 report.notes.append(
                     f"{label}: SM clock unknown, in-CTA times are cycles read as ns "
                     "(pass --clock-mhz); cross-SM analyses may be off"
                 )
             timelines.append(tl)
-        else:
-            assert cfg is not None
-            fs = cfg.wave_findings(threshold=th["wave_idle"])
         report.launches.append(LaunchReport(label, fs, tl))
     # launches of one trace file form a sequence; timelines of a run database come from
     # different tests and variants (their gaps are the stored kernel_records' findings above)
