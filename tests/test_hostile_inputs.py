@@ -466,3 +466,34 @@ def test_a_crash_in_a_real_process_exits_3(tmp_path):
         timeout=60,
     )
     assert r.returncode == 3 and "Traceback" in r.stderr  # on request, for the bug report
+
+
+def test_gate_prints_hostile_kernel_names_as_text(tmp_path, monkeypatch):
+    """kperf gate names the blocking kernel; a stored title escape must not reach the terminal."""
+    import numpy as np
+    from conftest import make_info, make_result
+
+    gpu = "NVIDIA H100 80GB HBM3"
+    evil = "soft\x1b]0;PWNED\x07max[/]"
+    rng = np.random.default_rng(3)
+
+    def timed(level: float) -> VariantResult:
+        xs = (level * np.exp(rng.normal(0, 0.005, 50))).tolist()
+        return make_result(evil, gpu, samples=xs, **{"time.median": float(np.median(xs))})
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.kperf]\ndb = "run.db"\n[tool.kperf.gate]\nagainst = "history"\ndb = "history.db"\n'
+    )
+    for i in range(8):
+        info = make_info(mode="gpu", gpu=gpu, started_at=f"2026-01-0{1 + i // 4}T00:00:0{i % 4}+00:00")
+        store.save_run(tmp_path / "history.db", info, [timed(1.0)])
+    late = make_info(mode="gpu", gpu=gpu, started_at="2026-02-01T00:00:00+00:00")
+    store.save_run(tmp_path / "run.db", late, [timed(1.15)])
+    monkeypatch.chdir(tmp_path)
+    for key in list(os.environ):
+        if key.startswith("KPERF_"):
+            monkeypatch.delenv(key)
+    r = CliRunner().invoke(main, ["gate"])
+    assert r.exit_code == 1, r.output  # the 15% slowdown blocks
+    assert "\x1b" not in r.output and "\x07" not in r.output
+    assert "soft\\x1b]0;PWNED\\x07max[/]" in r.output
