@@ -63,7 +63,11 @@ _opened: list[str] | None = None
 
 
 def _audit(event: str, args: tuple) -> None:
-    if _opened is not None and event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+    if _opened is None or event != "open" or not args:
+        return
+    if isinstance(args[0], int):  # open(3): a number from the data taken for a file descriptor
+        _opened.append(f"<fd {args[0]}>")
+    elif isinstance(args[0], (str, bytes, os.PathLike)):
         _opened.append(os.fsdecode(args[0]))
 
 
@@ -93,7 +97,7 @@ def check(result, opened: list[str], *, allow_regression: bool = False, extra_te
     if code == 2:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    read = FORBIDDEN.intersection(opened) | {p for p in opened if p.startswith(str(_CANARY_DIR))}
+    read = FORBIDDEN.intersection(opened) | {p for p in opened if p.startswith((str(_CANARY_DIR), "<fd"))}
     assert not read, f"opened a path named by the data: {read}"
     for text in (out, extra_text):
         assert CANARY_TEXT not in text and CANARY_ENV not in text

@@ -370,6 +370,7 @@ def test_import_keeps_benchmarks_with_the_same_name(run_db, tmp_path):
         ('{"format": "kperf-timeline", "records": "x"}', "not a Proton Chrome trace"),
         ("[" * 100_000, "not a Proton Chrome trace"),
         ("{", "not a Proton Chrome trace"),
+        ("1", "JSON int"),  # was open(1): read and closed stdout's file descriptor
     ],
 )
 def test_analyze_trace_garbage_names_the_file(tmp_path, content, needle):

@@ -94,8 +94,22 @@ def _parse_thresholds(items: tuple[str, ...] | list[str]) -> dict[str, float]:
     return out
 
 
-def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> list[Timeline]:
+def _json_document(text: str) -> dict[str, Any] | list[Any]:
+    """A JSON object or array. Anything else is refused here: the timeline loaders take a
+    non-container for a file to open, and ``open(3)`` would read (and close) file descriptor 3."""
     obj = json.loads(text)
+    if not isinstance(obj, (dict, list)):
+        raise ValueError(f"JSON {type(obj).__name__}, not an object or a list")
+    return obj
+
+
+def _load_trace_file(path: str, **kw: Any) -> list[Timeline]:
+    with open(path, encoding="utf-8") as f:
+        return load_timelines(_json_document(f.read()), **kw)  # type: ignore[arg-type]
+
+
+def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> list[Timeline]:
+    obj = _json_document(text)
     if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
         return [timeline_from_json(obj)]
     from kperf_ci.analysis.timeline import load_proton_traces
@@ -238,7 +252,7 @@ def run(
         kw: dict[str, Any] = {"num_sms": num_sms}
         if clock_mhz is not None:
             kw["clock_mhz"] = clock_mhz
-        loaded = _read_file(trace, "a Proton Chrome trace or kperf timeline JSON", load_timelines, **kw)
+        loaded = _read_file(trace, "a Proton Chrome trace or kperf timeline JSON", _load_trace_file, **kw)
         tls = [t for t in loaded if not kernel or kernel in t.kernel]
         if not tls:
             raise ValueError(

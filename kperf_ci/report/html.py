@@ -289,6 +289,8 @@ def _timeline(report: Report, side: str, r: VariantResult | None) -> Any:
                 raise ValueError(f"artifact {name!r} is neither JSON nor a timeline npz")
             return tlmod.timeline_from_npz(raw, num_sms=_sm_count(report, side))
         obj = json.loads(value)
+        if not isinstance(obj, (dict, list)):  # the loaders would open() any other value
+            raise ValueError(f"artifact {name!r} is JSON but not a trace")
         if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
             return tlmod.timeline_from_json(obj)
         if isinstance(obj, dict) and obj.get("format") == "kperf-timelines":
