@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from kperf_ci.model import RunInfo, RunRecord
 from kperf_ci.report.safe_text import rich_safe
 
 from . import console, fmt_value, load_settings, read_run, read_runs, user_errors
@@ -30,7 +31,7 @@ def show_cmd(db: str | None, run_id: str | None, kernel: str | None) -> None:
     print_run(record, kernel=kernel)
 
 
-def print_runs(runs) -> None:
+def print_runs(runs: list[RunInfo]) -> None:
     from rich.table import Table
 
     t = Table(header_style="bold")
@@ -56,7 +57,7 @@ def print_runs(runs) -> None:
     console().print(t if runs else "no runs")
 
 
-def print_run(record, *, kernel: str | None = None) -> None:
+def print_run(record: RunRecord, *, kernel: str | None = None) -> None:
     from rich.table import Table
 
     out = console()
