@@ -63,25 +63,30 @@ _opened: list[str] | None = None
 
 
 def _audit(event: str, args: tuple) -> None:
-    if _opened is None or event != "open" or not args:
-        return
-    if isinstance(args[0], int):  # open(3): a number from the data taken for a file descriptor
-        _opened.append(f"<fd {args[0]}>")
-    elif isinstance(args[0], (str, bytes, os.PathLike)):
+    if _opened is not None and event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
         _opened.append(os.fsdecode(args[0]))
 
 
 sys.addaudithook(_audit)  # cannot be removed; costs one comparison per event while not watching
 
 
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+
+
 def invoke(args: list[str], **kw) -> tuple[object, list[str]]:
-    """Run the CLI in-process; returns (result, files opened meanwhile)."""
+    """Run the CLI in-process; returns (result, files opened meanwhile).
+
+    A number from the data taken for a file (``open(3)``) reads that file descriptor and closes
+    it: such a descriptor, open before the command and gone after it, is reported as opened."""
     global _opened
     _opened = []
+    before = _fds()
     try:
         result = CliRunner().invoke(main, args, **kw)
     finally:
         opened, _opened = _opened, None
+    opened += [f"<fd {fd}>" for fd in sorted(before - _fds())]
     return result, opened
 
 
