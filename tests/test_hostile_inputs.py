@@ -498,3 +498,22 @@ def test_gate_prints_hostile_kernel_names_as_text(tmp_path, monkeypatch):
     assert r.exit_code == 1, r.output  # the 15% slowdown blocks
     assert "\x1b" not in r.output and "\x07" not in r.output
     assert "soft\\x1b]0;PWNED\\x07max[/]" in r.output
+
+
+def test_a_command_without_user_errors_still_exits_3_on_a_crash(monkeypatch, tmp_path):
+    """kperf run (and ab, baseline's group) are not decorated: the kperf group maps for them."""
+    monkeypatch.chdir(tmp_path)
+
+    def boom(*a, **kw):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr("kperf_ci.commands.run.subprocess.run", boom)
+    r = CliRunner().invoke(main, ["run", "-q"])
+    assert r.exit_code == 3 and "internal error" in r.output and "KeyError" in r.output, r.output
+
+    def denied(*a, **kw):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "x"))
+
+    monkeypatch.setattr("kperf_ci.commands.run.subprocess.run", denied)
+    r = CliRunner().invoke(main, ["run", "-q"])
+    _one_line_error(r, "Permission denied", str(tmp_path / "x"))

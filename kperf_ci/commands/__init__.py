@@ -100,7 +100,7 @@ def as_user_error(e: BaseException) -> KperfError | None:
     if isinstance(e, OSError) and e.filename is not None:
         what = e.strerror or type(e).__name__
         other = f" -> {e.filename2}" if e.filename2 is not None else ""
-        return KperfError(f"{e.filename}{other}: {what}; choose a path that exists and can be written")
+        return KperfError(f"{e.filename}{other}: {what}; check the path and its permissions")
     return None
 
 
