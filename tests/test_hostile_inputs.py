@@ -410,6 +410,7 @@ def _raw_db(tmp_path: Path, sql: str, *params) -> Path:
         ("UPDATE kernels SET name = ?", (b"\x00bytes",)),
         ("UPDATE blobs SET data = ?", (b"not zlib at all",)),
         ("UPDATE blobs SET data = ?", (zlib.compress(b"[" * 100_000),)),
+        ("UPDATE blobs SET data = ?", (zlib.compress(b"PK\x03\x04 but no zip"),)),  # was BadZipFile
     ],
 )
 @pytest.mark.parametrize("command", ["show", "report", "analyze"])

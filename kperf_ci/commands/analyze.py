@@ -14,6 +14,7 @@ Layers: :func:`run` does the work and returns a report (callable from tests);
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,18 @@ from kperf_ci.report.safe_text import terminal_safe
 #: What the parsers raise on a document of the wrong shape: they index, call methods on and
 #: recurse into whatever JSON they are given. For a file or an artifact that is bad input (the
 #: file is named, exit 2), not a crash.
-MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError, UnicodeDecodeError)
+#: (BadZipFile, EOFError: a blob that starts like a timeline npz and is not one.)
+MALFORMED = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RecursionError,
+    UnicodeDecodeError,
+    zipfile.BadZipFile,
+    EOFError,
+)
 
 
 def _short(e: BaseException, limit: int = 200) -> str:
