@@ -14,6 +14,7 @@ each run explores new ones.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -39,6 +40,7 @@ CANARY_ENV = f"FUZZ-ENV-CANARY-{uuid.uuid4().hex}"
 _CANARY_DIR = Path(tempfile.mkdtemp(prefix="kperf-fuzz-canary-"))
 CANARY_FILE = _CANARY_DIR / "secret.txt"
 CANARY_FILE.write_text(f"root:x:0:0:{CANARY_TEXT}\n")
+atexit.register(shutil.rmtree, _CANARY_DIR, True)  # module-level, so no fixture can clean it
 #: Paths a crafted database names; none of them may ever be opened by a kperf command.
 FORBIDDEN = {str(CANARY_FILE), "/etc/passwd", "/proc/self/environ"}
 
