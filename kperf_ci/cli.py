@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from kperf_ci import __version__
@@ -13,7 +15,22 @@ from kperf_ci.commands.run import run_cmd
 from kperf_ci.commands.show import show_cmd
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class KperfGroup(click.Group):
+    """The command group; a command that raises what no command handled exits 2 for bad input
+    or 3 for a bug (``kperf_ci.commands.exit_error``), never 1 (1 means "a regression")."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from kperf_ci.commands import CLICK_EXITS, exit_error
+
+        try:
+            return super().invoke(ctx)
+        except CLICK_EXITS:
+            raise
+        except Exception as e:  # noqa: BLE001 - commands without @user_errors (run, baseline, ab)
+            raise exit_error(e) from e
+
+
+@click.group(cls=KperfGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kperf")
 def main() -> None:
     """kperf-ci: continuous performance for Triton kernels."""

@@ -7,16 +7,83 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import os
 import platform
+import secrets
 import socket
 import subprocess
 from importlib import metadata
+from pathlib import Path
 from typing import Literal
 
 from .model import Fingerprint, MetricKind
 
-__all__ = ["machine_fingerprint", "git_info", "comparable", "incomparable_reason", "cpu_name"]
+__all__ = [
+    "machine_fingerprint",
+    "git_info",
+    "comparable",
+    "incomparable_reason",
+    "cpu_name",
+    "host_hash",
+    "HOST_SALT_ENV",
+]
+
+#: A secret that replaces the per-install key of :func:`host_hash` (e.g. a CI secret shared by
+#: the runners whose runs should recognise each other's host).
+HOST_SALT_ENV = "KPERF_HOST_SALT"
+
+
+def _salt_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "kperf" / "host_salt"
+
+
+@functools.lru_cache(maxsize=8)
+def _install_salt(path: str) -> bytes:
+    """The random key of this install, created once (mode 0600) at ``path``; a key for this
+    process alone when the file can be neither read nor created (a read-only home)."""
+    p = Path(path)
+    try:
+        key = p.read_bytes().strip()
+        if len(key) >= 32:
+            return key
+    except OSError:
+        pass
+    key = secrets.token_hex(32).encode()
+    tmp = p.with_name(f".host_salt.{os.getpid()}.{secrets.token_hex(4)}")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+        try:
+            os.link(tmp, p)  # atomic, fails if another process got there first: then use theirs
+        except FileExistsError:
+            key = p.read_bytes().strip() or key
+    except OSError:
+        return key
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+    return key
+
+
+def host_salt() -> bytes:
+    """The key of :func:`host_hash`: ``$KPERF_HOST_SALT`` when set, else this install's random key
+    (``$XDG_CONFIG_HOME/kperf/host_salt``, default ``~/.config/kperf/host_salt``)."""
+    env = os.environ.get(HOST_SALT_ENV)
+    return env.encode() if env else _install_salt(str(_salt_path()))
+
+
+def host_hash(hostname: str) -> str:
+    """A keyed hash (HMAC-SHA256, 12 hex digits) of a host name. The same host gives the same
+    hash on one install (or with one ``KPERF_HOST_SALT``), so runs can still be told apart by
+    machine; unlike a plain SHA-256 it cannot be reversed by hashing a list of likely names
+    (``sha256("vm")[:12]`` gives "vm" back to anyone who reads a baseline)."""
+    return hmac.new(host_salt(), hostname.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:12]
 
 
 def cpu_name() -> str:
@@ -96,7 +163,7 @@ def machine_fingerprint(mode: Literal["static", "gpu"] | str) -> Fingerprint:
         torch=gpu.get("torch") or _version("torch"),
         triton=_version("triton") or "",
         python=platform.python_version(),
-        host_hash=hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12],
+        host_hash=host_hash(socket.gethostname()),
         extra=extra,
     )
 

@@ -1,7 +1,17 @@
 """`kperf` subcommands. Each one opens what it needs, calls one library function, prints.
 
-Exit codes: 0 fine, 1 a threshold was crossed (compare), 2 bad input (a missing or broken
-database, a bad setting): one line on stderr, no traceback.
+Exit codes, for every command:
+
+- 0: fine;
+- 1 (:data:`EXIT_REGRESSION`): a regression was found (compare, gate, ``analyze --fail-on-flag``),
+  and nothing else: CI reads 1 as "the change made things worse";
+- 2 (:data:`EXIT_BAD_INPUT`): bad input (a missing or broken database or file, a bad setting, a
+  path that cannot be written): one line on stderr naming the file, the problem and the fix;
+- 3 (:data:`EXIT_BUG`): kperf-ci crashed. That is a bug in kperf-ci, never a verdict about the
+  code under test; a short message on stderr (``KPERF_TRACEBACK=1`` shows the traceback).
+
+Stored text that a message quotes (a kernel name, a label) goes through
+:func:`kperf_ci.report.safe_text.terminal_safe`; :class:`KperfError` applies it to the whole line.
 """
 
 from __future__ import annotations
@@ -19,27 +29,105 @@ from kperf_ci.units import fmt_value  # noqa: F401 - re-exported for the command
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+EXIT_BUG = 3
+
 
 class KperfError(click.ClickException):
     """A user error: one line, exit code 2 (1 is reserved for "a regression was found")."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
+
+    def format_message(self) -> str:
+        # Messages quote paths, run ids and stored names: one line, nothing a terminal obeys.
+        from kperf_ci.report.safe_text import terminal_safe
+
+        return terminal_safe(self.message)
+
+
+class KperfCrash(click.ClickException):
+    """kperf-ci itself failed (an exception nobody expected): exit 3, a short message.
+
+    Never exit 1, which CI would read as a regression in the code under test."""
+
+    exit_code = EXIT_BUG
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+        where = _crash_site(exc)
+        super().__init__(
+            f"internal error, a bug in kperf-ci: {type(exc).__name__}: {exc}{where} "
+            "(set KPERF_TRACEBACK=1 to see the traceback; please report it)"
+        )
+
+    def format_message(self) -> str:
+        from kperf_ci.report.safe_text import terminal_safe
+
+        msg = terminal_safe(self.message)
+        return msg if len(msg) <= 600 else msg[:600] + "..."
+
+    def show(self, file: Any = None) -> None:
+        if os.environ.get("KPERF_TRACEBACK"):
+            import traceback
+
+            traceback.print_exception(self.exc, file=sys.stderr)
+        super().show(file)
+
+
+def _crash_site(exc: BaseException) -> str:
+    """ " at kperf_ci/x.py:12": the innermost frame of kperf-ci, for a bug report in one line."""
+    tb, site = exc.__traceback__, ""
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if "kperf_ci" in name:
+            site = f" at {name[name.rindex('kperf_ci') :]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return site
+
+
+def as_user_error(e: BaseException) -> KperfError | None:
+    """The one-line user error (exit 2) an exception stands for, or None when it is a bug.
+
+    StoreError / ConfigError say file, problem and fix themselves; an OSError that names a file
+    (unwritable report directory, a path that is a file where a directory must be) is the
+    environment, not a bug."""
+    from kperf_ci.config import ConfigError
+    from kperf_ci.store import StoreError
+
+    if isinstance(e, (StoreError, ConfigError)):
+        return KperfError(str(e))
+    if isinstance(e, OSError) and e.filename is not None:
+        what = e.strerror or type(e).__name__
+        other = f" -> {e.filename2}" if e.filename2 is not None else ""
+        return KperfError(f"{e.filename}{other}: {what}; check the path and its permissions")
+    return None
 
 
 def user_errors(fn: F) -> F:
-    """Turn StoreError / ConfigError into KperfError (one line, exit 2)."""
+    """Exit codes for a command: StoreError / ConfigError / OSError on a path become one line
+    and exit 2 (:func:`as_user_error`); any other exception is a bug: exit 3, never 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from kperf_ci.config import ConfigError
-        from kperf_ci.store import StoreError
-
         try:
             return fn(*args, **kwargs)
-        except (StoreError, ConfigError) as e:
-            raise KperfError(str(e)) from None
+        except CLICK_EXITS:
+            raise  # KperfError, click's usage errors: already one line with their own code
+        except Exception as e:  # noqa: BLE001 - the boundary where a crash gets exit 3, not 1
+            raise exit_error(e) from (None if as_user_error(e) else e)
 
     return wrapper  # type: ignore[return-value]
+
+
+#: Exceptions click turns into an exit status itself (its own errors, ctx.exit, Ctrl-C).
+CLICK_EXITS = (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort)
+
+
+def exit_error(e: Exception) -> click.ClickException:
+    """What an exception that escaped a command exits with: 2 and one line for bad input,
+    3 for a bug (:class:`KperfCrash`)."""
+    return as_user_error(e) or KperfCrash(e)
 
 
 def load_settings(**cli: Any) -> Any:
@@ -60,3 +148,107 @@ def console() -> Any:
     except ValueError:
         width = 0
     return Console(width=max(width, 160), soft_wrap=False)
+
+
+# --------------------------------------------------------------------------- reading runs
+
+#: What decoding a stored run raises when a row holds something no kperf-ci wrote (JSON that does
+#: not parse or has the wrong shape, a blob that is not zlib data).
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, RecursionError)
+
+
+def _malformed(path: Any, what: str) -> KperfError:
+    return KperfError(
+        f"{path}: holds a malformed run ({what}); restore the file from git, or delete the run "
+        "and record it again"
+    )
+
+
+def read_run(path: str | os.PathLike[str], run_id: str | None = None, **kw: Any) -> Any:
+    """``store.load_run``, for a command: a run whose rows do not decode, or whose fields have
+    types no kperf-ci writes (SQLite keeps whatever a crafted file put in a column), is bad
+    input (exit 2, one line naming the file), not a crash in whatever code reads it next."""
+    import zlib
+
+    from kperf_ci import store
+
+    try:
+        record = store.load_run(path, run_id, **kw)
+    except (*_DECODE_ERRORS, zlib.error) as e:
+        raise _malformed(path, f"{type(e).__name__}: {str(e)[:120]}") from None
+    problem = run_problem(record)
+    if problem:
+        raise _malformed(path, problem)
+    return record
+
+
+def read_runs(path: str | os.PathLike[str]) -> list[Any]:
+    """``store.list_runs`` with :func:`read_run`'s treatment of rows that do not decode."""
+    from kperf_ci import store
+
+    try:
+        infos = store.list_runs(path)
+    except _DECODE_ERRORS as e:
+        raise _malformed(path, f"{type(e).__name__}: {str(e)[:120]}") from None
+    for info in infos:
+        problem = _info_problem(info)
+        if problem:
+            raise _malformed(path, problem)
+    return infos
+
+
+def _str(x: Any, optional: bool = False) -> bool:
+    return isinstance(x, str) or (optional and x is None)
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _info_problem(info: Any) -> str | None:
+    fp = info.fingerprint
+    if not (_str(info.run_id) and _str(info.started_at) and _str(info.mode)):
+        return f"run {info.run_id!r}: id, start time and mode must be text"
+    for name in ("git_sha", "git_branch", "label"):
+        if not _str(getattr(info, name), optional=True):
+            return f"run {info.run_id!r}: {name} is not text"
+    for name in ("gpu", "driver", "cuda", "torch"):
+        if not _str(getattr(fp, name), optional=True):
+            return f"run {info.run_id!r}: fingerprint.{name} is not text"
+    for name in ("cpu", "triton", "python", "host_hash"):
+        if not _str(getattr(fp, name)):
+            return f"run {info.run_id!r}: fingerprint.{name} is not text"
+    if not (fp.sm_count is None or (isinstance(fp.sm_count, int) and fp.sm_count > 0)):
+        return f"run {info.run_id!r}: fingerprint.sm_count is not a positive integer"
+    if not isinstance(fp.extra, dict):
+        return f"run {info.run_id!r}: fingerprint.extra is not an object"
+    return None
+
+
+def run_problem(record: Any) -> str | None:
+    """Why a loaded run cannot be a run kperf-ci wrote (a field of the wrong type), or None."""
+    problem = _info_problem(record.info)
+    if problem:
+        return problem
+    for r in record.results:
+        k = r.key
+        if not all(_str(x) for x in (k.kernel, k.arch, k.spec, k.config, k.test, k.source)):
+            return f"a variant's kernel, arch, spec, config, test or source is not text ({k.kernel!r})"
+        what = f"variant {k.kernel!r}"
+        for m in r.metrics:
+            if not (_str(m.name) and _str(m.unit) and _str(m.kind) and _str(m.better)):
+                return f"{what}: metric {m.name!r} has a name, unit, kind or direction that is not text"
+            if not _num(m.value):
+                return f"{what}: metric {m.name!r} is {m.value!r}, not a number"
+        if not all(_num(x) for x in r.samples):
+            return f"{what}: a timing sample is not a number"
+        if not (isinstance(r.tags, list) and all(_str(t) for t in r.tags)):
+            return f"{what}: tags are not a list of text"
+        if not isinstance(r.thresholds, dict) or not all(
+            v is None or _num(v) or (isinstance(v, list) and all(_str(x) for x in v))
+            for v in r.thresholds.values()
+        ):
+            return f"{what}: thresholds are not an object of numbers (and a list of metric names)"
+        if not (_str(r.sass_hash, optional=True) and _str(r.error, optional=True)):
+            return f"{what}: sass hash or error is not text"
+    return None

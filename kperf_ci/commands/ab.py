@@ -35,6 +35,8 @@ from typing import Any
 
 import click
 
+from kperf_ci.report.safe_text import terminal_safe as safe
+
 from . import KperfError, user_errors
 
 #: the blob that holds the A/B document, on the run labelled "ab"
@@ -347,13 +349,14 @@ def run_ab(
             f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
             f"{counts['changed']} changed, {counts['added']} new, {counts['removed']} gone"
         )
+        # test ids and kernel names come from the pull request's code: printed inert
         for t in tests:
             if t.status == "identical":
-                echo(f"  identical {t.test}")
+                echo(f"  identical {safe(t.test)}")
                 continue
-            echo(f"  {t.status:<9} {t.test}")
+            echo(f"  {t.status:<9} {safe(t.test)}")
             for line in t.changes:
-                echo(f"      {line}")
+                echo(f"      {safe(line)}")
         to_time = [t.test for t in tests if t.status == "changed" or (time_all and t.status == "identical")]
         timed_db: Path | None = None
         if gpu is None:
@@ -398,16 +401,16 @@ def run_ab(
                 if test not in timed_tests:
                     msg = f"not timed: {test} (no kperf.bench callable with a base version; see the log)"
                     report.messages.append(msg)
-                    echo(f"  {msg}")
+                    echo(f"  {safe(msg)}")
             if rc not in (0, 1):
                 report.messages.append(f"timing pass: pytest exit {rc}")
                 echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
             for t in report.timed:
-                echo("  " + timed_line(t))
+                echo("  " + safe(timed_line(t)))
         if not gpu or not report.timed:
             report.static_regressions = _static_regressions(settings, tests)
             for r in report.static_regressions:
-                echo(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}")
+                echo(safe(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}"))
         report.wall_s = time.monotonic() - t_start
         if db is not None:
             db = Path(db)

@@ -14,7 +14,8 @@ Layers: :func:`run` does the work and returns a report (callable from tests);
 from __future__ import annotations
 
 import json
-import os
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,39 @@ from kperf_ci.analysis.launch_gaps import launch_gaps, load_records, records_fro
 from kperf_ci.analysis.overlap import largest_bubbles
 from kperf_ci.analysis.perfetto import write_chrome_trace
 from kperf_ci.analysis.timeline import Timeline, load_timelines, timeline_from_json, timeline_from_npz
-from kperf_ci.commands import KperfError, user_errors
+from kperf_ci.commands import KperfError, read_run, user_errors
+from kperf_ci.report.safe_text import terminal_safe
+
+#: What the parsers raise on a document of the wrong shape: they index, call methods on and
+#: recurse into whatever JSON they are given. For a file or an artifact that is bad input (the
+#: file is named, exit 2), not a crash.
+#: (BadZipFile, EOFError: a blob that starts like a timeline npz and is not one.)
+MALFORMED = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RecursionError,
+    UnicodeDecodeError,
+    zipfile.BadZipFile,
+    EOFError,
+)
+
+
+def _short(e: BaseException, limit: int = 200) -> str:
+    text = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _read_file(path: str, what: str, load: Callable[..., Any], **kw: Any) -> Any:
+    """``load(path, **kw)``, with every way a bad file fails as one ValueError naming the file."""
+    try:
+        return load(path, **kw)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except MALFORMED as e:
+        raise ValueError(f"{path}: not {what} ({_short(e)})") from None
 
 
 @dataclass
@@ -73,8 +106,22 @@ def _parse_thresholds(items: tuple[str, ...] | list[str]) -> dict[str, float]:
     return out
 
 
-def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> list[Timeline]:
+def _json_document(text: str) -> dict[str, Any] | list[Any]:
+    """A JSON object or array. Anything else is refused here: the timeline loaders take a
+    non-container for a file to open, and ``open(3)`` would read (and close) file descriptor 3."""
     obj = json.loads(text)
+    if not isinstance(obj, (dict, list)):
+        raise ValueError(f"JSON {type(obj).__name__}, not an object or a list")
+    return obj
+
+
+def _load_trace_file(path: str, **kw: Any) -> list[Timeline]:
+    with open(path, encoding="utf-8") as f:
+        return load_timelines(_json_document(f.read()), **kw)  # type: ignore[arg-type]
+
+
+def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> list[Timeline]:
+    obj = _json_document(text)
     if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
         return [timeline_from_json(obj)]
     from kperf_ci.analysis.timeline import load_proton_traces
@@ -85,13 +132,12 @@ def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> 
 def _artifact_timelines(
     db: str, run_id: str, variant_id: str, name: str, text: str, sms: int | None
 ) -> list[Timeline]:
-    """A trace artifact as timelines: a path to a trace file, Chrome-trace/kperf JSON text, or the
-    capture stage's binary npz (``RegionResult.timeline_bytes``, read back as bytes)."""
+    """A trace artifact as timelines: Chrome-trace/kperf JSON text, or the capture stage's binary
+    npz (``RegionResult.timeline_bytes``, read back as bytes). Never a path to open: a database
+    is data, and a crafted one must not make ``kperf analyze`` read local files."""
     from kperf_ci import store
 
     stripped = text.strip()
-    if stripped and len(stripped) < 4096 and os.path.isfile(stripped):
-        return load_timelines(stripped, num_sms=sms)
     if stripped.startswith(("{", "[")):
         try:
             return _timelines_from_text(stripped, None, sms)
@@ -100,7 +146,7 @@ def _artifact_timelines(
     raw = store.load_blob(db, run_id, variant_id, name)
     if raw and raw[:2] == b"PK":
         return [timeline_from_npz(raw, num_sms=sms)]
-    raise ValueError("neither a trace file path, trace JSON, nor a timeline npz")
+    raise ValueError("neither trace JSON nor a timeline npz")
 
 
 def _launch_config(
@@ -127,9 +173,7 @@ def _from_db(
     report: AnalyzeReport,
     thresholds: dict[str, float] | None = None,
 ) -> list[tuple[str, Timeline | None, LaunchConfig | None]]:
-    from kperf_ci import store
-
-    rec = store.load_run(db, run_id, artifacts=True)
+    rec = read_run(db, run_id, artifacts=True)
     sms = num_sms or rec.info.fingerprint.sm_count
     out: list[tuple[str, Timeline | None, LaunchConfig | None]] = []
     for res in rec.results:
@@ -144,16 +188,18 @@ def _from_db(
                 recs = records_from_json(res.artifacts["kernel_records"])
                 gaps = launch_gaps(recs, threshold=(thresholds or DEFAULT_THRESHOLDS)["launch_gap_fraction"])
                 report.launches.append(LaunchReport(f"{res.key.label()} [launch gaps]", gaps))
-            except (ValueError, KeyError) as e:
-                report.notes.append(f"{res.key.label()}: artifact 'kernel_records' is unreadable ({e})")
+            except MALFORMED as e:
+                report.notes.append(
+                    f"{res.key.label()}: artifact 'kernel_records' is unreadable ({_short(e)})"
+                )
         found = False
         for name, text in sorted(res.artifacts.items()):
             if "trace" not in name and "timeline" not in name:
                 continue
             try:
                 tls = _artifact_timelines(db, rec.info.run_id, res.key.id, name, text, sms)
-            except (ValueError, KeyError, OSError) as e:
-                report.notes.append(f"{res.key.label()}: artifact {name!r} is not a timeline ({e})")
+            except (*MALFORMED, OSError) as e:
+                report.notes.append(f"{res.key.label()}: artifact {name!r} is not a timeline ({_short(e)})")
                 continue
             for i, tl in enumerate(tls):
                 tl.num_sms = tl.num_sms or sms
@@ -218,7 +264,8 @@ def run(
         kw: dict[str, Any] = {"num_sms": num_sms}
         if clock_mhz is not None:
             kw["clock_mhz"] = clock_mhz
-        tls = [t for t in load_timelines(trace, **kw) if not kernel or kernel in t.kernel]
+        loaded = _read_file(trace, "a Proton Chrome trace or kperf timeline JSON", _load_trace_file, **kw)
+        tls = [t for t in loaded if not kernel or kernel in t.kernel]
         if not tls:
             raise ValueError(
                 f"{trace}: no timeline" + (f" of a kernel named like {kernel!r}" if kernel else "")
@@ -230,25 +277,38 @@ def run(
         items = _from_db(db, run_id, kernel, num_sms, report, th)
     timelines = []
     for label, tl, cfg in items:
+        try:
+            if tl is not None:
+                fs = analyze_timeline(tl, launch=cfg, num_sms=tl.num_sms, thresholds=th)
+            else:
+                assert cfg is not None
+                fs = cfg.wave_findings(threshold=th["wave_idle"])
+        except ValueError as e:
+            if not db:
+                raise
+            # one variant's stored numbers (an arch no table knows, a grid of 0) cost that
+            # variant's analysis, never the others'
+            report.notes.append(f"{label}: not analyzed ({_short(e)})")
+            continue
         if tl is not None:
-            fs = analyze_timeline(tl, launch=cfg, num_sms=tl.num_sms, thresholds=th)
             if tl.meta.get("clock_mhz") is None and tl.meta.get("format") == "proton-chrome-trace":
                 report.notes.append(
                     f"{label}: SM clock unknown, in-CTA times are cycles read as ns "
                     "(pass --clock-mhz); cross-SM analyses may be off"
                 )
             timelines.append(tl)
-        else:
-            assert cfg is not None
-            fs = cfg.wave_findings(threshold=th["wave_idle"])
         report.launches.append(LaunchReport(label, fs, tl))
     # launches of one trace file form a sequence; timelines of a run database come from
     # different tests and variants (their gaps are the stored kernel_records' findings above)
-    recs = (
-        load_records(records)
-        if records
-        else (records_from_timelines(timelines) if trace and len(timelines) > 1 else [])
-    )
+    if records:
+        recs = _read_file(records, "kernel records JSON or a profiler trace", load_records)
+        if not recs:
+            raise ValueError(
+                f"{records}: no kernel records in it; pass kperf kernel-record JSON, a list of "
+                "{name, start_ns, end_ns} or a torch.profiler/Kineto trace with kernel events"
+            )
+    else:
+        recs = records_from_timelines(timelines) if trace and len(timelines) > 1 else []
     if recs:
         report.sequence = launch_gaps(recs, threshold=th["launch_gap_fraction"])
     if perfetto:
@@ -351,21 +411,29 @@ def analyze_cmd(
     except (ValueError, OSError) as e:
         raise KperfError(str(e)) from None
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=1, default=str))
+        click.echo(json.dumps(report.to_dict(), indent=1, default=str))  # JSON escapes controls
     else:
+        # Labels, region and kernel names come from the trace or the database: terminal_safe
+        # per line, so none of them reaches the terminal as an escape sequence.
         for lr in report.launches:
-            click.echo(f"== {lr.label}")
+            click.echo(f"== {terminal_safe(lr.label)}")
             for f in lr.findings:
-                click.echo("  " + f.line().replace("\n", "\n  "))
+                _echo_lines(f.line())
             for line in largest_bubbles(lr.findings)[:5]:
-                click.echo(f"       bubble: {line}")
+                click.echo(f"       bubble: {terminal_safe(line)}")
         if report.sequence:
             click.echo("== kernel sequence")
             for f in report.sequence:
-                click.echo("  " + f.line().replace("\n", "\n  "))
+                _echo_lines(f.line())
         for n in report.notes:
-            click.echo(f"note: {n}")
+            click.echo(f"note: {terminal_safe(n)}")
         if perfetto:
             click.echo(f"wrote {perfetto} (open in https://ui.perfetto.dev)")
     if fail_on_flag and report.flagged:
         raise SystemExit(1)  # 1 = something was found, as for compare; 2 = bad input
+
+
+def _echo_lines(text: str) -> None:
+    """A finding's lines (value, why, what to try), indented, each made safe for a terminal."""
+    for line in text.split("\n"):
+        click.echo("  " + terminal_safe(line))

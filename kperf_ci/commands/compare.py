@@ -7,7 +7,9 @@ import math
 
 import click
 
-from . import KperfError, console, fmt_value, load_settings, user_errors
+from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
+
+from . import KperfError, console, fmt_value, load_settings, read_run, user_errors
 
 #: What the "changed:" line shows next to the key change: the numbers a launch option moves.
 _KEY_METRICS = ("registers", "spills", "shared_bytes", "sass.instructions")
@@ -64,8 +66,8 @@ def compare_cmd(
             f"{settings.baseline}: baseline does not exist; create it with "
             f"`kperf baseline update --db RUN.db --baseline {settings.baseline}`"
         )
-    base = store.load_run(settings.baseline, base_run)
-    cur = store.load_run(settings.db, run_id)
+    base = read_run(settings.baseline, base_run)  # rows that do not decode: exit 2, not a crash
+    cur = read_run(settings.db, run_id)
     if base.info.run_id == cur.info.run_id and store.same_database(settings.baseline, settings.db):
         raise KperfError(
             f"{settings.db}: --db and --baseline are the same file and both name run {cur.info.run_id}, "
@@ -99,14 +101,15 @@ def _note_status(path: str, run) -> None:
 
 
 def print_table(comparison, *, show_all: bool = False) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     out = console()
     b, c = comparison.baseline, comparison.current
     out.print(
-        f"baseline [bold]{b.run_id}[/] ({b.git_sha and b.git_sha[:8] or '?'} {b.git_branch or ''}) -> "
-        f"current [bold]{c.run_id}[/] ({c.git_sha and c.git_sha[:8] or '?'} {c.git_branch or ''})",
+        f"baseline [bold]{_s(b.run_id)}[/] "
+        f"({_s(b.git_sha and b.git_sha[:8] or '?')} {_s(b.git_branch or '')}) -> "
+        f"current [bold]{_s(c.run_id)}[/] "
+        f"({_s(c.git_sha and c.git_sha[:8] or '?')} {_s(c.git_branch or '')})",
         highlight=False,
     )
     rows = comparison.sorted_changes(all=show_all)
@@ -126,14 +129,14 @@ def print_table(comparison, *, show_all: bool = False) -> None:
                 else (f"[{_VERDICT_STYLE[ch.direction]}]{ch.direction}[/]")
             )
             t.add_row(
-                ch.variant.kernel,
-                ch.variant.arch,
-                variant[ch.variant.id],
-                ch.metric,
-                f"{fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}",
+                _s(ch.variant.kernel),
+                _s(ch.variant.arch),
+                _s(variant[ch.variant.id]),
+                _s(ch.metric),
+                _s(f"{fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"),
                 rel,
                 verdict,
-                ch.reason,
+                _s(ch.reason),
             )
         out.print(t)
     else:
@@ -145,9 +148,7 @@ def print_table(comparison, *, show_all: bool = False) -> None:
             if ch.variant.id == kc.current.id and ch.metric in _KEY_METRICS and ch.base != ch.current
         ]
         text = "; ".join([kc.description, *moved])
-        out.print(
-            escape(f"changed: {kc.current.label()} ({kc.current.test or '?'}): {text}"), highlight=False
-        )
+        out.print(_s(f"changed: {kc.current.label()} ({kc.current.test or '?'}): {text}"), highlight=False)
     removed = comparison.removed
     if removed:
         style = "dim" if comparison.allow_removed else "bold red"
@@ -157,7 +158,7 @@ def print_table(comparison, *, show_all: bool = False) -> None:
         out.print(
             f"[{style}]removed: {len(removed)} variant(s) measured in the baseline are missing from this "
             f"run although their test ran ({why}):[/] "
-            + escape(_listing([k.label() + f" ({k.test})" for k in removed])),
+            + _s(_listing([k.label() + f" ({k.test})" for k in removed])),
             highlight=False,
         )
     if comparison.not_run:
@@ -166,14 +167,14 @@ def print_table(comparison, *, show_all: bool = False) -> None:
             by_reason.setdefault(n.reason, []).append(n.variant.label())
         for reason, labels in by_reason.items():
             text = f"not run: {len(labels)} baseline variant(s), {reason}: {_listing(labels)}"
-            out.print(escape(text), highlight=False)
+            out.print(_s(text), highlight=False)
     if comparison.added:
-        out.print(escape("added: " + _listing([k.label() for k in comparison.added])), highlight=False)
+        out.print(_s("added: " + _listing([k.label() for k in comparison.added])), highlight=False)
     if comparison.incomparable:
         seen = sorted({(i.kind, i.reason) for i in comparison.incomparable})
         for kind, reason in seen:
             n = sum(1 for i in comparison.incomparable if (i.kind, i.reason) == (kind, reason))
-            out.print(escape(f"not compared: {kind} metrics of {n} variant(s): {reason}"), highlight=False)
+            out.print(_s(f"not compared: {kind} metrics of {n} variant(s): {reason}"), highlight=False)
     out.print(verdict_line(comparison), highlight=False)
 
 
@@ -191,7 +192,6 @@ def _listing(labels: list[str]) -> str:
 def verdict_line(comparison) -> str:
     """The last line, in rich markup: regressions and removals first; without them, whether
     anything was compared at all, and only then "no regressions"."""
-    from rich.markup import escape
 
     from kperf_ci.compare import COMPARED
 
@@ -200,11 +200,11 @@ def verdict_line(comparison) -> str:
     bad += [f"{removed} removed variant(s)"] if removed else []
     improvements = f"{len(comparison.improvements)} improvement(s)"
     if bad:
-        tail = "" if comparison.status == COMPARED else f"; {escape(comparison.status_line)}"
+        tail = "" if comparison.status == COMPARED else f"; {_s(comparison.status_line)}"
         return f"[bold red]{', '.join(bad)}[/] {improvements}{tail}"
     if comparison.status != COMPARED:
-        return f"[bold yellow]{escape(comparison.status_line)}[/]; nothing was judged"
-    return f"[green]no regressions[/] {improvements} ({escape(comparison.status_line)})"
+        return f"[bold yellow]{_s(comparison.status_line)}[/]; nothing was judged"
+    return f"[green]no regressions[/] {improvements} ({_s(comparison.status_line)})"
 
 
 def _short_config(config: str) -> str:

@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
-from . import KperfError, load_settings, user_errors
+from kperf_ci.report.safe_text import terminal_safe
+
+from . import KperfError, load_settings, read_run, read_runs, user_errors
 
 
 def _read_policy_file(path: str) -> dict[str, Any]:
@@ -34,7 +36,6 @@ def run_gate(
     repo: str | Path = ".",
 ) -> Any:
     """Load settings, policy and runs; return the GateReport (the command prints it)."""
-    from kperf_ci import store
     from kperf_ci.compare import ThresholdPolicy
     from kperf_ci.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
 
@@ -48,7 +49,7 @@ def run_gate(
     except GateError as e:
         raise KperfError(str(e)) from None
     thresholds = ThresholdPolicy.from_settings(settings)
-    cur = store.load_run(settings.db, run_id)
+    cur = read_run(settings.db, run_id)
     hist_db = policy.db or settings.baseline or settings.db
     if policy.db and not history_db and not Path(policy.db).is_absolute():
         # a relative [tool.kperf.gate] db is relative to the file it is written in
@@ -65,7 +66,7 @@ def run_gate(
         tag_name, sha = found
         candidates = [
             i
-            for i in store.list_runs(hist_db)
+            for i in read_runs(hist_db)
             if i.git_sha and (sha.startswith(i.git_sha) or i.git_sha.startswith(sha))
         ]
         same_mode = [i for i in candidates if i.mode == cur.info.mode] or candidates
@@ -74,16 +75,16 @@ def run_gate(
                 f"no run of release {tag_name} ({sha[:10]}) in {hist_db}; store one by running the "
                 f"benchmarks at that commit with --kperf-db {hist_db}"
             )
-        base = store.load_run(hist_db, same_mode[-1].run_id)
+        base = read_run(hist_db, same_mode[-1].run_id)
         label = f"release {tag_name} ({sha[:10]}, run {base.info.run_id})"
         return gate_against_run(base, cur, policy, thresholds, label=label)
 
-    infos = [i for i in store.list_runs(hist_db) if i.run_id != cur.info.run_id and i.mode == cur.info.mode]
+    infos = [i for i in read_runs(hist_db) if i.run_id != cur.info.run_id and i.mode == cur.info.mode]
     if cur.info.fingerprint.gpu:
         infos = [i for i in infos if i.fingerprint.gpu == cur.info.fingerprint.gpu]
     if cur.info.started_at:
         infos = [i for i in infos if i.started_at <= cur.info.started_at]
-    history = [store.load_run(hist_db, i.run_id) for i in infos[-policy.window :]]
+    history = [read_run(hist_db, i.run_id) for i in infos[-policy.window :]]
     return gate_history(history, cur, policy, thresholds)
 
 
@@ -138,5 +139,6 @@ def gate_cmd(
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
-        click.echo(report.render())
+        # The text names kernels from the databases: each line made safe for a terminal.
+        click.echo("\n".join(terminal_safe(line) for line in report.render().split("\n")))
     raise SystemExit(report.exit_code)

@@ -8,16 +8,18 @@ spec = its full node id; arch = "host"); its statistics become time.* metrics in
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import math
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from kperf_ci.fingerprint import host_hash
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.report.safe_text import terminal_safe
 
 from . import KperfError, load_settings, user_errors
 
@@ -43,17 +45,50 @@ def import_cmd(bench_json: str, db: str | None, label: str | None) -> None:
 
     path = Path(bench_json)
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise KperfError(f"{path}: no such file; produce it with `pytest --benchmark-json {path}`") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise KperfError(
             f"{path}: not a readable JSON file ({e}); pass a pytest-benchmark --benchmark-json file"
         ) from None
+    except RecursionError:
+        raise KperfError(
+            f"{path}: JSON nested too deeply to be a pytest-benchmark file; pass a --benchmark-json file"
+        ) from None
     info, results = from_pytest_benchmark(doc, label=label, source=str(path))
+    renamed = disambiguate(results)
     settings = load_settings(db=db)
     store.save_run(settings.db, info, results)
+    for line in renamed:
+        click.echo(f"note: {terminal_safe(line)}", err=True)
     click.echo(f"imported {len(results)} benchmarks from {path} as run {info.run_id} into {settings.db}")
+
+
+def disambiguate(results: list[VariantResult]) -> list[str]:
+    """Give benchmarks that would be stored as one variant (same kernel and node id, e.g. a file
+    with the same benchmark twice) distinct specs, in file order: the second becomes
+    ``<spec> #2``, and so on. Deterministic, so re-importing the file matches the same variants.
+    Returns one line per renamed benchmark (the command prints them)."""
+    seen: dict[str, int] = {}
+    taken = {r.key.id for r in results}
+    notes = []
+    for i, r in enumerate(results):
+        n = seen.get(r.key.id, 0) + 1
+        seen[r.key.id] = n
+        if n == 1:
+            continue
+        key = r.key
+        k = n
+        while True:  # a name that happens to exist already ("x #2" in the file) is skipped
+            new = replace(key, spec=f"{key.spec} #{k}", test=f"{key.test} #{k}")
+            if new.id not in taken:
+                break
+            k += 1
+        taken.add(new.id)
+        results[i] = replace(r, key=new)
+        notes.append(f"benchmark {key.spec!r} appears more than once; occurrence {n} stored as {new.spec!r}")
+    return notes
 
 
 def _ci_of_median(data_ms: list[float], z: float = 2.576) -> tuple[float, float] | None:
@@ -67,34 +102,81 @@ def _ci_of_median(data_ms: list[float], z: float = 2.576) -> tuple[float, float]
     return s[lo], s[hi]
 
 
+def _obj(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """An optional JSON object field: {} when absent or null, one-line error when not an object."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise KperfError(
+            f"{where}: '{key}' is {_kind(value)}, not an object; is this a --benchmark-json file?"
+        )
+    return value
+
+
+def _text(value: Any) -> str | None:
+    """A JSON string field as text; numbers are accepted as their spelling, anything else as absent."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else "a number"
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _ms(value: Any) -> float | None:
+    """Seconds (pytest-benchmark's unit) as finite milliseconds; None for anything else (NaN,
+    Infinity, 1e999, a huge integer, a string), which SQLite would refuse or compare would choke on."""
+    if not _number(value):
+        return None
+    try:
+        ms = float(value) * 1e3
+    except OverflowError:
+        return None
+    return ms if math.isfinite(ms) else None
+
+
 def from_pytest_benchmark(
-    doc: dict[str, Any], *, label: str | None = None, source: str = ""
+    doc: Any, *, label: str | None = None, source: str = ""
 ) -> tuple[RunInfo, list[VariantResult]]:
-    """Convert a parsed pytest-benchmark JSON document into (RunInfo, results)."""
+    """Convert a parsed pytest-benchmark JSON document into (RunInfo, results).
+
+    The document comes from a file anyone may hand over: a field of the wrong type or a
+    statistic that is not a finite number is a one-line KperfError (exit 2) naming the file and
+    the benchmark, never a crash."""
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise KperfError(f"{source}: no 'benchmarks' list; is this a pytest-benchmark --benchmark-json file?")
-    machine = doc.get("machine_info") or {}
-    commit = doc.get("commit_info") or {}
-    cpu = machine.get("cpu") or {}
+    machine = _obj(doc, "machine_info", source)
+    commit = _obj(doc, "commit_info", source)
+    cpu = machine.get("cpu")
     fp = Fingerprint(
-        cpu=(cpu.get("brand_raw") if isinstance(cpu, dict) else None) or machine.get("processor") or "",
-        python=machine.get("python_version") or "",
-        host_hash=hashlib.sha256(str(machine.get("node", "")).encode()).hexdigest()[:12],
+        cpu=(_text(cpu.get("brand_raw")) if isinstance(cpu, dict) else None)
+        or _text(machine.get("processor"))
+        or "",
+        python=_text(machine.get("python_version")) or "",
+        host_hash=host_hash(_text(machine.get("node")) or ""),
         extra={
             "source": "pytest-benchmark",
-            "pytest_benchmark": doc.get("version"),
+            "pytest_benchmark": _text(doc.get("version")),
             **{
-                k: machine[k]
+                k: _text(machine[k])
                 for k in ("machine", "system", "release", "python_implementation")
                 if k in machine
             },
         },
     )
-    started = doc.get("datetime") or _dt.datetime.now(_dt.timezone.utc).isoformat()
+    started = _text(doc.get("datetime")) or _dt.datetime.now(_dt.timezone.utc).isoformat()
     try:
-        started = _dt.datetime.fromisoformat(str(started).replace("Z", "+00:00")).isoformat(
-            timespec="seconds"
-        )
+        started = _dt.datetime.fromisoformat(started.replace("Z", "+00:00")).isoformat(timespec="seconds")
     except ValueError:
         pass
     info = RunInfo(
@@ -102,38 +184,50 @@ def from_pytest_benchmark(
         started_at=started,
         mode="gpu",  # a timing run (on the host); compare matches it by CPU model
         fingerprint=fp,
-        git_sha=commit.get("id"),
-        git_branch=commit.get("branch"),
+        git_sha=_text(commit.get("id")),
+        git_branch=_text(commit.get("branch")),
         kperf_version=_version(),
         label=label,
     )
     results = []
-    for b in doc["benchmarks"]:
-        stats = b.get("stats") or {}
-        name = str(b.get("name") or b.get("fullname") or "benchmark")
+    for i, b in enumerate(doc["benchmarks"]):
+        if not isinstance(b, dict):
+            raise KperfError(f"{source}: benchmarks[{i}] is {_kind(b)}, not an object")
+        name = _text(b.get("name")) or _text(b.get("fullname")) or "benchmark"
+        where = f"{source}: benchmark {name!r}"
+        stats = _obj(b, "stats", where)
+        fullname = _text(b.get("fullname")) or name
         key = VariantKey(
-            kernel=b.get("group") or name,
+            kernel=_text(b.get("group")) or name,
             arch="host",
-            spec=str(b.get("fullname") or name),
+            spec=fullname,
             config="pytest-benchmark",
-            test=str(b.get("fullname") or name),
+            test=fullname,
         )
-        metrics = [
-            Metric(metric, float(stats[stat]) * 1e3, "ms", "time", better)  # type: ignore[arg-type]
-            for stat, (metric, better) in _STATS.items()
-            if isinstance(stats.get(stat), (int, float))
-        ]
-        mean, sd = stats.get("mean"), stats.get("stddev")
-        if isinstance(mean, (int, float)) and isinstance(sd, (int, float)) and mean > 0:
+        metrics = []
+        for stat, (metric, better) in _STATS.items():
+            v = stats.get(stat)
+            if v is None:
+                continue
+            ms = _ms(v)
+            if ms is None:
+                raise KperfError(f"{where}: stats.{stat} is {str(v)[:40]!r}, not a finite number of seconds")
+            metrics.append(Metric(metric, ms, "ms", "time", better))  # type: ignore[arg-type]
+        mean, sd = _ms(stats.get("mean")), _ms(stats.get("stddev"))
+        if mean is not None and sd is not None and mean > 0 and math.isfinite(sd / mean):
             metrics.append(Metric("time.cv", sd / mean, "fraction", "time", "none"))
-        samples = [float(x) * 1e3 for x in (stats.get("data") or []) if isinstance(x, (int, float))]
+        data = stats.get("data") or []
+        samples = [_ms(x) for x in data] if isinstance(data, list) else [None]
+        if any(x is None for x in samples):
+            raise KperfError(f"{where}: stats.data is not a list of finite numbers of seconds")
         ci = _ci_of_median(samples)
         if ci:
             metrics += [
                 Metric("time.ci_low", ci[0], "ms", "time"),
                 Metric("time.ci_high", ci[1], "ms", "time"),
             ]
-        tags = [f"rounds={stats['rounds']}"] if "rounds" in stats else []
+        rounds = stats.get("rounds")
+        tags = [f"rounds={rounds}"] if _number(rounds) else []
         results.append(VariantResult(key=key, metrics=metrics, samples=samples, tags=tags))
     return info, results
 

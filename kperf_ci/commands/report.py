@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from . import KperfError, load_settings, user_errors
+from . import KperfError, load_settings, read_run, read_runs, user_errors
 
 
 @click.command("report")
@@ -86,19 +88,55 @@ def report_cmd(
     )
     if fmt == "html":
         out = Path(output or settings.report)
-        index = write_site(report, out, jobs=jobs or settings.jobs)
+        _check_writable_dir(out, "-o")
+        try:
+            index = write_site(report, out, jobs=jobs or settings.jobs)
+        except OSError as e:
+            raise _write_error(e, out) from None
         click.echo(f"wrote {index} ({len(report.variants)} variants; {report.verdict_line})")
         return
     text = render_markdown(report, max_chars=max_chars) if fmt == "markdown" else render_summary(report)
     if not output or output == "-":
         sys.stdout.write(text)
         return
-    target = Path(output)
-    if target.is_dir():
-        target = target / ("comment.md" if fmt == "markdown" else "summary.md")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    target = markdown_target(output, "comment.md" if fmt == "markdown" else "summary.md")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise _write_error(e, target) from None
     click.echo(f"wrote {target} ({len(text)} characters; {report.verdict_line})", err=True)
+
+
+def markdown_target(output: str, name: str) -> Path:
+    """The file a markdown/summary report goes to: ``output`` itself, or ``output/name`` when it
+    is a directory or is spelled as one (a trailing ``/``, created if missing). Writing a file
+    named ``dir`` when the user meant ``dir/`` would lose the report where nobody looks."""
+    target = Path(output)
+    if target.is_dir() or output.endswith(("/", os.sep)):
+        return target / name
+    return target
+
+
+def _check_writable_dir(out: Path, option: str) -> None:
+    """One line before any work when the HTML output cannot be a directory."""
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "the path" if p == out else f"its parent {p}"
+                raise KperfError(
+                    f"{out}: cannot write the report there, {what} is a file, not a directory; "
+                    f"pass another {option} DIR"
+                )
+            break
+
+
+def _write_error(e: OSError, where: Path) -> KperfError:
+    path = e.filename or where
+    return KperfError(
+        f"{path}: cannot write the report ({e.strerror or type(e).__name__}); "
+        "pass a directory you can write with -o"
+    )
 
 
 def load_pair(
@@ -114,25 +152,19 @@ def load_pair(
     Without a baseline database, the run before the current one in ``db`` is the baseline.
     The baseline is never the current run itself (same id), even when both paths are one file.
     """
-    from kperf_ci import store
-
-    current = store.load_run(db, run_id, artifacts=artifacts)
+    current = read_run(db, run_id, artifacts=artifacts)
     src = baseline if baseline and Path(baseline).exists() else None
     if baseline and src is None and base_run:
         raise KperfError(f"{baseline}: baseline does not exist")
     src = src or db
     if base_run:
-        return current, store.load_run(src, base_run, artifacts=artifacts), src
-    candidates = (
-        [r for r in store.list_runs(src) if r.run_id != current.run.run_id]
-        if False
-        else [r for r in store.list_runs(src) if r.run_id != current.info.run_id]
-    )
+        return current, read_run(src, base_run, artifacts=artifacts), src
+    candidates = [r for r in read_runs(src) if r.run_id != current.info.run_id]
     if src == db:  # only earlier runs of the same file
         candidates = [r for r in candidates if r.started_at <= current.info.started_at]
     if not candidates:
         return current, None, None
-    return current, store.load_run(src, candidates[-1].run_id, artifacts=artifacts), src
+    return current, read_run(src, candidates[-1].run_id, artifacts=artifacts), src
 
 
 class HistoryReader:
@@ -157,9 +189,9 @@ class HistoryReader:
         cur = self.current.info
         per_variant: dict[str, dict[str, tuple]] = {}
         for path in self.paths:
-            runs = [
-                r for r in store.list_runs(path) if r.started_at <= cur.started_at and r.run_id != cur.run_id
-            ][-self.limit :]
+            runs = [r for r in read_runs(path) if r.started_at <= cur.started_at and r.run_id != cur.run_id][
+                -self.limit :
+            ]
             if not runs:
                 continue
             infos = {r.run_id: r for r in runs}
@@ -171,6 +203,9 @@ class HistoryReader:
                     [*infos, metric],
                 )
                 for run_id, variant_id, value in rows:
+                    # SQLite keeps any type in a REAL column: a crafted file's text is no point
+                    if not isinstance(value, (int, float)) or not math.isfinite(value):
+                        continue
                     per_variant.setdefault(variant_id, {}).setdefault(run_id, (infos[run_id], value))
             finally:
                 db.close()

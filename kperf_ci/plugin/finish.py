@@ -96,6 +96,8 @@ def merge_worker_output(ks: Any, out: dict[str, Any] | None) -> None:
 
 
 def write_summary(ks: Any, tr: Any) -> None:
+    from kperf_ci.report.safe_text import terminal_safe as t  # labels and messages quote kernel names
+
     tr.section("kperf", sep="-")
     n = len(ks.results)
     arch = f" for {', '.join(ks.settings.arch)}" if ks.mode == "static" else ""
@@ -105,20 +107,20 @@ def write_summary(ks: Any, tr: Any) -> None:
         tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}")
     write_status(ks, tr)
     for _nodeid, label, description, verdict in ks.ab_results:
-        tr.write_line(f"kperf A/B {label}: {verdict}: {description}", red=verdict == "slower")
+        tr.write_line(f"kperf A/B {t(label)}: {t(verdict)}: {t(description)}", red=verdict == "slower")
     write_findings(ks.findings, tr, db=ks.saved_to)
     for nodeid, message in ks.warnings:
-        tr.write_line(f"kperf warning {nodeid}: {message}", yellow=True)
+        tr.write_line(f"kperf warning {t(nodeid)}: {t(message)}", yellow=True)
     for nodeid, reason in ks.errors:
-        tr.write_line(f"kperf ERROR {nodeid}: {reason}", red=True)
+        tr.write_line(f"kperf ERROR {t(nodeid)}: {t(reason)}", red=True)
     if ks.comparison is not None:
-        from kperf_ci.commands.compare import print_table
+        from kperf_ci.commands.compare import print_table  # escapes what it prints (rich_safe)
 
-        tr.write_line(f"kperf: compared with baseline {ks.settings.baseline}")
+        tr.write_line(f"kperf: compared with baseline {t(ks.settings.baseline)}")
         print_table(ks.comparison)  # its last line is the verdict
         if ks.comparison.status != "compared" and not ks.comparison.exit_code:
             # Said again in plain words after the table: a run with nothing to judge is not green.
-            tr.write_line(f"kperf: {ks.comparison.status_line}; no verdict", yellow=True)
+            tr.write_line(f"kperf: {t(ks.comparison.status_line)}; no verdict", yellow=True)
 
 
 def write_status(ks: Any, tr: Any) -> None:
@@ -146,9 +148,14 @@ def write_findings(findings: list, tr: Any, *, db: str | None = None, limit: int
     """Flagged analysis findings (GPU mode): the number, why, and what to try, one per variant."""
     if not findings:
         return
+    from kperf_ci.report.safe_text import terminal_safe
+
     tr.write_line(f"kperf: {len(findings)} analysis finding(s) flagged")
     for _nodeid, label, f in findings[:limit]:
-        tr.write_line(f"kperf finding {label}: {f.line()}", yellow=True)
+        lines = f.line().split("\n")  # value and why, then what to try: each line made safe
+        tr.write_line(f"kperf finding {terminal_safe(label)}: {terminal_safe(lines[0])}", yellow=True)
+        for more in lines[1:]:
+            tr.write_line(terminal_safe(more), yellow=True)
     if len(findings) > limit:
         more = f" (all of them: kperf analyze --db {db})" if db else ""
         tr.write_line(f"kperf: {len(findings) - limit} more finding(s) not shown{more}")

@@ -3,13 +3,30 @@
 Data flows in one direction: runs (``kperf_ci.store``) and their comparison
 (``kperf_ci.compare``) -> :func:`build_report` -> a renderer. The renderers never read a
 database themselves, except through the ``history`` callable the report carries.
+
+The names below are imported on first use: every command imports ``report.safe_text``, and
+that must not pull in Jinja2 and the analyses (PEP 562 module ``__getattr__``).
 """
 
 from __future__ import annotations
 
-from .html import write_site
-from .markdown import render_markdown, render_summary
-from .view import MetricRow, Report, VariantView, build_report
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .html import write_site
+    from .markdown import render_markdown, render_summary
+    from .view import MetricRow, Report, VariantView, build_report
+
+_WHERE = {
+    "write_site": "html",
+    "render_markdown": "markdown",
+    "render_summary": "markdown",
+    "MetricRow": "view",
+    "Report": "view",
+    "VariantView": "view",
+    "build_report": "view",
+}
 
 __all__ = [
     "Report",
@@ -20,3 +37,9 @@ __all__ = [
     "render_markdown",
     "render_summary",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,11 +11,12 @@ with registers / spills / instructions, region shares of CTA time).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from kperf_ci.report.safe_text import markdown_safe
 
 MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment
 MAX_CHARS = 65_000
@@ -28,17 +29,10 @@ _ICON = {
     "no-base": "🟡",
 }
 
-_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
-_AUTOLINK = re.compile(r"(?i)(https?|ftp|www)(:|\.)")
-
 
 def md(text: Any) -> str:
-    """Stored text as inert markdown: no control characters, no markup, no autolinks."""
-    s = _CTRL.sub("?", str(text)).replace("\n", " ")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    # GitHub autolinks bare URLs and www. names; a zero-width joiner after the scheme stops it
-    return _AUTOLINK.sub(lambda m: m.group(1) + "\u2060" + m.group(2), s)
+    """Stored text as inert markdown (one helper for the whole project)."""
+    return markdown_safe(str(text))
 
 
 def pct(v: float | None) -> str:

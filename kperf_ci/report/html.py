@@ -21,7 +21,6 @@ import math
 import multiprocessing
 import os
 import re
-import shutil
 from collections.abc import Iterable
 from functools import cache, lru_cache
 from importlib import resources
@@ -35,6 +34,7 @@ from .. import __version__
 from ..model import VariantResult
 from ..units import fmt_ci, fmt_rel, fmt_value
 from . import plots
+from .safe_text import terminal_safe  # warnings quote stored names and reach the terminal
 from .view import (
     INSTRUCTION_CLASSES,
     MAIN_VERDICTS,
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 MAX_DIFF_LINES = 1500
 #: Inputs longer than this (lines) are not diffed line by line (difflib is quadratic at worst).
 MAX_DIFF_INPUT = 60_000
-#: Trace files up to this size are copied into the site; larger ones are linked where they are.
+#: Trace artifacts up to this size (characters) are written into the site; larger ones are not.
 MAX_TRACE_COPY = 64 * 1024 * 1024
 #: Timelines up to this many records are exported as a Perfetto trace when the run has none.
 MAX_TRACE_RECORDS = 200_000
@@ -142,7 +142,8 @@ def _page(template: str, *, script: str | None = None, **ctx: Any) -> str:
 def _artifact(r: VariantResult | None, *prefixes: str) -> tuple[str, Any] | None:
     """(name, value) of the first artifact whose name is or starts with one of the prefixes.
 
-    A value is the text itself, the path of a file holding it, or (in memory) bytes."""
+    A value is the text itself or (in memory) bytes. Never a path: a database is data, and a
+    crafted one must not make the report read ``/etc/passwd`` or ``/proc/self/environ``."""
     if r is None or not r.artifacts:
         return None
     for p in prefixes:
@@ -153,10 +154,6 @@ def _artifact(r: VariantResult | None, *prefixes: str) -> tuple[str, Any] | None
     return None
 
 
-def _looks_like_path(value: str) -> bool:
-    return "\n" not in value and len(value) < 4096 and os.path.isfile(value)
-
-
 def _artifact_text(r: VariantResult | None, *prefixes: str) -> str | None:
     found = _artifact(r, *prefixes)
     if found is None:
@@ -164,11 +161,6 @@ def _artifact_text(r: VariantResult | None, *prefixes: str) -> str | None:
     value = found[1]
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
-    if _looks_like_path(value):
-        try:
-            return Path(value).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
     return value
 
 
@@ -278,7 +270,7 @@ def _region_order(name: str) -> tuple:
 
 def _timeline(report: Report, side: str, r: VariantResult | None) -> Any:
     """The launch timeline of one side (``kperf_ci.analysis.timeline.Timeline``), when there is a
-    parseable artifact: kperf-timeline JSON, a Proton Chrome trace (text or path), or the capture
+    parseable artifact: kperf-timeline JSON, a Proton Chrome trace (its text), or the capture
     stage's binary npz, which is read as bytes through ``report.blob``."""
     found = _artifact(r, *TIMELINE_ARTIFACTS)
     if r is None or found is None:
@@ -290,22 +282,22 @@ def _timeline(report: Report, side: str, r: VariantResult | None) -> Any:
     name, value = found
     try:
         raw = value if isinstance(value, bytes) else None
-        if raw is None and not value.lstrip().startswith(("{", "[")) and not _looks_like_path(value):
+        if raw is None and not value.lstrip().startswith(("{", "[")):
             raw = report.blob(side, r.key.id, name) if report.blob else None  # binary: the stored bytes
         if raw is not None:
             if raw[:2] != b"PK":
                 raise ValueError(f"artifact {name!r} is neither JSON nor a timeline npz")
             return tlmod.timeline_from_npz(raw, num_sms=_sm_count(report, side))
-        if _looks_like_path(value):
-            return tlmod.load_timelines(value)[-1]
         obj = json.loads(value)
+        if not isinstance(obj, (dict, list)):  # the loaders would open() any other value
+            raise ValueError(f"artifact {name!r} is JSON but not a trace")
         if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
             return tlmod.timeline_from_json(obj)
         if isinstance(obj, dict) and obj.get("format") == "kperf-timelines":
             return tlmod.timeline_from_json(obj["timelines"][-1])
         return tlmod.load_proton_trace(obj)
     except Exception as e:  # a malformed artifact costs its chart, never the report
-        log.warning("timeline of %s (%s) not shown: %s", r.key.label(), side, e)
+        log.warning("timeline of %s (%s) not shown: %s", terminal_safe(r.key.label()), side, terminal_safe(e))
         return None
 
 
@@ -327,23 +319,17 @@ def gantt_lanes(tl: Any) -> list[tuple[str, list[tuple[float, float, str]]]]:
 
 
 def _trace_link(v: VariantView, out_dir: Path, timelines: dict[str, Any]) -> dict[str, str] | None:
-    """A Perfetto-loadable trace next to the page: the run's own trace artifact (copied or written
-    out), else one exported from the timeline by kperf_ci.analysis.perfetto."""
+    """A Perfetto-loadable trace next to the page: the run's own trace artifact (its JSON text
+    written out), else one exported from the timeline by kperf_ci.analysis.perfetto."""
     for side, r in (("current", v.cur), ("baseline", v.base)):
         found = _artifact(r, *TRACE_ARTIFACTS)
         if found is None or isinstance(found[1], bytes):
             continue
         value = found[1]
         target = out_dir / "k" / f"{v.id}.{side}.trace.json"
-        if _looks_like_path(value):
-            src = Path(value)
-            if src.stat().st_size > MAX_TRACE_COPY:
-                return {"href": src.resolve().as_uri(), "side": side, "note": "large trace, linked in place"}
-            shutil.copyfile(src, target)
-        elif value.lstrip().startswith(("{", "[")) and len(value) <= MAX_TRACE_COPY:
-            target.write_text(value, encoding="utf-8")
-        else:
+        if not value.lstrip().startswith(("{", "[")) or len(value) > MAX_TRACE_COPY:
             continue
+        target.write_text(value, encoding="utf-8")
         return {"href": target.name, "side": side, "note": ""}
     for side in ("current", "baseline"):
         tl = timelines.get(side)
@@ -370,7 +356,9 @@ def _history(report: Report, v: VariantView) -> list[dict[str, Any]]:
         try:
             points = report.history(v.id, name)
         except Exception as e:  # history is a bonus; a failing store read costs only the chart
-            log.warning("history of %s %s not shown: %s", v.key.label(), name, e)
+            log.warning(
+                "history of %s %s not shown: %s", terminal_safe(v.key.label()), name, terminal_safe(e)
+            )
             continue
         if len(points) < 3:  # two points are a line, not a history
             continue
@@ -405,7 +393,7 @@ def change_points(values: list[float], labels: list[str]) -> list[dict[str, Any]
     try:
         cps = detect_change_points(values, labels=labels, log=all(x > 0 for x in values))
     except Exception as e:
-        log.warning("change point detection failed: %s", e)
+        log.warning("change point detection failed: %s", terminal_safe(e))
         return []
     return [{"index": c.index, "run": c.run, "rel": c.rel, "p": c.p_value} for c in cps]
 

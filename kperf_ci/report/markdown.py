@@ -7,17 +7,16 @@ The PR comment stays under GitHub's 65,536-character limit for comment bodies: s
 added worst first (regressions, then slower, ..., unchanged), each in a collapsible
 ``<details>`` block except the regressions, and when the budget runs out a table is cut with a
 note pointing at the full report; every opened ``<details>`` is closed. Text from the runs
-(kernel names, configs, reasons) is escaped so that it renders literally: no markup, no broken
-table, no @-mention.
+(kernel names, configs, reasons) goes through ``safe_text.markdown_safe`` so that it renders
+literally: no markup, no broken table, no link, no @-mention.
 """
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Callable, Sequence
 
 from ..units import fmt_value
+from .safe_text import markdown_safe
 from .view import Report, VariantView, threshold_text
 
 #: GitHub refuses comment bodies longer than 65,536 characters; keep a margin.
@@ -26,11 +25,6 @@ COMMENT_LIMIT = 65_000
 MARKER = "<!-- kperf-report -->"
 #: Most flagged findings listed in the comment (the job summary lists half); the rest are counted.
 MAX_FINDINGS = 10
-
-# Inline markup characters. Line-start syntax (#, -, +, 1.) cannot occur: every escaped text is
-# inside a line (a table cell or after other text), and [ ] are escaped, so ( ) never form a link.
-_MD_PUNCT = re.compile(r"([\\`*_\[\]|~])")
-_MENTION = re.compile(r"@(?=\w)")
 
 _SECTIONS: tuple[tuple[str, str, bool], ...] = (
     # verdict, title, open by default
@@ -57,14 +51,8 @@ _ICON = {
 }
 
 
-def md_escape(text: object) -> str:
-    """Text that renders literally in GFM, table cells included: markdown punctuation is
-    backslash-escaped (``|`` too), ``& < > "`` become entities, line breaks become spaces and an
-    ``@`` before a word gets a zero-width joiner so it never mentions anyone."""
-    s = " ".join(str(text).split())
-    s = _MD_PUNCT.sub(r"\\\1", s)
-    s = html.escape(s, quote=True)
-    return _MENTION.sub("@\u2060", s)
+#: Stored text as literal markdown (kperf_ci.report.safe_text.markdown_safe), under its old name.
+md_escape = markdown_safe
 
 
 def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None], what: str) -> list[str]:

@@ -18,6 +18,7 @@ from ..analysis.findings import Finding, findings_from_json, flagged
 from ..capture.sass import CLASSES
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from ..units import fmt_ci, fmt_rel, fmt_value
+from .safe_text import terminal_safe
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +309,8 @@ def load_findings(r: VariantResult | None) -> list[Finding] | None:
                 )
             )
     except Exception as e:  # noqa: BLE001 - any malformed artifact: no section, never no report
-        log.warning("findings of %s not shown: %s", r.key.label(), e)  # type: ignore[union-attr]
+        # the label and the message quote stored text, and a warning reaches the terminal
+        log.warning("findings of %s not shown: %s", terminal_safe(r.key.label()), terminal_safe(e))  # type: ignore[union-attr]
         return None
     return sorted(out, key=lambda f: not f.flagged)
 
