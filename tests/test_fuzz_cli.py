@@ -460,7 +460,8 @@ def test_fuzz_import_of_pytest_benchmark_json(doc, monkeypatch):
                 r, opened = invoke(args)
                 check(r, opened, allow_regression=regression)
                 if args[0] == "compare":
-                    assert r.exit_code == 0  # a run against itself has no regression
+                    # the same file and the same run: refused, never "no regressions"
+                    assert r.exit_code == 2 and "compared with itself" in r.stderr
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -16,7 +16,7 @@ from kperf_ci.plugin import finish, gpu_bench
 
 def _ks() -> SimpleNamespace:
     """What the helpers use of KperfSession."""
-    s = SimpleNamespace(warnings=[], findings=[], interrupted=None)
+    s = SimpleNamespace(warnings=[], findings=[], interrupted=None, marked_passed=0, marked_with_launches=0)
     s.warn = lambda nodeid, msg: s.warnings.append((nodeid, msg))
     return s
 

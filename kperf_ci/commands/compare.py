@@ -74,13 +74,14 @@ def compare_cmd(
             "which would be compared with itself; pass the baseline database as --baseline "
             "(or two different runs with --run/--base-run)"
         )
-    _note_status(settings.baseline, base)
-    _note_status(settings.db, cur)
     if not base.results:  # every compare against it would pass
         raise KperfError(
             f"{settings.baseline}: baseline run {base.info.run_id} holds no variants, nothing to compare "
             "against; update it from a complete run with `kperf baseline update`"
         )
+    # notes only once the comparison goes ahead: an error stays one line
+    _note_status(settings.baseline, base)
+    _note_status(settings.db, cur)
     comparison = compare_runs(base, cur, ThresholdPolicy.from_settings(settings), allow_removed=allow_removed)
     if fmt == "json":
         click.echo(json.dumps(comparison.to_dict(all=show_all), indent=2, default=str))
