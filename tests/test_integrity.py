@@ -331,3 +331,18 @@ def test_xdist_worker_whose_part_was_diverted_leaves_the_run_incomplete(tmp_path
     finish.merge_worker_output(controller, finish.worker_output(worker))
     assert controller.interrupted and str(side) in controller.interrupted
     assert controller.errors and str(side) in controller.errors[0][1]
+
+
+@pytest.mark.parametrize("which", ["--kperf-db", "--kperf-baseline"])
+def test_a_bad_database_is_reported_before_any_test_runs(pytester: pytest.Pytester, which: str) -> None:
+    """Issue 14: a corrupt run database or baseline is one usage line before the tests (and the
+    compile) run, and the file is left as it was."""
+    bad = pytester.path / "bad.db"
+    bad.write_bytes(b"not a database at all")
+    pytester.makepyfile(test_x="def test_x():\n    raise AssertionError('a test ran')\n")
+    args = ["--kperf", which, str(bad)] + (["--kperf-db", "run.db"] if which == "--kperf-baseline" else [])
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert "a test ran" not in result.stdout.str()
+    result.stderr.fnmatch_lines(["*kperf: *bad.db: not a SQLite database*"])
+    assert bad.read_bytes() == b"not a database at all"

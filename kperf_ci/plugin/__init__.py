@@ -97,6 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as e:
         raise pytest.UsageError(f"kperf: {e}") from None
     _refuse_self_baseline(config, settings)
+    if not hasattr(config, "workerinput"):
+        _check_databases(config, settings)
     session = KperfSession.from_config(config, settings)
     config.stash[SESSION_KEY] = session
     from kperf_ci.plugin.finish import InterruptWatch
@@ -128,6 +130,26 @@ def _refuse_self_baseline(config: pytest.Config, settings: Any) -> None:
             f"({settings.sources.get('db')}) are the same file {db}, so each run would be compared with "
             "itself; point --kperf-baseline at the baseline database (e.g. baselines/main.db)"
         )
+
+
+def _check_databases(config: pytest.Config, settings: Any) -> None:
+    """A run database or baseline that cannot be used is reported before any test runs, not after
+    the tests and the compile: one usage line (pytest exit 4), the files left untouched."""
+    from kperf_ci import store
+
+    root = config.rootpath
+    paths = []
+    if settings.save and (root / settings.db).exists():
+        paths.append(root / settings.db)
+    # a missing baseline is reported at the end, after the run is stored: the first run of a
+    # project is what its baseline is made from
+    if settings.baseline and (root / settings.baseline).exists():
+        paths.append(root / settings.baseline)
+    for path in paths:
+        try:
+            store.open_db(path).close()  # header, integrity, schema version; nothing written on failure
+        except store.StoreError as e:
+            raise pytest.UsageError(f"kperf: {e}") from None
 
 
 def _create_run(session: Any) -> None:
