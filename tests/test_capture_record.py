@@ -213,3 +213,40 @@ def test_tensor_descriptor_recorded(launches):
     assert d.kind == "tensordesc" and d.dtype == "fp16" and d.aligned
     assert d.value == {"shape": [64, 64], "strides": [64, 1], "block_shape": [32, 32], "padding": "zero"}
     assert ls.spec.startswith("in_desc:tensordesc<fp16[32, 32]>")
+
+
+def test_compiled_launches_are_recorded_without_the_interpreter(monkeypatch):
+    """Static mode on a machine with CUDA runs JITFunctions, not the interpreter: their launches
+    must be recorded too (before, a GPU runner's static pass captured nothing and every pull
+    request read 'identical').  The device is faked at its boundary: JITFunction.run itself."""
+    import torch
+    from triton.runtime.jit import JITFunction
+
+    from kperf_ci.capture.record import LaunchRecorder
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs JITFunction (no interpreter)")
+    sys.path.insert(0, str(DATA))
+    try:
+        import kernels
+    finally:
+        sys.path.remove(str(DATA))
+    ran = []
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, grid, warmup, **kw: ran.append(grid))
+    device_run = JITFunction.run
+    x = torch.empty(4096)
+    rec = LaunchRecorder()
+    with rec.recording(test="t::gpu", name="add"):
+        assert JITFunction.run is not device_run
+        kernels.add_kernel[(8,)](x, x, x, 4096, BLOCK=512, num_warps=8)
+        kernels.add_kernel.run(x, x, x, 4096, BLOCK=512, grid=(8,), warmup=True)  # a compile, not a launch
+    assert JITFunction.run is device_run  # restored
+    assert ran == [(8,), (8,)]  # the launch still reached the device
+    (ls,) = rec.launches
+    assert (
+        ls.test == "t::gpu"
+        and ls.grid == (8, 1, 1)
+        and ls.shapes == {"x_ptr": [4096], "y_ptr": [4096], "out_ptr": [4096]}
+    )
+    assert ls.config == "num_warps=8,num_stages=3,num_ctas=1"
+    assert ls.spec == "x_ptr:*fp32:D, y_ptr:*fp32:D, out_ptr:*fp32:D, n:i32:D, BLOCK=512"
