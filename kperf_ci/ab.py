@@ -61,12 +61,30 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def repo_root(path: str | os.PathLike[str] = ".") -> Path:
-    return Path(_git(Path(path), "rev-parse", "--show-toplevel"))
+    try:
+        return Path(_git(Path(path), "rev-parse", "--show-toplevel"))
+    except ABError as e:
+        if "git is not installed" in str(e):
+            raise
+        raise ABError(
+            f"{Path(path).resolve()} is not inside a git repository; run kperf ab from the repository "
+            "whose pull request you check"
+        ) from None
 
 
 def resolve_rev(rev: str, repo: str | os.PathLike[str] = ".") -> str:
     """Full commit sha of ``rev`` (branch, tag, sha, ``HEAD~1`` ...)."""
-    return _git(Path(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    try:
+        return _git(Path(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except ABError:
+        shallow = _git(Path(repo), "rev-parse", "--is-shallow-repository") == "true"
+        hint = (
+            "this clone is shallow: fetch the base (e.g. `git fetch --deepen=1` or `git fetch origin main`; "
+            "in GitHub Actions `actions/checkout` with `fetch-depth: 0`)"
+            if shallow
+            else "fetch it first (e.g. `git fetch origin main`) or name a branch, tag or sha that exists here"
+        )
+        raise ABError(f"base revision {rev!r} is not a commit in this repository; {hint}") from None
 
 
 @contextmanager
@@ -643,6 +661,7 @@ def static_regressions(tests: list[TestDiff], policy: Any) -> list[dict[str, Any
             for arch in sorted(set(bc) & set(hc)):
                 x, y = bc[arch], hc[arch]
                 key = VariantKey(kernel=lc.name, arch=arch, test=t.test, source=lc.site)
+                reasons = []  # one entry per launch and arch, as the report counts variants
                 for name in CODE_METRICS_ORDER:
                     if not isinstance(x.get(name), (int, float)) or not isinstance(y.get(name), (int, float)):
                         continue
@@ -655,5 +674,9 @@ def static_regressions(tests: list[TestDiff], policy: Any) -> list[dict[str, Any
                         {},
                     )
                     if change.regression:
-                        out.append({"kernel": lc.name, "arch": arch, "test": t.test, "reason": change.reason})
+                        reasons.append(change.reason)
+                if reasons:
+                    out.append(
+                        {"kernel": lc.label, "arch": arch, "test": t.test, "reason": "; ".join(reasons)}
+                    )
     return out

@@ -341,3 +341,34 @@ def test_bad_base_revision_is_one_line_exit_2(tmp_path):
     p = kperf("ab", "--base", "no-such-branch", cwd=repo)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_shallow_clone_and_non_repository_say_what_to_do(tmp_path):
+    """CI checks out one commit by default: the base is missing, and the error says how to fetch it."""
+    repo = make_repo(tmp_path / "r", {"a.txt": "a"}, {"a.txt": "b"})
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    p = kperf("ab", "--base", "HEAD~1", cwd=shallow)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "shallow" in p.stderr and "fetch-depth: 0" in p.stderr
+    (tmp_path / "plain").mkdir()
+    p = kperf("ab", "--base", "HEAD~1", cwd=tmp_path / "plain")
+    assert p.returncode == 2 and "not inside a git repository" in p.stderr
+
+
+def test_failing_head_tests_are_one_error_line_after_the_pytest_tail(tmp_path):
+    tests = (
+        "import pytest\nimport torch\nfrom kernels import copy_kernel\n\n\n@pytest.mark.kperf\n"
+        "def test_copy():\n    x = torch.rand(64)\n    y = torch.empty_like(x)\n"
+        "    copy_kernel[(1,)](x, y, 64, BLOCK=64)\n    assert torch.equal(x, y){tail}\n"
+    )
+    repo = make_repo(
+        tmp_path / "r",
+        {"kernels.py": KERNELS, "test_k.py": tests.format(tail="")},
+        {"test_k.py": tests.format(tail=" and False")},
+    )
+    p = kperf("ab", "--base", "HEAD~1", cwd=repo)
+    assert p.returncode == 2, p.stdout + p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: static pass in the head tree: 1 test(s) failed") and "\\x0a" not in last
+    assert "1 failed" in p.stderr  # pytest's own closing line came before it, for context

@@ -147,6 +147,25 @@ def _tail(text: str, n: int = 15) -> str:
     return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
 
 
+def _failed_count(out: str) -> int:
+    """Failed tests as pytest's closing line counts them (0 when it names none)."""
+    import re
+
+    for line in reversed(out.strip().splitlines()[-5:]):
+        m = re.search(r"(\d+) failed", line)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+def _fail(message: str, out: str) -> None:
+    """The end of pytest's output on stderr for context (each line made inert), then one line:
+    the problem and the fix."""
+    for line in _tail(out).splitlines():
+        click.echo(safe(line), err=True)
+    raise KperfError(message)
+
+
 def _base_args(args: list[str], base_cwd: Path) -> tuple[list[str], list[str]]:
     """Drop path arguments that do not exist in the base tree (a test file new in head)."""
     keep, dropped = [], []
@@ -181,29 +200,37 @@ def _static_side(
         args,
         # only options every kperf version has: in kperf-ci's own repository the base tree's
         # copy of the plugin is the one imported there
-        ["--kperf-mode", "static", "--kperf-db", str(db)],
+        ["--kperf-mode", "static", "--kperf-db", str(db), "--kperf-label", f"ab-{side}-static"],
         python,
     )
     if not db.exists():
-        raise KperfError(f"static pass in the {side} tree stored no run (pytest exit {rc}):\n{_tail(out)}")
+        _fail(f"static pass in the {side} tree stored no run (pytest exit {rc})", out)
     run = store.load_run(db)
+    failed = _failed_count(out)
+    # kperf's own errors (a kernel that does not compile, one defined inside a function) make
+    # pytest exit 1 with every test passed: those tests are listed, the check goes on
+    kperf_errors = [line.strip() for line in out.splitlines() if line.startswith("kperf ERROR ")]
     if side == "head":
         if rc == 5:
-            raise KperfError(f"static pass in the head tree collected no test:\n{_tail(out)}")
-        if rc != 0:
-            # failing tests or a kernel that does not compile: the head is broken, not slower
-            raise KperfError(
-                f"static pass in the head tree failed (pytest exit {rc}); fix the tests first:\n{_tail(out)}"
+            _fail(f"static pass in the head tree ({root / rel_cwd}) collected no test", out)
+        if rc != 0 and (failed or not kperf_errors):
+            # failing tests: the head is broken, not slower
+            _fail(
+                f"static pass in the head tree: {failed or 'some'} test(s) failed (pytest exit {rc}); "
+                "fix them first",
+                out,
             )
         if not [r for r in run.results if r.key.arch != "host"]:
-            raise KperfError(
+            _fail(
                 "static pass in the head tree captured no Triton launch: mark the tests that launch "
-                f"kernels (@pytest.mark.kperf or the kperf fixture):\n{_tail(out)}"
+                "kernels (@pytest.mark.kperf or the kperf fixture)",
+                out,
             )
     elif rc not in (0, 5):
         messages.append(
-            f"static pass in the base tree: pytest exit {rc} (its failing tests are not compared)"
+            f"static pass in the base tree: pytest exit {rc}; its failing tests read as new in head"
         )
+    messages += [f"{side}: {e}" for e in kperf_errors if "captured no Triton launch" not in e]
     return StaticSide(db, run, load_manifest(str(db), run.info.run_id), rc, out)
 
 
@@ -391,7 +418,7 @@ def run_ab(
                 python,
             )
             if not timed_db.exists():
-                raise KperfError(f"A/B timing stored no run (pytest exit {rc}):\n{_tail(out)}")
+                _fail(f"A/B timing stored no run (pytest exit {rc})", out)
             timed_run = store.load_run(timed_db)
             report.device = timed_run.info.fingerprint.gpu
             report.timed = _ab_rows(timed_run.results)
@@ -493,10 +520,17 @@ def ab_cmd(
 
     Tests whose launches are identical on both sides (same SASS, options and work) cost no GPU
     time; the rest are timed interleaved against their base version when a GPU is there.  Exit 1
-    when a kernel is slower with confidence.  Extra arguments go to pytest.
+    when a kernel is slower with confidence, or (no timing) when a changed launch's static metrics
+    regress beyond kperf compare's thresholds; 2 for bad input.  Extra arguments go to pytest.
     """
     from kperf_ci.report.ab import write_ab_reports
 
+    try:  # a report directory that cannot be written is found now, not after the whole run
+        Path(report_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KperfError(
+            f"{report_dir}: cannot create the report directory ({e.strerror}); pass --report-dir"
+        ) from None
     report = run_ab(base, list(pytest_args), gpu=gpu, time_all=time_all, db=db)
     doc = load_ab_document(db)  # render from what was stored, as `kperf report --ab` would
     if doc is None:
@@ -510,4 +544,6 @@ def ab_cmd(
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(doc, indent=2, default=str))
+    if no_fail and report.exit_code:
+        click.echo(f"kperf ab: exit {report.exit_code} (a regression) suppressed by --no-fail")
     raise SystemExit(0 if no_fail else report.exit_code)

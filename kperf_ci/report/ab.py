@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from kperf_ci.report.html import no_control_chars
 from kperf_ci.report.safe_text import markdown_safe
 
 MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment
@@ -126,7 +127,9 @@ def render_summary(doc: dict[str, Any]) -> str:
     return render_markdown(doc).replace(MARKER + "\n", "", 1)
 
 
-_HTML = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(
+_HTML = jinja2.Environment(
+    autoescape=True, finalize=no_control_chars, undefined=jinja2.StrictUndefined
+).from_string(
     """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kperf ab</title>
 <style>

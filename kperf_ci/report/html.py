@@ -80,11 +80,23 @@ def sort_num(v: float | None) -> str:
 # --------------------------------------------------------------------------- environment
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def no_control_chars(value: object) -> object:
+    """Every value a template prints: control characters (terminal escapes) as visible ``\\x1b``,
+    so `cat index.html` in a terminal runs nothing.  Markup stays autoescape's job."""
+    if isinstance(value, str) and _CONTROL.search(value):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    return value
+
+
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("kperf_ci.report", "templates"),
         autoescape=True,  # every template, whatever its name
+        finalize=no_control_chars,  # a stored ESC/BEL is shown, never written raw into the page
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
