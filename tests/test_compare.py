@@ -48,12 +48,12 @@ def test_default_static_rules(metric, base, cur, regression):
 
 def test_directions():
     _, ch = one(
-        {"registers": 40, "num_warps": 4, "sass.global_load": 5, "spills": 8, "cubin_bytes": 10},
-        {"registers": 32, "num_warps": 8, "sass.global_load": 9, "spills": 8, "cubin_bytes": 11},
+        {"registers": 40, "num_warps": 4, "sass.global_load": 5, "spills": 8, "ptx.instructions": 10},
+        {"registers": 32, "num_warps": 8, "sass.global_load": 9, "spills": 8, "ptx.instructions": 11},
     )
     assert ch["registers"].direction == "better" and ch["registers"].rel == pytest.approx(-0.2)
     assert ch["num_warps"].direction == "n/a" and ch["sass.global_load"].direction == "n/a"
-    assert ch["spills"].direction == "same" and ch["cubin_bytes"].direction == "worse"
+    assert ch["spills"].direction == "same" and ch["ptx.instructions"].direction == "worse"
 
 
 def test_higher_is_better_metric_with_threshold():
@@ -78,15 +78,15 @@ def test_shared_memory_arch_limit():
 
 
 def test_override_precedence():
-    project = ThresholdPolicy(thresholds={"registers": 0.5, "spills": 64, "cubin_bytes": 0.01})
+    project = ThresholdPolicy(thresholds={"registers": 0.5, "spills": 64, "ptx.instructions": 0.01})
     _, ch = one(
-        {"registers": 100, "spills": 0, "cubin_bytes": 100},
-        {"registers": 140, "spills": 32, "cubin_bytes": 102},
+        {"registers": 100, "spills": 0, "ptx.instructions": 100},
+        {"registers": 140, "spills": 32, "ptx.instructions": 102},
         policy=project,
     )
     assert not ch["registers"].regression and ch["registers"].threshold_source == "[tool.kperf.thresholds]"
     assert not ch["spills"].regression  # 64 bytes allowed by the project
-    assert ch["cubin_bytes"].regression  # a metric without a default gets one from the project
+    assert ch["ptx.instructions"].regression  # a metric without a default gets one from the project
     # the marker (stored with the current run) beats the project
     _, ch = one(
         {"registers": 100, "spills": 0},
