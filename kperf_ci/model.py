@@ -6,6 +6,7 @@ stage can be run and tested alone on data produced by the previous one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -72,9 +73,10 @@ class VariantKey:
     test: str = ""  # pytest node id that produced it
     source: str = ""
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
-        """Identity used to match a variant across runs and machines (excludes the test id)."""
+        """Identity used to match a variant across runs and machines (excludes the test id).
+        Computed once per key (the fields are frozen): a 100,000-variant run asks for it often."""
         raw = canonical_json([self.kernel, self.arch, self.spec, self.config])
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 

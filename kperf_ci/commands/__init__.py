@@ -176,7 +176,11 @@ def read_run(path: str | os.PathLike[str], run_id: str | None = None, **kw: Any)
         record = store.load_run(path, run_id, **kw)
     except (*_DECODE_ERRORS, zlib.error) as e:
         raise _malformed(path, f"{type(e).__name__}: {str(e)[:120]}") from None
-    problem = run_problem(record)
+    try:
+        typed = store.rows_typed(path, record.info.run_id)
+    except Exception:  # any doubt: every row is checked below
+        typed = False
+    problem = run_problem(record, rows_typed=typed)
     if problem:
         raise _malformed(path, problem)
     return record
@@ -225,8 +229,11 @@ def _info_problem(info: Any) -> str | None:
     return None
 
 
-def run_problem(record: Any) -> str | None:
-    """Why a loaded run cannot be a run kperf-ci wrote (a field of the wrong type), or None."""
+def run_problem(record: Any, *, rows_typed: bool = False) -> str | None:
+    """Why a loaded run cannot be a run kperf-ci wrote (a field of the wrong type), or None.
+
+    ``rows_typed``: the database said (:func:`kperf_ci.store.rows_typed`) that every metric and
+    sample row has the types kperf-ci writes, so those are not checked one by one here."""
     problem = _info_problem(record.info)
     if problem:
         return problem
@@ -235,12 +242,12 @@ def run_problem(record: Any) -> str | None:
         if not all(_str(x) for x in (k.kernel, k.arch, k.spec, k.config, k.test, k.source)):
             return f"a variant's kernel, arch, spec, config, test or source is not text ({k.kernel!r})"
         what = f"variant {k.kernel!r}"
-        for m in r.metrics:
+        for m in () if rows_typed else r.metrics:
             if not (_str(m.name) and _str(m.unit) and _str(m.kind) and _str(m.better)):
                 return f"{what}: metric {m.name!r} has a name, unit, kind or direction that is not text"
             if not _num(m.value):
                 return f"{what}: metric {m.name!r} is {m.value!r}, not a number"
-        if not all(_num(x) for x in r.samples):
+        if not rows_typed and not all(_num(x) for x in r.samples):
             return f"{what}: a timing sample is not a number"
         if not (isinstance(r.tags, list) and all(_str(t) for t in r.tags)):
             return f"{what}: tags are not a list of text"
