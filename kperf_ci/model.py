@@ -96,6 +96,18 @@ class Metric:
     better: Better = "lower"
 
 
+_new = object.__new__
+
+
+def make_metric(name: str, value: float, unit: str, kind: str, better: str) -> Metric:
+    """``Metric(name, value, unit, kind, better)`` at a third of the cost, for code that makes
+    millions of them (a 100,000-variant import or load): a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``. The same instance (Metric has no __post_init__)."""
+    m = _new(Metric)
+    m.__dict__.update(name=name, value=value, unit=unit, kind=kind, better=better)
+    return m
+
+
 @dataclass
 class VariantResult:
     """Everything captured for one variant in one run."""

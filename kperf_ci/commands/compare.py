@@ -9,7 +9,7 @@ import click
 
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 
-from . import KperfError, console, fmt_value, load_settings, read_run, user_errors
+from . import KperfError, bulk_objects, console, fmt_value, load_settings, read_run, user_errors
 
 #: Rows of the table at most: a 100,000-variant run changes on every metric's noise, and a
 #: terminal table of all of them would take minutes to lay out and nobody would read it.
@@ -85,7 +85,10 @@ def compare_cmd(
     # notes only once the comparison goes ahead: an error stays one line
     _note_status(settings.baseline, base)
     _note_status(settings.db, cur)
-    comparison = compare_runs(base, cur, ThresholdPolicy.from_settings(settings), allow_removed=allow_removed)
+    with bulk_objects():
+        comparison = compare_runs(
+            base, cur, ThresholdPolicy.from_settings(settings), allow_removed=allow_removed
+        )
     if fmt == "json":
         click.echo(json.dumps(comparison.to_dict(all=show_all), indent=2, default=str))
     else:
