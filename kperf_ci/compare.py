@@ -202,7 +202,7 @@ def gated(metric: str, selection: Any) -> bool:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
+@dataclass(slots=True)  # slots: one per metric of every variant
 class MetricChange:
     variant: VariantKey
     metric: str

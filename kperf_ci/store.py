@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import sys
 import time
 import urllib.parse
 import zlib
@@ -869,13 +870,14 @@ def load_run(
             key.__dict__.update(kernel=kernel, arch=arch, spec=spec, config=config, test=test, source=source)
             results[vid] = VariantResult(
                 key=key,
-                tags=json.loads(tags),
-                thresholds=json.loads(thresholds),
+                tags=[] if tags == "[]" else json.loads(tags),
+                thresholds={} if thresholds == "{}" else json.loads(thresholds),
                 sass_hash=sass_hash,
                 error=error,
             )
         res: VariantResult | None = None
         last = None
+        intern = sys.intern
         for vid, name, value, unit, kind, better in conn.execute(
             "SELECT variant_id, name, value, unit, kind, better FROM metrics WHERE run_id = ? "
             "ORDER BY variant_id, name",
@@ -883,8 +885,10 @@ def load_run(
         ):
             if vid != last:
                 last, res = vid, results.get(vid)
-            if res is not None:
-                res.metrics.append(make_metric(name, value, unit, kind, better))
+            if res is not None:  # the few distinct names interned: SQLite returns a new str per row
+                res.metrics.append(
+                    make_metric(intern(name), value, intern(unit), intern(kind), intern(better))
+                )
         last = None
         for vid, value in conn.execute(
             "SELECT variant_id, value_ms FROM samples WHERE run_id = ? ORDER BY variant_id, seq", (rid,)

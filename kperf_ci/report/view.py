@@ -60,7 +60,7 @@ HistoryFn = Callable[[str, str], list[tuple[RunInfo, float]]]
 BlobFn = Callable[[str, str, str], "bytes | None"]
 
 
-@dataclass
+@dataclass(slots=True)  # slots: one per metric of every variant
 class MetricRow:
     """One metric of one variant on both sides."""
 
