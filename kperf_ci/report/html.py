@@ -575,14 +575,15 @@ def _write_kernel_pages(report: Report, out: Path, detailed: set[str]) -> list[d
             rows = []
             for v in chunk:
                 k = v.key
-                label = e(v.short_spec or k.test or k.spec or k.id)
+                shown = v.short_spec or k.test or k.spec or k.id
+                label = e(shown)
+                test = f'<div class="note mono">{e(k.test)}</div>' if k.test and k.test != shown else ""
                 cell = f'<a href="../{v.page}">{label}</a>' if v.id in detailed else str(label)
                 reg = ' class="regression"' if v.regression else ""
                 gate = ' <span class="badge gate">gate</span>' if v.regression else ""
                 verdict = e(v.verdict)
                 rows.append(
-                    f'<tr id="v-{e(v.id)}"{reg}><td class="mono small">{cell}'
-                    f'<div class="note mono">{e(k.test)}</div></td>'
+                    f'<tr id="v-{e(v.id)}"{reg}><td class="mono small">{cell}{test}</td>'
                     f'<td>{e(k.arch)}</td><td class="mono small">{e(k.config)}</td>'
                     f'<td><span class="badge {verdict}">{verdict}</span>{gate}</td>'
                     f'<td class="small">{e(v.headline_text)}</td><td class="small">{e(v.summary)}</td></tr>'
