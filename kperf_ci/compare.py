@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from .archs import MAX_SHARED_PER_BLOCK
 from .fingerprint import incomparable_reason
-from .model import Better, Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult, canonical_json
+from .model import Better, Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from .units import fmt_value
 
 __all__ = [
@@ -172,6 +172,14 @@ class ThresholdPolicy:
 
         Within each level the exact metric name wins over the "time" key for time.median.
         """
+        if not marker:  # the usual case, asked once per metric of every variant: remembered
+            cache = self.__dict__.setdefault("_no_marker", {})
+            if metric not in cache:
+                cache[metric] = self._threshold(metric, None)
+            return cache[metric]
+        return self._threshold(metric, marker)
+
+    def _threshold(self, metric: str, marker: dict[str, Any] | None) -> tuple[float | None, str]:
         keys = [metric] + (["time"] if metric == "time.median" else [])
         for source, table in (("marker", marker or {}), ("[tool.kperf.thresholds]", self.thresholds)):
             for k in keys:
@@ -196,7 +204,7 @@ def gated(metric: str, selection: Any) -> bool:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
+@dataclass(slots=True)  # slots: one per metric of every variant
 class MetricChange:
     variant: VariantKey
     metric: str
@@ -425,6 +433,8 @@ def arch_class(arch: str, fingerprint: Fingerprint | None = None) -> str:
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
     """``text`` split at ``sep`` outside parentheses (tuple arguments render as "(a,b)")."""
+    if "(" not in text and ")" not in text:  # the usual case: depth stays 0, a plain split
+        return [t for t in (t.strip() for t in text.split(sep)) if t]
     out, depth, cur = [], 0, []
     for ch in text:
         depth += {"(": 1, ")": -1}.get(ch, 0)
@@ -478,6 +488,8 @@ def describe_key_change(base: VariantKey, cur: VariantKey, *, with_shape: bool =
 
 
 def _key_diff(base: VariantKey, cur: VariantKey, *, with_shape: bool) -> list[str]:
+    if base.config == cur.config and base.spec == cur.spec:  # the usual pair: nothing to parse
+        return []
     parts = []
     for b, c in (
         (parse_config(base.config), parse_config(cur.config)),
@@ -552,8 +564,9 @@ def match_variants(
 
     def ident(r: VariantResult, fp: Fingerprint | None) -> tuple:
         k = r.key
-        spec = canonical_json(parse_spec(k.spec, with_shape=not cross_mode))
-        return (k.kernel, arch_class(k.arch, fp), spec, canonical_json(parse_config(k.config)))
+        # sorted items: equal exactly when the parsed dicts are (cheaper than their JSON spelling)
+        spec = tuple(sorted(parse_spec(k.spec, with_shape=not cross_mode).items()))
+        return (k.kernel, arch_class(k.arch, fp), spec, tuple(sorted(parse_config(k.config).items())))
 
     def order(r: VariantResult) -> tuple[str, str, str, str]:
         return (r.key.test, r.key.spec, r.key.config, r.key.id)
@@ -706,13 +719,28 @@ def _time_change(
     policy: ThresholdPolicy,
     marker: dict[str, Any],
 ) -> MetricChange:
-    ch = _static_change(b, c, cur.key, policy, {})  # direction and deltas; regression decided below
     threshold, source = policy.threshold(c.name, marker)
+    if c.name != "time.median":  # summary statistics: time.median carries the verdict
+        delta = c.value - b.value
+        rel = delta / b.value if b.value else (0.0 if delta == 0 else None)
+        direction: Direction = "same" if delta == 0 else "n/a"
+        return MetricChange(
+            cur.key,
+            c.name,
+            b.value,
+            c.value,
+            delta,
+            rel,
+            direction,
+            False,
+            "" if delta == 0 or direction_of(c.name, c.better) == "none" else "see time.median",
+            c.kind,
+            c.unit or b.unit,
+            threshold,
+            source,
+        )
+    ch = _static_change(b, c, cur.key, policy, {})  # direction and deltas; regression decided below
     ch.threshold, ch.threshold_source, ch.regression, ch.reason = threshold, source, False, ""
-    if c.name != "time.median":
-        if ch.direction in ("better", "worse"):  # summary statistics: time.median carries the verdict
-            ch.direction, ch.reason = "n/a", "see time.median"
-        return ch
     if threshold is None:
         return ch
     if len(base.samples) >= 2 and len(cur.samples) >= 2:
@@ -776,6 +804,7 @@ def compare_runs(
         allow_removed=allow_removed,
         current_variants=len(current.results),
     )
+    why_kind: dict[str, str | None] = {}  # incomparable_reason by metric kind (same two fingerprints)
     m = match_variants(baseline.results, current.results, base_info=baseline.info, cur_info=current.info)
     comp.added = [r.key for r in m.added]
     ran_tests = {r.key.test for r in current.results if r.key.test}
@@ -828,7 +857,9 @@ def compare_runs(
                     f"{current.info.mode} mode vs {baseline.info.mode} mode: only static metrics compare"
                 )
             else:
-                why = incomparable_reason(fb, fc, c.kind)
+                if c.kind not in why_kind:
+                    why_kind[c.kind] = incomparable_reason(fb, fc, c.kind)
+                why = why_kind[c.kind]
             if why:
                 if c.kind not in seen_kinds:
                     comp.incomparable.append(Incomparable(cur.key, c.kind, why))
@@ -867,7 +898,9 @@ def compare_runs(
             comp.changes.append(ch)
         comp.compared_variants += compared
         for b in base_metrics.values():
-            if incomparable_reason(fb, fc, b.kind) is None and not (cross_mode and b.kind != "static"):
+            if b.kind not in why_kind:
+                why_kind[b.kind] = incomparable_reason(fb, fc, b.kind)
+            if why_kind[b.kind] is None and not (cross_mode and b.kind != "static"):
                 comp.changes.append(
                     MetricChange(
                         cur.key,

@@ -446,3 +446,32 @@ def test_summary_screenshot(browser, tmp_path):
     if target:
         Path(target).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, Path(target) / "report-summary.png")
+
+
+def test_large_run_gets_kernel_pages_not_a_file_per_variant(tmp_path, monkeypatch):
+    """Above MAX_VARIANT_PAGES variants: pages for the worst ones only, and per-kernel pages
+    (KERNEL_PAGE_ROWS to a page) that list every variant, linking those with a page."""
+    from kperf_ci.report import html
+
+    monkeypatch.setattr(html, "MAX_VARIANT_PAGES", 10)
+    monkeypatch.setattr(html, "KERNEL_PAGE_ROWS", 4)
+    bases, cur = synthetic_runs(40, hostile_name=HOSTILE, history=1)
+    for b in bases:
+        store.save_run(tmp_path / "baseline.db", b.info, b.results)
+    store.save_run(tmp_path / "run.db", cur.info, cur.results)
+    out = tmp_path / "site"
+    args = ["report", "--db", str(tmp_path / "run.db"), "--baseline", str(tmp_path / "baseline.db")]
+    r = CliRunner().invoke(main, [*args, "-o", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    detail = {p.stem for p in (out / "k").glob("*.html")}
+    assert 10 <= len(detail) < 40
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert 'id="variants-capped"' in index and 'id="kernel-list"' in index
+    assert index.count("<tr data-verdict=") == len(detail)
+    listed = "".join(p.read_text(encoding="utf-8") for p in (out / "kernels").glob("*.html"))
+    ids = {v.key.id for v in cur.results}
+    assert all(f'id="v-{i}"' in listed for i in ids)  # every variant is reachable
+    assert all(f'href="../k/{i}.html"' in listed for i in detail)
+    assert HOSTILE not in listed and "&lt;script&gt;" in listed  # names are text
+    pages = list((out / "kernels").glob("*-2.html"))  # some kernel has more than 4 variants
+    assert pages and all(str(p.name) in index for p in pages)

@@ -9,8 +9,11 @@ import click
 
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 
-from . import KperfError, console, fmt_value, load_settings, read_run, user_errors
+from . import KperfError, bulk_objects, console, fmt_value, load_settings, read_run, user_errors
 
+#: Rows of the table at most: a 100,000-variant run changes on every metric's noise, and a
+#: terminal table of all of them would take minutes to lay out and nobody would read it.
+MAX_TABLE_ROWS = 500
 #: What the "changed:" line shows next to the key change: the numbers a launch option moves.
 _KEY_METRICS = ("registers", "spills", "shared_bytes", "sass.instructions")
 _VERDICT_STYLE = {"worse": "yellow", "better": "green", "same": "dim", "n/a": "dim"}
@@ -82,7 +85,10 @@ def compare_cmd(
     # notes only once the comparison goes ahead: an error stays one line
     _note_status(settings.baseline, base)
     _note_status(settings.db, cur)
-    comparison = compare_runs(base, cur, ThresholdPolicy.from_settings(settings), allow_removed=allow_removed)
+    with bulk_objects():
+        comparison = compare_runs(
+            base, cur, ThresholdPolicy.from_settings(settings), allow_removed=allow_removed
+        )
     if fmt == "json":
         click.echo(json.dumps(comparison.to_dict(all=show_all), indent=2, default=str))
     else:
@@ -114,12 +120,13 @@ def print_table(comparison, *, show_all: bool = False) -> None:
         highlight=False,
     )
     rows = comparison.sorted_changes(all=show_all)
+    hidden = max(0, len(rows) - MAX_TABLE_ROWS)
     if rows:
         t = Table(show_lines=False, header_style="bold")
         for col in ("kernel", "arch", "variant", "metric", "base -> current", "delta", "verdict", "why"):
             t.add_column(col, overflow="fold")
-        variant = variant_labels([ch.variant for ch in rows])
-        for ch in rows:
+        variant = variant_labels([ch.variant for ch in rows])  # labels as told apart among all rows
+        for ch in rows[:MAX_TABLE_ROWS]:
             if ch.rel is not None and not math.isnan(ch.rel):
                 rel = f"{ch.rel:+.1%}"
             else:
@@ -140,14 +147,23 @@ def print_table(comparison, *, show_all: bool = False) -> None:
                 _s(ch.reason),
             )
         out.print(t)
+        if hidden:
+            out.print(
+                f"... and {hidden} more row(s), not shown: the table lists the first {MAX_TABLE_ROWS}, "
+                "worst first (--format json lists all)",
+                highlight=False,
+            )
     else:
         out.print("no changes" + ("" if show_all else " (use --all to list every metric)"))
+    key_moves: dict[str, list[str]] = {}
+    if comparison.key_changes:
+        for ch in comparison.changes:
+            if ch.metric in _KEY_METRICS and ch.base != ch.current:
+                key_moves.setdefault(ch.variant.id, []).append(
+                    f"{ch.metric} {fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"
+                )
     for kc in comparison.key_changes:
-        moved = [
-            f"{ch.metric} {fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"
-            for ch in comparison.changes
-            if ch.variant.id == kc.current.id and ch.metric in _KEY_METRICS and ch.base != ch.current
-        ]
+        moved = key_moves.get(kc.current.id, [])
         text = "; ".join([kc.description, *moved])
         out.print(_s(f"changed: {kc.current.label()} ({kc.current.test or '?'}): {text}"), highlight=False)
     removed = comparison.removed

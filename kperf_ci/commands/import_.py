@@ -18,10 +18,10 @@ from typing import Any
 import click
 
 from kperf_ci.fingerprint import host_hash
-from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.model import Fingerprint, RunInfo, VariantKey, VariantResult, make_metric
 from kperf_ci.report.safe_text import terminal_safe
 
-from . import KperfError, load_settings, user_errors
+from . import KperfError, bulk_objects, load_settings, user_errors
 
 # pytest-benchmark stat -> (kperf metric, better)
 _STATS = {
@@ -45,7 +45,8 @@ def import_cmd(bench_json: str, db: str | None, label: str | None) -> None:
 
     path = Path(bench_json)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        with bulk_objects():
+            doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise KperfError(f"{path}: no such file; produce it with `pytest --benchmark-json {path}`") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -56,10 +57,12 @@ def import_cmd(bench_json: str, db: str | None, label: str | None) -> None:
         raise KperfError(
             f"{path}: JSON nested too deeply to be a pytest-benchmark file; pass a --benchmark-json file"
         ) from None
-    info, results = from_pytest_benchmark(doc, label=label, source=str(path))
-    renamed = disambiguate(results)
-    settings = load_settings(db=db)
-    store.save_run(settings.db, info, results)
+    with bulk_objects():
+        info, results = from_pytest_benchmark(doc, label=label, source=str(path), consume=True)
+        del doc
+        renamed = disambiguate(results)
+        settings = load_settings(db=db)
+        store.save_run(settings.db, info, results)
     for line in renamed:
         click.echo(f"note: {terminal_safe(line)}", err=True)
     click.echo(f"imported {len(results)} benchmarks from {path} as run {info.run_id} into {settings.db}")
@@ -146,13 +149,16 @@ def _ms(value: Any) -> float | None:
 
 
 def from_pytest_benchmark(
-    doc: Any, *, label: str | None = None, source: str = ""
+    doc: Any, *, label: str | None = None, source: str = "", consume: bool = False
 ) -> tuple[RunInfo, list[VariantResult]]:
     """Convert a parsed pytest-benchmark JSON document into (RunInfo, results).
 
     The document comes from a file anyone may hand over: a field of the wrong type or a
     statistic that is not a finite number is a one-line KperfError (exit 2) naming the file and
-    the benchmark, never a crash."""
+    the benchmark, never a crash.
+
+    ``consume``: drop each benchmark from ``doc`` once converted, so that a file of 100,000
+    benchmarks is not held twice (as parsed JSON and as results) at the peak."""
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise KperfError(f"{source}: no 'benchmarks' list; is this a pytest-benchmark --benchmark-json file?")
     machine = _obj(doc, "machine_info", source)
@@ -190,7 +196,10 @@ def from_pytest_benchmark(
         label=label,
     )
     results = []
-    for i, b in enumerate(doc["benchmarks"]):
+    benchmarks = doc["benchmarks"]
+    for i, b in enumerate(benchmarks):
+        if consume:
+            benchmarks[i] = None
         if not isinstance(b, dict):
             raise KperfError(f"{source}: benchmarks[{i}] is {_kind(b)}, not an object")
         name = _text(b.get("name")) or _text(b.get("fullname")) or "benchmark"
@@ -212,10 +221,10 @@ def from_pytest_benchmark(
             ms = _ms(v)
             if ms is None:
                 raise KperfError(f"{where}: stats.{stat} is {str(v)[:40]!r}, not a finite number of seconds")
-            metrics.append(Metric(metric, ms, "ms", "time", better))  # type: ignore[arg-type]
+            metrics.append(make_metric(metric, ms, "ms", "time", better))
         mean, sd = _ms(stats.get("mean")), _ms(stats.get("stddev"))
         if mean is not None and sd is not None and mean > 0 and math.isfinite(sd / mean):
-            metrics.append(Metric("time.cv", sd / mean, "fraction", "time", "none"))
+            metrics.append(make_metric("time.cv", sd / mean, "fraction", "time", "none"))
         data = stats.get("data") or []
         samples = [_ms(x) for x in data] if isinstance(data, list) else [None]
         if any(x is None for x in samples):
@@ -223,8 +232,8 @@ def from_pytest_benchmark(
         ci = _ci_of_median(samples)
         if ci:
             metrics += [
-                Metric("time.ci_low", ci[0], "ms", "time"),
-                Metric("time.ci_high", ci[1], "ms", "time"),
+                make_metric("time.ci_low", ci[0], "ms", "time", "lower"),
+                make_metric("time.ci_high", ci[1], "ms", "time", "lower"),
             ]
         rounds = stats.get("rounds")
         tags = [f"rounds={rounds}"] if _number(rounds) else []

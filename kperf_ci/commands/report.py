@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from . import KperfError, load_settings, read_run, read_runs, user_errors
+from . import KperfError, bulk_objects, load_settings, read_run, read_runs, user_errors
 
 
 @click.command("report")
@@ -73,19 +73,20 @@ def report_cmd(
         settings.db, settings.baseline, run_id, base_run, artifacts=True if fmt == "html" else (FINDINGS,)
     )
     comparison = None
-    if base is not None:
-        from kperf_ci.compare import ThresholdPolicy, compare_runs
+    with bulk_objects():
+        if base is not None:
+            from kperf_ci.compare import ThresholdPolicy, compare_runs
 
-        comparison = compare_runs(base, current, ThresholdPolicy.from_settings(settings))
-    paths = [p for p in (base_path, settings.db) if p]
-    report = build_report(
-        current,
-        base,
-        comparison,
-        history=HistoryReader(paths, current) if history and fmt == "html" else None,
-        blob=blob_reader(settings.db, current, base_path, base),
-        link=link,
-    )
+            comparison = compare_runs(base, current, ThresholdPolicy.from_settings(settings))
+        paths = [p for p in (base_path, settings.db) if p]
+        report = build_report(
+            current,
+            base,
+            comparison,
+            history=HistoryReader(paths, current) if history and fmt == "html" else None,
+            blob=blob_reader(settings.db, current, base_path, base),
+            link=link,
+        )
     if fmt == "html":
         out = Path(output or settings.report)
         _check_writable_dir(out, "-o")
