@@ -515,15 +515,6 @@ class TestDiff:
         }
 
 
-def _kv(text: str) -> dict[str, str]:
-    out = {}
-    for part in (text or "").split(","):
-        k, sep, v = part.partition("=")
-        if sep:
-            out[k.strip()] = v.strip()
-    return out
-
-
 def _dict_changes(b: dict[str, Any], h: dict[str, Any], fmt: Callable[[str, Any, Any], str]) -> list[str]:
     out = []
     for k in list(dict.fromkeys([*b, *h])):
@@ -545,7 +536,13 @@ def _fmt_metric(name: str, b: Any, h: Any) -> str:
 def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
     """What differs between two manifest rows, most telling first: options, arguments, grid,
     then per arch the code (SASS) and its static metrics."""
-    out = _dict_changes(_kv(b.get("config", "")), _kv(h.get("config", "")), lambda k, x, y: f"{k} {x} -> {y}")
+    from kperf_ci.compare import parse_config  # one reader of config strings (tuple values too)
+
+    out = _dict_changes(
+        parse_config(b.get("config", "")),
+        parse_config(h.get("config", "")),
+        lambda k, x, y: f"{k} {x} -> {y}",
+    )
     out += _dict_changes(b.get("args") or {}, h.get("args") or {}, lambda k, x, y: f"{k} {x} -> {y}")
     if b.get("grid") != h.get("grid"):
         out.append(f"grid {tuple(b.get('grid') or ())} -> {tuple(h.get('grid') or ())}")
