@@ -9,7 +9,9 @@ Each command runs as a subprocess (`python -m kperf_ci`) in a scratch directory 
 the databases (the CLI migrates old schemas in place; the committed files are never touched), with
 relative paths so that no temporary path reaches an output. Printed output is kept as text; the
 files a command writes (an HTML site with trace JSON, tens of MB) are kept as a SHA-256 manifest,
-`files.sha256` (byte-identical or not; `--rev` on two revisions gives the full diff).
+`files.sha256` (byte-identical or not; `--rev` on two revisions gives the full diff). The one
+thing that differs between two renderings of a database, the report's "generated <minute> UTC"
+stamp, is blanked before hashing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import difflib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +52,9 @@ COMMANDS: dict[str, list[str]] = {
 }  # fmt: skip
 
 
+_GENERATED = re.compile(rb"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
+
+
 def produce(source_root: Path, out: Path) -> None:
     """Run every command with the kperf_ci package of `source_root`; write outputs under `out`."""
     out.mkdir(parents=True, exist_ok=True)
@@ -74,7 +80,7 @@ def produce(source_root: Path, out: Path) -> None:
             written = work / "out"
             if written.is_dir():
                 for f in sorted(p for p in written.rglob("*") if p.is_file()):
-                    digest = hashlib.sha256(f.read_bytes()).hexdigest()
+                    digest = hashlib.sha256(_GENERATED.sub(b"generated <time>", f.read_bytes())).hexdigest()
                     manifest.append(f"{digest}  {f.relative_to(written).as_posix()}")
     (out / "files.sha256").write_text("\n".join(manifest) + "\n")
 
