@@ -36,13 +36,14 @@ def is_loop_region(name: str) -> bool:
 
 
 def from_region_result(rr: Any, *, num_sms: int | None = None) -> Timeline:
-    """Timeline from kperf_ci.capture.instrument.RegionResult (duck-typed, so the analysis
+    """Timeline from kperf_ci.capture.region_result.RegionResult (duck-typed, so the analysis
     package does not import the GPU-side capture code).
 
     Accepted shapes, tried in order:
     - ``rr.timeline`` already a :class:`Timeline`;
-    - ``rr.trace``: a ``proton_trace.KernelTrace`` (cycles per CTA + global-timer init stamps),
-      converted with ``rr.clock_ghz`` (see :func:`kperf_ci.traces.kernel_trace.to_timeline`);
+    - ``rr.trace``: a :class:`kperf_ci.traces.kernel_trace.KernelTrace` (cycles per CTA +
+      global-timer init stamps), converted with ``rr.clock_ghz``
+      (:func:`kperf_ci.traces.kernel_trace.to_timeline`);
     - ``rr.records`` / ``rr.events``: iterable of objects or dicts with cta, warp, sm, region
       (or name), and start_ns/end_ns (or start/end in ns);
     - ``rr.trace_path``: a Proton Chrome trace on disk.
