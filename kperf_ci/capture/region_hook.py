@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..archs import MAX_SHARED_PER_BLOCK
-from .region_pass import _TAG_RE, TAG, PassReport, RegionConfig, insert_regions
+from .region_pass import TAG, TAG_RE, PassReport, RegionConfig, insert_regions
 
 #: Guards the swap of Triton's process-wide hook knob (the only state shared between scopes).
 _KNOB_LOCK = threading.Lock()
@@ -86,7 +86,7 @@ class RegionHook:
     def __call__(self, backend: Any, stages: dict, options: Any, language: Any, capability: Any) -> None:
         if self._prev is not None:
             self._prev(backend, stages, options, language, capability)
-        m = _TAG_RE.search(getattr(options, "instrumentation_mode", "") or "")
+        m = TAG_RE.search(getattr(options, "instrumentation_mode", "") or "")
         if m is None or "ttgir" not in stages:
             return
         users = self._configs.get(m.group(1))

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from ..model import canonical_json
 
 TAG = "kperf_regions"
-_TAG_RE = re.compile(r":" + TAG + r"=([0-9a-f]+)")
+TAG_RE = re.compile(r":" + TAG + r"=([0-9a-f]+)")
 
 
 OP_CLASSES: dict[str, tuple[str, ...]] = {
