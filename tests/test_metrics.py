@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from conftest import make_info, make_result
 
 from kperf_ci import analysis, metrics, store
-from kperf_ci.ab import ABResult
+from kperf_ci.ab import ABResult, LaunchChange, launch_changes, static_regressions
+from kperf_ci.ab import TestDiff as ABTestDiff
 from kperf_ci.analysis import KernelRecord, LaunchConfig, analyze_timeline, launch_gaps
 from kperf_ci.capture import sass
 from kperf_ci.capture.timing import TimingResult
@@ -258,6 +259,29 @@ def test_stored_direction_is_overridden_by_the_catalogue():
     comp = compare_runs(RunRecord(make_info(), [base]), RunRecord(make_info(), [cur]))
     by = {c.metric: c.direction for c in comp.changes}
     assert by == {"region.kernel.cycles": "n/a", "analysis.wave_tail": "worse"}
+
+
+def test_kperf_ab_what_moved_uses_the_catalogue_units_and_rules():
+    """kperf ab lists the code metrics the catalogue marks, formatted as kperf compare formats
+    them, and judges them with compare's rules."""
+    code = {"sass": "a", "registers": 32, "spills": 0, "spill_loads": 0, "shared_bytes": 99328,
+            "sass.instructions": 388, "ptx.instructions": 500}  # fmt: skip
+    head = {**code, "sass": "b", "spills": 16, "shared_bytes": 33792, "sass.instructions": 1028}
+    b, h = (
+        {"config": "num_warps=4", "code": {"sm_90": code}},
+        {"config": "num_warps=4", "code": {"sm_90": head}},
+    )
+    (line,) = launch_changes(b, h)
+    assert line == (
+        "sm_90 SASS changed: spills 0 bytes -> 16 bytes, shared_bytes 99,328 bytes -> 33,792 bytes, "
+        "sass.instructions 388 -> 1,028"
+    )
+    lc = LaunchChange("k", "k.py::k", "changed", [line], b, h)
+    (reg,) = static_regressions([ABTestDiff("t", "changed", [lc])], ThresholdPolicy())
+    assert (
+        "spills +16 bytes > 0 bytes allowed (default)" in reg["reason"]
+        and "sass.instructions" in reg["reason"]
+    )
 
 
 # --------------------------------------------------------------------------- verdicts
