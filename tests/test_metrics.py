@@ -26,6 +26,7 @@ from kperf_ci.compare import ThresholdPolicy, compare_runs
 from kperf_ci.gate import GatePolicy, gate_against_run, gate_history
 from kperf_ci.model import Metric, RunRecord, VariantResult
 from kperf_ci.plausibility import Plausibility
+from kperf_ci.prcheck.document import ABReport
 from kperf_ci.report.markdown import render_markdown
 from kperf_ci.report.view import build_report
 from kperf_ci.stats import compare_samples
@@ -346,6 +347,13 @@ def test_inconclusive_against_history_does_not_block():
     assert rep.checked == 1 and not rep.blocked, rep.render()
     slower = [x * 1.2 for x in pooled[:50]]  # the control: a real slowdown does block
     assert gate_history(hist, _gpu_run(_timed(slower)), GatePolicy(against="history")).blocked
+
+
+def test_kperf_ab_fails_on_slower_only():
+    """`kperf ab`'s exit status: an inconclusive A/B comparison is not a regression."""
+    for verdict, code in (("slower", 1), ("inconclusive", 0), ("unchanged", 0), ("faster", 0)):
+        rep = ABReport("origin/main", "abc", timed=[{"verdict": verdict}])
+        assert rep.exit_code == code, verdict
 
 
 @pytest.mark.parametrize(
