@@ -38,7 +38,7 @@ from kperf_ci.changepoint import (
     regime_ratios,
 )
 from kperf_ci.compare import ThresholdPolicy, compare_runs
-from kperf_ci.metrics import is_regression
+from kperf_ci.metrics import DEFAULT_THRESHOLDS, is_regression
 from kperf_ci.model import RunInfo, RunRecord, VariantKey, VariantResult
 from kperf_ci.stats import compare_samples
 
@@ -280,7 +280,7 @@ def gate_history(
         infos = [i for i, _, _ in series]
         cps = detect_change_points(values, labels=[i.run_id for i in infos], alpha=policy.alpha, seed=seed)
         threshold, source = thresholds.threshold("time.median", res.thresholds)
-        threshold = 0.05 if threshold is None else threshold
+        threshold = DEFAULT_THRESHOLDS["time"] if threshold is None else threshold
         for cp in cps:
             info = infos[cp.index]
             if cp.rel > threshold and not _accepted(info, policy):
