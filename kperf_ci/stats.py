@@ -36,11 +36,10 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import numpy as np
 
-Verdict = Literal["faster", "slower", "unchanged", "inconclusive"]
+from .metrics import TimingVerdict
 
 # Above these sizes the O(n*m) / O(n^2) sets of differences are computed on a seeded subsample:
 # the interval then reflects the smaller sample, i.e. it is conservative (wider), never narrower.
@@ -51,7 +50,7 @@ MAX_PAIRED = 2000  # paired: at most this many pairs (2M Walsh averages)
 
 @dataclass(frozen=True)
 class SampleComparison:
-    verdict: Verdict
+    verdict: TimingVerdict  # the vocabulary of kperf_ci.metrics
     ratio: float  # effect as cur / base (Hodges-Lehmann shift of log times, exponentiated)
     ci_low: float  # confidence interval of ratio
     ci_high: float
@@ -126,7 +125,7 @@ def hodges_lehmann_paired(d: np.ndarray, confidence: float) -> tuple[float, floa
     return est, _order_stat(walsh, k - 1), _order_stat(walsh, total - k)
 
 
-def decide(ratio: float, ci_low: float, ci_high: float, band: float) -> Verdict:
+def decide(ratio: float, ci_low: float, ci_high: float, band: float) -> TimingVerdict:
     """The verdict rule of this module (see the module docstring) on an effect and its interval."""
     if any(math.isnan(v) for v in (ratio, ci_low, ci_high)):
         return "inconclusive"

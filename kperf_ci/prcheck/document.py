@@ -9,6 +9,7 @@ from typing import Any
 
 from kperf_ci import store
 from kperf_ci.ab import ABError
+from kperf_ci.metrics import is_regression
 
 #: the blob that holds the A/B document, on the run labelled "ab"
 AB_BLOB = "ab_report"
@@ -33,7 +34,7 @@ class ABReport:
 
     @property
     def slower(self) -> list[dict[str, Any]]:
-        return [t for t in self.timed if t["verdict"] == "slower"]
+        return [t for t in self.timed if is_regression(t["verdict"])]  # never "inconclusive"
 
     def tests_to_time(self) -> list[str]:
         return [t.test for t in self.tests if t.status == "changed"]
