@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .archs import MAX_SHARED_PER_BLOCK
 from .fingerprint import incomparable_reason
+from .hardware import MAX_SHARED_PER_BLOCK
 from .model import Better, Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from .units import fmt_value
 

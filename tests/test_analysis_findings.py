@@ -10,7 +10,6 @@ from kperf_ci.analysis import (
     analyze_timeline,
     launch_gaps,
     load_imbalance,
-    occupancy,
     overlap,
     prologue_epilogue,
     sm_utilization,
@@ -21,7 +20,7 @@ from kperf_ci.analysis.findings import Finding, flagged
 from kperf_ci.analysis.launch_gaps import KernelRecord, records_from_chrome_trace
 from kperf_ci.analysis.synthetic import grid_timeline, pipelined_timeline, schedule
 from kperf_ci.analysis.timeline import Timeline
-from kperf_ci.analysis.waves import arch_limits
+from kperf_ci.hardware import arch_limits, occupancy
 
 
 def by_name(fs: list[Finding]) -> dict[str, Finding]:

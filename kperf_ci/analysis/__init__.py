@@ -30,10 +30,9 @@ from .occupancy import sm_utilization
 from .overlap import overlap
 from .phases import prologue_epilogue
 from .timeline import Timeline, from_region_result, load_proton_trace, load_proton_traces, load_timelines
-from .waves import ArchLimits, arch_limits, occupancy, wave_quantization
+from .waves import wave_quantization
 
 __all__ = [
-    "ArchLimits",
     "Finding",
     "KernelRecord",
     "LaunchConfig",
@@ -41,7 +40,6 @@ __all__ = [
     "analyze_timeline",
     "analysis_metrics",
     "apply_cost_floor",
-    "arch_limits",
     "flagged",
     "from_region_result",
     "launch_gaps",
@@ -49,7 +47,6 @@ __all__ = [
     "load_proton_trace",
     "load_proton_traces",
     "load_timelines",
-    "occupancy",
     "overlap",
     "prologue_epilogue",
     "sm_utilization",

@@ -70,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from ..archs import MAX_SHARED_PER_BLOCK
+from ..hardware import MAX_SHARED_PER_BLOCK
 from ..model import Metric, canonical_json
 from . import proton_trace
 from .proton_trace import KernelTrace
