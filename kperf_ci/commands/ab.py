@@ -35,6 +35,7 @@ from typing import Any
 
 import click
 
+from kperf_ci.device import cuda_available
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from . import KperfError, user_errors
@@ -265,8 +266,6 @@ def static_pass(
 
 
 def _gpu_available() -> bool:
-    from kperf_ci.plugin.session import cuda_available
-
     return cuda_available()
 
 
