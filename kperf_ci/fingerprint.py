@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
+from . import config
 from .device import gpu_info
 from .model import Fingerprint, MetricKind
 
@@ -32,7 +33,7 @@ __all__ = [
 
 #: A secret that replaces the per-install key of :func:`host_hash` (e.g. a CI secret shared by
 #: the runners whose runs should recognise each other's host).
-HOST_SALT_ENV = "KPERF_HOST_SALT"
+HOST_SALT_ENV = config.ENV_HOST_SALT
 
 
 def _salt_path() -> Path:
@@ -75,7 +76,7 @@ def _install_salt(path: str) -> bytes:
 def host_salt() -> bytes:
     """The key of :func:`host_hash`: ``$KPERF_HOST_SALT`` when set, else this install's random key
     (``$XDG_CONFIG_HOME/kperf/host_salt``, default ``~/.config/kperf/host_salt``)."""
-    env = os.environ.get(HOST_SALT_ENV)
+    env = config.env_text(HOST_SALT_ENV)
     return env.encode() if env else _install_salt(str(_salt_path()))
 
 
