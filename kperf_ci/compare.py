@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import stats
 from .fingerprint import incomparable_reason
 from .hardware import MAX_SHARED_PER_BLOCK
 from .model import Better, Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
@@ -106,49 +107,10 @@ def direction_of(name: str, fallback: Better = "lower") -> Better:
 def compare_timing(
     base_samples: Sequence[float], cur_samples: Sequence[float], threshold: float, floor_ms: float
 ) -> tuple[TimingVerdict, float, tuple[float, float]]:
-    """Verdict on two sets of timing samples (ms): (verdict, rel change, CI of the ratio cur/base).
-
-    Uses ``kperf_ci.stats.compare_samples`` when that module is present; otherwise a ratio of
-    medians with a seeded bootstrap interval and a Mann-Whitney test. "slower" needs all of:
-    the ratio above 1 + threshold, the test saying different, and |delta| above ``floor_ms``.
-    """
-    try:
-        from . import stats  # noqa: PLC0415 - optional, better statistics
-    except ImportError:
-        stats = None
-    if stats is not None and hasattr(stats, "compare_samples"):
-        r = stats.compare_samples(base_samples, cur_samples, threshold=threshold, floor=floor_ms)
-        return r.verdict, r.rel, (r.ci_low, r.ci_high)
-    return _compare_timing_fallback(base_samples, cur_samples, threshold, floor_ms)
-
-
-def _compare_timing_fallback(
-    base_samples: Sequence[float], cur_samples: Sequence[float], threshold: float, floor_ms: float
-) -> tuple[TimingVerdict, float, tuple[float, float]]:
-    import numpy as np  # noqa: PLC0415
-    from scipy.stats import mannwhitneyu  # noqa: PLC0415
-
-    b = np.asarray([x for x in base_samples if x > 0 and math.isfinite(x)], dtype=float)
-    c = np.asarray([x for x in cur_samples if x > 0 and math.isfinite(x)], dtype=float)
-    if len(b) < 2 or len(c) < 2:
-        return "inconclusive", math.nan, (math.nan, math.nan)
-    mb, mc = float(np.median(b)), float(np.median(c))
-    ratio = mc / mb
-    rng = np.random.default_rng(0)
-    boots = np.median(rng.choice(c, (1000, len(c))), axis=1) / np.median(
-        rng.choice(b, (1000, len(b))), axis=1
-    )
-    lo, hi = (float(v) for v in np.quantile(boots, [0.005, 0.995]))
-    p = float(mannwhitneyu(b, c, alternative="two-sided").pvalue)
-    different = p < 0.01 and (lo > 1 or hi < 1)
-    big = abs(ratio - 1) > threshold and abs(mc - mb) > floor_ms
-    if different and big:
-        verdict: TimingVerdict = "slower" if ratio > 1 else "faster"
-    elif lo > 1 - threshold and hi < 1 + threshold or abs(mc - mb) <= floor_ms and p >= 0.01:
-        verdict = "unchanged"
-    else:
-        verdict = "inconclusive"
-    return verdict, ratio - 1, (lo, hi)
+    """Verdict on two sets of timing samples (ms): (verdict, rel change, CI of the ratio cur/base),
+    by ``kperf_ci.stats.compare_samples``."""
+    r = stats.compare_samples(base_samples, cur_samples, threshold=threshold, floor=floor_ms)
+    return r.verdict, r.rel, (r.ci_low, r.ci_high)
 
 
 # --------------------------------------------------------------------------- policy
