@@ -287,10 +287,8 @@ def _timeline(report: Report, side: str, r: VariantResult | None) -> Any:
     found = _artifact(r, *TIMELINE_ARTIFACTS)
     if r is None or found is None:
         return None
-    try:
-        from ..analysis import timeline as tlmod  # the analysis stage is optional: guarded
-    except ImportError:  # pragma: no cover
-        return None
+    from ..analysis import timeline as tlmod
+
     name, value = found
     try:
         raw = value if isinstance(value, bytes) else None
@@ -347,10 +345,8 @@ def _trace_link(v: VariantView, out_dir: Path, timelines: dict[str, Any]) -> dic
         tl = timelines.get(side)
         if tl is None or len(tl) > MAX_TRACE_RECORDS:
             continue
-        try:
-            from ..analysis.perfetto import write_chrome_trace
-        except ImportError:  # pragma: no cover
-            return None
+        from ..analysis.perfetto import write_chrome_trace
+
         target = out_dir / "k" / f"{v.id}.{side}.trace.json"
         write_chrome_trace(target, tl)
         return {"href": target.name, "side": side, "note": "exported from the stored timeline"}
@@ -395,13 +391,11 @@ def _history(report: Report, v: VariantView) -> list[dict[str, Any]]:
 
 
 def change_points(values: list[float], labels: list[str]) -> list[dict[str, Any]]:
-    """Change points from kperf_ci.changepoint when it is there (guarded: optional stage)."""
+    """Change points of a metric's history (kperf_ci.changepoint)."""
     if len(values) < 6:
         return []
-    try:
-        from ..changepoint import detect_change_points
-    except ImportError:  # pragma: no cover
-        return []
+    from ..changepoint import detect_change_points
+
     try:
         cps = detect_change_points(values, labels=labels, log=all(x > 0 for x in values))
     except Exception as e:
