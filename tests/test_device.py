@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import needs_gpu
 
 from kperf_ci import device
 
@@ -40,7 +41,9 @@ def smi(monkeypatch, tmp_path):
     def install(stdout: str, rc: int = 0) -> Path:
         exe = bindir / "nvidia-smi"
         (tmp_path / "out").write_text(stdout)
-        exe.write_text(f'#!/bin/sh\nPATH=/usr/bin:/bin\necho "$@" > {tmp_path}/args\ncat {tmp_path}/out\nexit {rc}\n')
+        exe.write_text(
+            f'#!/bin/sh\nPATH=/usr/bin:/bin\necho "$@" > {tmp_path}/args\ncat {tmp_path}/out\nexit {rc}\n'
+        )
         exe.chmod(0o755)
         return tmp_path / "args"
 
@@ -199,3 +202,33 @@ def test_gpu_info_without_a_gpu_keeps_the_torch_version():
         device.gpu_info.cache_clear()
     assert info["torch"] == torch.__version__
     assert ("gpu" in info) == torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_probes_agree_with_torch_and_the_table():
+    """On a real GPU: the driver is found, the fingerprint's GPU is torch's, the state reader
+    (NVML or nvidia-smi) sees a clock, and a tabulated GPU's SM count is the device's own."""
+    import torch
+
+    from kperf_ci import hardware
+    from kperf_ci.capture.backend import CudaBackend
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    driver = device.driver_version()
+    assert driver and driver[0].isdigit(), driver
+    device.gpu_info.cache_clear()
+    info = device.gpu_info()
+    assert info["gpu"] == props.name and info["sm_count"] == props.multi_processor_count
+    assert info["driver"] == driver
+    state = CudaBackend().state()
+    assert state.get("sm_clock_mhz", 0) > 0 and "temperature_c" in state, state
+    fp = device.device_fingerprint()
+    assert fp["l2_bytes"] == props.L2_cache_size and fp["driver"] == driver
+    row = hardware.gpu_spec(props.name)
+    if row is not None:
+        assert row.sm_count == props.multi_processor_count, (props.name, row)
+        assert row.arch == hardware.normalize_arch(props.major * 10 + props.minor)
