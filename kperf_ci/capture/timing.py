@@ -26,7 +26,7 @@ The loop (``time_callable``):
    of milliseconds: a CI reached within 10 ms described a moving target, and fresh processes
    disagreed by up to 10%. The time floors make every median cover a comparable window.)
 4. Pacing: after every batch the loop idles so that the GPU is busy at most ``duty_cycle``
-   (default 0.5) of the time, keeping compute-bound kernels under the power cap (see pace).
+   (default 0.5) of the time, keeping compute-bound kernels under the power cap (see timing_steps.pace).
    Budgets count wall time, ``min_time_s`` counts busy time.
 5. Re-warm: every timed batch follows an idle gap (pacing, the stop checks, state reads), and
    on an H100 the first call after a gap ran 1.2-2.2x the median (clock dropped while idle,

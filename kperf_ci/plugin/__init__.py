@@ -15,7 +15,7 @@ from kperf_ci.config import ConfigError, load_settings, may_be_enabled, resolve_
 from kperf_ci.device import cuda_available
 from kperf_ci.plugin import options
 from kperf_ci.plugin.fixture import KperfFixture
-from kperf_ci.plugin.marker import MARKER_HELP, parse_marker
+from kperf_ci.plugin.marker import MARKER_HELP, KperfMarker, default_name, parse_marker
 
 SESSION_KEY = pytest.StashKey["KperfSession"]()  # noqa: F821  (forward ref, imported lazily)
 MARKER_KEY = pytest.StashKey[Any]()
@@ -154,6 +154,4 @@ def kperf(request: pytest.FixtureRequest) -> KperfFixture:
 
 
 def parse_marker_or_default(item: pytest.Item) -> Any:
-    from kperf_ci.plugin.marker import KperfMarker, default_name
-
     return parse_marker(item) or KperfMarker(name=default_name(item))
