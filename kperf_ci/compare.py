@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .archs import MAX_SHARED_PER_BLOCK
+from . import stats
 from .fingerprint import incomparable_reason
+from .hardware import MAX_SHARED_PER_BLOCK
 from .metrics import (
     ABSOLUTE_KEYS,
     DEFAULT_THRESHOLDS,
@@ -75,10 +76,7 @@ def compare_timing(
 ) -> tuple[TimingVerdict, float, tuple[float, float]]:
     """Verdict on two sets of timing samples (ms): (verdict, rel change, CI of the ratio cur/base),
     by :func:`kperf_ci.stats.compare_samples` (the rule is in its module docstring)."""
-    # imported here for startup cost: stats needs numpy, and static-only comparisons never time
-    from .stats import compare_samples  # noqa: PLC0415
-
-    r = compare_samples(base_samples, cur_samples, threshold=threshold, floor=floor_ms)
+    r = stats.compare_samples(base_samples, cur_samples, threshold=threshold, floor=floor_ms)
     return r.verdict, r.rel, (r.ci_low, r.ci_high)
 
 

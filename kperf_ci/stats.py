@@ -220,3 +220,35 @@ def compare_samples(
         confidence=confidence,
         threshold=band,
     )
+
+
+# --------------------------------------------------------------------------- one sample set
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median of ``xs``; NaN when there is none."""
+    return statistics.median(xs) if xs else math.nan
+
+
+def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median from order statistics (the timing
+    loop's stop rule).
+
+    The number of samples below the median is Binomial(n, 1/2); the interval is
+    [x_(j), x_(k)] with j, k its exact binomial quantiles. Fewer than 6 samples: [min, max].
+    """
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        return math.nan, math.nan
+    if n < 6:
+        return s[0], s[-1]
+    # here, not at the top: importing scipy.stats costs a second (see _z), and only a timing
+    # loop on a GPU needs it
+    from scipy.stats import binom  # noqa: PLC0415
+
+    low = int(binom.ppf((1.0 - confidence) / 2, n, 0.5))  # 1-based rank of the lower order statistic
+    low = max(1, low)
+    j = low - 1  # 0-based; the upper bound is the symmetric rank n - low + 1
+    k = min(n - 1, n - low)
+    return s[j], s[k]

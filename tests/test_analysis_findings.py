@@ -11,7 +11,6 @@ from kperf_ci.analysis import (
     analyze_timeline,
     launch_gaps,
     load_imbalance,
-    occupancy,
     overlap,
     prologue_epilogue,
     sm_utilization,
@@ -19,7 +18,7 @@ from kperf_ci.analysis import (
     wave_quantization,
 )
 from kperf_ci.analysis.findings import Finding, flagged
-from kperf_ci.analysis.waves import arch_limits
+from kperf_ci.hardware import arch_limits, occupancy
 from kperf_ci.traces.kernel_records import KernelRecord, records_from_chrome_trace
 from kperf_ci.traces.records import Timeline
 

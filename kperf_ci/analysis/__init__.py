@@ -32,10 +32,9 @@ from .occupancy import sm_utilization
 from .overlap import overlap
 from .phases import prologue_epilogue
 from .timeline import Timeline, from_region_result
-from .waves import ArchLimits, arch_limits, occupancy, wave_quantization
+from .waves import wave_quantization
 
 __all__ = [
-    "ArchLimits",
     "Finding",
     "KernelRecord",
     "LaunchConfig",
@@ -43,12 +42,10 @@ __all__ = [
     "analyze_timeline",
     "analysis_metrics",
     "apply_cost_floor",
-    "arch_limits",
     "flagged",
     "from_region_result",
     "launch_gaps",
     "load_imbalance",
-    "occupancy",
     "overlap",
     "prologue_epilogue",
     "sm_utilization",

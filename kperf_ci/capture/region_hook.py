@@ -28,7 +28,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..archs import MAX_SHARED_PER_BLOCK
+from ..config import ENV_REGION_CACHE_DIR, env_text
+from ..hardware import MAX_SHARED_PER_BLOCK
 from .region_pass import TAG, TAG_RE, PassReport, RegionConfig, insert_regions
 
 #: Guards the swap of Triton's process-wide hook knob (the only state shared between scopes).
@@ -130,7 +131,7 @@ def cache_dir_for(cfg: RegionConfig) -> str:
     """A Triton cache directory of this region configuration's own."""
     import triton
 
-    base = os.environ.get("KPERF_REGION_CACHE_DIR") or os.path.join(triton.knobs.cache.dir, TAG)
+    base = env_text(ENV_REGION_CACHE_DIR) or os.path.join(triton.knobs.cache.dir, TAG)
     return os.path.join(base, cfg.key())
 
 

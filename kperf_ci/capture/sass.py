@@ -36,6 +36,7 @@ from collections import Counter
 from functools import cache
 from typing import Any
 
+from ..hardware import arch_capability
 from ..metrics import metric
 from ..model import Metric
 
@@ -79,16 +80,6 @@ def tool(name: str) -> str:
     if p:
         return p
     raise FileNotFoundError(f"{name} not found (install triton, or put it on PATH)")
-
-
-def arch_capability(arch: str | int) -> int:
-    """ "sm_90" / "sm_90a" / "90" / 90 -> 90."""
-    if isinstance(arch, int):
-        return arch
-    m = re.search(r"(\d+)", str(arch))
-    if not m:
-        raise ValueError(f"bad arch {arch!r}: expected e.g. 'sm_90'")
-    return int(m.group(1))
 
 
 def _run(cmd: list[str], data: bytes | None = None, suffix: str = ".cubin") -> str:

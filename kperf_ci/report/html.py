@@ -391,13 +391,11 @@ def _history(report: Report, v: VariantView) -> list[dict[str, Any]]:
 
 
 def change_points(values: list[float], labels: list[str]) -> list[dict[str, Any]]:
-    """Change points from kperf_ci.changepoint when it is there (guarded: optional stage)."""
+    """Change points of a metric's history (kperf_ci.changepoint)."""
     if len(values) < 6:
         return []
-    try:
-        from ..changepoint import detect_change_points
-    except ImportError:  # pragma: no cover
-        return []
+    from ..changepoint import detect_change_points
+
     try:
         cps = detect_change_points(values, labels=labels, log=all(x > 0 for x in values))
     except Exception as e:
