@@ -15,6 +15,7 @@ import numpy as np
 from .findings import Finding, pct
 from .occupancy import sm_busy
 from .timeline import Timeline
+from .underfill import single_partial_wave
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,8 @@ def wave_quantization(
     ]
     if timeline is not None and len(timeline):
         out.extend(_measured(timeline, lim.sm_count, occ.ctas_per_sm, idle, threshold, suggestion))
+    if grid < cap:  # less than one wave: too little work, not a tail (see analysis.underfill)
+        out = single_partial_wave(out, grid=grid, capacity=cap, resources=res, threshold=threshold)
     return out
 
 
