@@ -22,7 +22,7 @@ from test_report_markdown import _check_details, _check_tables, _tables
 
 from kperf_ci import store
 from kperf_ci.analysis import analyze_timeline, to_metrics
-from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json, findings_to_json, ranked
+from kperf_ci.analysis.findings import ARTIFACT, Finding, capped, findings_from_json, findings_to_json, ranked
 from kperf_ci.cli import main
 from kperf_ci.compare import compare_runs
 from kperf_ci.model import RunRecord
@@ -116,7 +116,7 @@ def test_report_view_flagged_first_and_new_since_baseline(tmp_path):
     new = [vv.is_new_flag(f) for vv, f in pairs]
     assert new == sorted(new, reverse=True) and sum(new) >= len(expected)  # new flags lead
     # the summaries list the costliest findings of a kernel, at most findings_per_kernel of them
-    assert [f for vv, f in pairs if vv is v] == v.flagged_findings[: report.findings_per_kernel]
+    assert [f for vv, f in pairs if vv is v] == v.top_findings(report.findings_per_kernel)
     costs = [f.cost_ns for f in v.flagged_findings]
     assert all(c is not None for c in costs) and costs == sorted(costs, reverse=True)
     # A variant flagged in both runs is not new.
@@ -220,7 +220,7 @@ def test_summary_names_variants_with_flagged_findings(browser, findings_site):
     by_href = {i["href"]: i["names"] for i in items}
     for r in cur.results:
         found = findings_from_json(r.artifacts[ARTIFACT]) if ARTIFACT in r.artifacts else []
-        names = [f.name for f in ranked(found) if f.flagged][:3]  # the per-kernel cap's default
+        names = [f.name for f in capped(found, 3)[0]]  # the per-kernel cap's default
         href = f"k/{r.key.id}.html#findings"
         assert by_href.get(href, []) == names, r.key.kernel
     # The table counts them per row and sorts on the count.
@@ -346,10 +346,10 @@ def test_cli_markdown_reads_findings_from_the_database(tmp_path):
 def test_cli_show_prints_flagged_findings(tmp_path):
     bases, cur = synthetic_runs(12)
     run_db, _ = _save(tmp_path, bases, cur)
-    out = _kperf("show", "--db", str(run_db), "--kernel", "matmul_kernel").output
+    out = _kperf("show", "--db", str(run_db), "--kernel", "matmul_kernel", "--details").output
     (f,) = [f for f in findings_from_json(cur.results[3].artifacts[ARTIFACT]) if f.flagged]
     assert "findings: 1 of" in out
     flat = " ".join(out.split())  # rich wraps long lines
     assert f"[FLAG] {f.name}" in flat and " ".join(f.suggestion.split()) in flat
-    clean = _kperf("show", "--db", str(run_db), "--kernel", "add_kernel").output
+    clean = _kperf("show", "--db", str(run_db), "--kernel", "add_kernel", "--details").output
     assert "findings: 0 of" in clean and "[FLAG]" not in clean

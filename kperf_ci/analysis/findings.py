@@ -123,9 +123,20 @@ def ranked(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def capped(findings: Iterable[Finding], cap: int) -> tuple[list[Finding], int]:
-    """(the ``cap`` costliest flagged findings, how many more are flagged)."""
-    shown = flagged(ranked(findings))
-    return shown[:cap], max(0, len(shown) - cap)
+    """(the ``cap`` costliest flagged findings, how many more are flagged). Findings that give
+    the same advice are one problem seen from two sides (``wave_tail`` and ``wave_idle`` of one
+    grid): only the costliest of them takes a place under the cap."""
+    every = flagged(ranked(findings))
+    shown: list[Finding] = []
+    advice: set[str] = set()
+    for f in every:
+        if len(shown) == cap:
+            break
+        if f.suggestion and f.suggestion in advice:
+            continue
+        advice.add(f.suggestion)
+        shown.append(f)
+    return shown, len(every) - len(shown)
 
 
 def pct(x: float) -> str:

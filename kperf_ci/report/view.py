@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
-from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, findings_from_json, flagged, ranked
+from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, findings_from_json, flagged, ranked
 from ..capture.sass import CLASSES
 from ..group import count_words
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
@@ -113,6 +113,11 @@ class VariantView:
     def flagged_findings(self) -> list[Finding]:
         """Flagged findings, the costliest first (kperf_ci.analysis.findings.ranked)."""
         return flagged(ranked(self.findings))
+
+    def top_findings(self, cap: int) -> list[Finding]:
+        """What a summary lists for this kernel: the ``cap`` costliest flagged findings, one per
+        piece of advice (kperf_ci.analysis.findings.capped)."""
+        return capped(self.findings, cap)[0]
 
     def is_new_flag(self, f: Finding) -> bool:
         """Flagged now, not flagged in a baseline that had findings: what this change introduced."""
@@ -232,7 +237,7 @@ class Report:
         """The flagged findings of the current run, at most ``findings_per_kernel`` per kernel
         (the costliest): those new since the baseline first, then in kernel order (worst first)."""
         cap = self.findings_per_kernel
-        pairs = [(v, f) for v in self.variants for f in v.flagged_findings[:cap]]
+        pairs = [(v, f) for v in self.variants for f in v.top_findings(cap)]
         return sorted(pairs, key=lambda vf: not vf[0].is_new_flag(vf[1]))
 
     @property
