@@ -81,6 +81,9 @@ class Settings:
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
     label: str | None = None
+    # Flagged findings listed per kernel by `kperf show` and the report's summaries, costliest
+    # first (the kernel's own page lists all): a suite of hundreds of kernels stays readable
+    findings_per_kernel: int = 3
     # Where each value came from: "default", "--kperf-db", "env KPERF_DB", "/x/pyproject.toml"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     pyproject: str | None = field(default=None, compare=False)
@@ -217,6 +220,7 @@ _VALIDATORS = {
     "gate": _table,
     "report": _str,
     "label": _opt_str,
+    "findings_per_kernel": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
 }
 assert set(_VALIDATORS) == set(_KEYS)
 
