@@ -12,11 +12,11 @@ import re
 import pytest
 from click.testing import CliRunner
 from conftest import make_info
+from fixtures.synthetic import grid_timeline
 
 from kperf_ci import store
 from kperf_ci.analysis import analyze_timeline
 from kperf_ci.analysis.findings import ARTIFACT, Finding, capped, findings_to_json, ranked
-from kperf_ci.analysis.synthetic import grid_timeline
 from kperf_ci.analysis.waves import wave_quantization
 from kperf_ci.cli import main
 from kperf_ci.compare import compare_runs
