@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from . import stats
 from .fingerprint import incomparable_reason
+from .group import KernelIndex
 from .hardware import MAX_SHARED_PER_BLOCK
 from .metrics import (
     ABSOLUTE_KEYS,
@@ -223,6 +224,8 @@ class Comparison:
     allow_removed: bool = False
     current_variants: int = 0  # variants in the current run
     compared_variants: int = 0  # of them, matched with at least one metric compared
+    #: variant -> compiled kernel (kperf_ci.group): regressions are counted in kernels, not rows
+    kernels: KernelIndex = field(default_factory=KernelIndex)
 
     @property
     def regressions(self) -> list[MetricChange]:
@@ -231,6 +234,17 @@ class Comparison:
     @property
     def improvements(self) -> list[MetricChange]:
         return [c for c in self.changes if c.direction == "better" and not c.regression]
+
+    @property
+    def regressed_kernels(self) -> int:
+        """Kernels with at least one regressed metric (or a new build error): the one
+        regression count of compare, show and the reports (a metric row is not a unit)."""
+        return self.kernels.count(c.variant.id for c in self.regressions)
+
+    @property
+    def removed_kernels(self) -> int:
+        """Kernels among the removed variants that fail the comparison."""
+        return self.kernels.count(k.id for k in self.failing_removed)
 
     @property
     def failing_removed(self) -> list[VariantKey]:
@@ -295,6 +309,7 @@ class Comparison:
             "compared_variants": self.compared_variants,
             "current_variants": self.current_variants,
             "regressions": len(self.regressions),
+            "regressed_kernels": self.regressed_kernels,
             "improvements": len(self.improvements),
             "changes": [c.to_dict() for c in self.sorted_changes(all=all)],
             "added": [k(v) for v in self.added],
@@ -732,6 +747,7 @@ def compare_runs(
     why_kind: dict[str, str | None] = {}  # incomparable_reason by metric kind (same two fingerprints)
     m = match_variants(baseline.results, current.results, base_info=baseline.info, cur_info=current.info)
     comp.added = [r.key for r in m.added]
+    comp.kernels = KernelIndex.build(current.results, m.removed)
     ran_tests = {r.key.test for r in current.results if r.key.test}
     built = {arch_class(r.key.arch, fc) for r in current.results}
     for r in m.removed:

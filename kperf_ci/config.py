@@ -71,6 +71,9 @@ class Settings:
     # GPU mode: a checkout of the base revision, each kernel timed A/B against its copy there
     # (`kperf ab` passes --kperf-base-tree)
     base_tree: str | None = None
+    # Flagged findings listed per kernel by `kperf show` and the report's summaries, costliest
+    # first (the kernel's own page lists all): a suite of hundreds of kernels stays readable
+    findings_per_kernel: int = 3
     # Where each value came from: "default", "--kperf-db", "env KPERF_DB", "/x/pyproject.toml"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     pyproject: str | None = field(default=None, compare=False)
@@ -208,6 +211,7 @@ _VALIDATORS = {
     "report": _str,
     "label": _opt_str,
     "base_tree": _opt_str,
+    "findings_per_kernel": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
 }
 assert set(_VALIDATORS) == set(_KEYS)
 

@@ -103,7 +103,7 @@ def test_show(project):
     store.save_run(db, make_info("r1", label="head"), [res, make_result("other", registers=1)])
     r = invoke("show")
     assert r.exit_code == 0 and "r1" in r.output and "head" in r.output
-    r = invoke("show", "--run", "r1", "--kernel", "attn")
+    r = invoke("show", "--run", "r1", "--kernel", "attn", "--details")
     assert r.exit_code == 0, r.output
     assert "registers" in r.output and "regions" in r.output and "loop0" in r.output and "75.0%" in r.output
     assert "my.scope" in r.output and "other" not in r.output and "2 timing samples" in r.output

@@ -113,7 +113,8 @@ def test_num_warps_change_is_changed_and_the_register_blowup_fails(project):
         f"changed: softmax sm_90 num_warps=1,num_stages=3,num_ctas=1 ({SOFTMAX_TEST}): "
         "num_warps 4 -> 1; registers 34 -> 166; sass.instructions 295 -> 1,777" in out
     )
-    assert "REGRESSION" in out and "2 regression(s)" in out
+    # one kernel regressed on two metrics: counted once, in kernels (kperf_ci.group)
+    assert "REGRESSION" in out and "1 regressed kernel (2 metric rows over threshold)" in out
     assert "added:" not in out and "removed:" not in out and "no regressions" not in out
 
     doc = json.loads(kperf_compare("--format", "json").output)
@@ -219,7 +220,7 @@ def test_removed_variant_of_a_test_that_ran_fails_unless_allowed(project):
         "removed: 1 variant(s) measured in the baseline are missing from this run although their test ran"
         in out
     )
-    assert f"softmax_bwd sm_90 {CFG4} ({SOFTMAX_TEST})" in out and "1 removed variant(s)" in out
+    assert f"softmax_bwd sm_90 {CFG4} ({SOFTMAX_TEST})" in out and "1 removed kernel" in out
     assert "no regressions" not in out
     doc = json.loads(kperf_compare("--format", "json").output)
     assert doc["exit_code"] == 1 and [v["kernel"] for v in doc["removed"]] == ["softmax_bwd"]
@@ -416,6 +417,6 @@ def test_report_fails_the_removed_variant_that_compare_fails(project):
     report = build_report(cur, base, compare_runs(base, cur))
     (v,) = report.regressions
     assert v.key.kernel == "softmax_bwd" and v.cur is None and v.reasons[0].startswith("removed:")
-    assert "\n## ❌ kperf: 1 regression\n" in render_markdown(report)
+    assert "\n## ❌ kperf: 1 removed kernel\n" in render_markdown(report)
     allowed = build_report(cur, base, compare_runs(base, cur, allow_removed=True))
     assert not allowed.regressions and allowed.verdict_line == "no regressions"

@@ -435,7 +435,7 @@ def test_a_crash_is_exit_3_with_a_short_message(run_db, monkeypatch):
     def boom(*a, **kw):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr("kperf_ci.commands.show.print_run", boom)
+    monkeypatch.setattr("kperf_ci.commands.show.print_kernels", boom)  # the default view
     r = CliRunner().invoke(main, ["show", "--db", "run.db", "--run", "cur"])
     assert r.exit_code == 3, r.output
     assert "internal error, a bug in kperf-ci: ZeroDivisionError" in r.output

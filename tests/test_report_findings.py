@@ -22,7 +22,7 @@ from test_report_markdown import _check_details, _check_tables, _tables
 
 from kperf_ci import store
 from kperf_ci.analysis import analyze_timeline, to_metrics
-from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json, findings_to_json
+from kperf_ci.analysis.findings import ARTIFACT, Finding, capped, findings_from_json, findings_to_json, ranked
 from kperf_ci.cli import main
 from kperf_ci.compare import compare_runs
 from kperf_ci.model import RunRecord
@@ -115,7 +115,10 @@ def test_report_view_flagged_first_and_new_since_baseline(tmp_path):
     pairs = report.flagged_findings
     new = [vv.is_new_flag(f) for vv, f in pairs]
     assert new == sorted(new, reverse=True) and sum(new) >= len(expected)  # new flags lead
-    assert [f for vv, f in pairs if vv is v] == v.flagged_findings
+    # the summaries list the costliest findings of a kernel, at most findings_per_kernel of them
+    assert [f for vv, f in pairs if vv is v] == v.top_findings(report.findings_per_kernel)
+    costs = [f.cost_ns for f in v.flagged_findings]
+    assert all(c is not None for c in costs) and costs == sorted(costs, reverse=True)
     # A variant flagged in both runs is not new.
     matmul = next(v for v in report.variants if v.id == cur.results[3].key.id)
     assert matmul.flagged_findings and not any(matmul.is_new_flag(f) for f in matmul.flagged_findings)
@@ -175,7 +178,7 @@ def test_kernel_page_shows_flagged_findings_with_explanation_and_suggestion(brow
     browser.open(page)
     assert browser.errors == [] and browser.dialogs == []
     expected = [f for f in findings_from_json(r.artifacts[ARTIFACT])]
-    flagged = [f for f in expected if f.flagged]
+    flagged = [f for f in ranked(expected) if f.flagged]  # all of them on the page, costliest first
     shown = browser.eval(
         "[...document.querySelectorAll('#findings ~ .finding.flagged')].map(e => e.dataset.finding)"
     )
@@ -217,7 +220,7 @@ def test_summary_names_variants_with_flagged_findings(browser, findings_site):
     by_href = {i["href"]: i["names"] for i in items}
     for r in cur.results:
         found = findings_from_json(r.artifacts[ARTIFACT]) if ARTIFACT in r.artifacts else []
-        names = [f.name for f in found if f.flagged]
+        names = [f.name for f in capped(found, 3)[0]]  # the per-kernel cap's default
         href = f"k/{r.key.id}.html#findings"
         assert by_href.get(href, []) == names, r.key.kernel
     # The table counts them per row and sorts on the count.
@@ -264,7 +267,7 @@ def test_markdown_lists_flagged_findings_escaped():
     text = render_markdown(report)
     _check_tables(text)
     _check_details(text)
-    assert f"### Analysis findings ({n} flagged in " in text
+    assert f"### Analysis findings ({report.flagged_total} flagged in " in text
     # After the regressions, before the verdict sections.
     assert text.index("### Regressions") < text.index("### Analysis findings") < text.index("<details")
     rows = _findings_table(text)[2:]
@@ -286,13 +289,12 @@ def test_markdown_findings_are_capped_with_a_count():
     for i in range(8, 30):  # 22 more variants with a wave tail: far more flags than the cap
         _with_findings(cur, i, _tail_findings())
     report = _report(bases, cur)
-    n = len(report.flagged_findings)
-    assert n > MAX_FINDINGS + 5
+    n = report.flagged_total  # the notes count every flagged finding, over the per-kernel cap too
+    assert len(report.flagged_findings) > MAX_FINDINGS + 5 and n > len(report.flagged_findings)
     text = render_markdown(report)
     _check_tables(text)
     assert len(_findings_table(text)) - 2 == MAX_FINDINGS
     assert f"_… {n - MAX_FINDINGS} more flagged findings; see the full report._" in text
-    assert "_same as above_" in text  # one grid's wave findings share a suggestion: given once
     summary = render_summary(report)
     assert f"{n - MAX_FINDINGS // 2} more flagged findings" in summary
     # Under a tight size limit the comment stays within it, well-formed.
@@ -344,10 +346,10 @@ def test_cli_markdown_reads_findings_from_the_database(tmp_path):
 def test_cli_show_prints_flagged_findings(tmp_path):
     bases, cur = synthetic_runs(12)
     run_db, _ = _save(tmp_path, bases, cur)
-    out = _kperf("show", "--db", str(run_db), "--kernel", "matmul_kernel").output
+    out = _kperf("show", "--db", str(run_db), "--kernel", "matmul_kernel", "--details").output
     (f,) = [f for f in findings_from_json(cur.results[3].artifacts[ARTIFACT]) if f.flagged]
     assert "findings: 1 of" in out
     flat = " ".join(out.split())  # rich wraps long lines
     assert f"[FLAG] {f.name}" in flat and " ".join(f.suggestion.split()) in flat
-    clean = _kperf("show", "--db", str(run_db), "--kernel", "add_kernel").output
+    clean = _kperf("show", "--db", str(run_db), "--kernel", "add_kernel", "--details").output
     assert "findings: 0 of" in clean and "[FLAG]" not in clean

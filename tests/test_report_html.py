@@ -288,7 +288,8 @@ def test_index_renders_without_errors(browser, site, tmp_path):
     assert browser.dialogs == []
     # Nothing but the page itself is loaded: no CDN, fonts or images from anywhere.
     assert [u for u in browser.requests if not u.startswith("file://")] == []
-    assert browser.eval("document.querySelector('#verdict h1').textContent").strip().endswith("3 regressions")
+    verdict = browser.eval("document.querySelector('#verdict h1').textContent").strip()
+    assert verdict.endswith("3 regressed kernels")
     regs = browser.eval("[...document.querySelectorAll('#regressions li a')].map(a => a.textContent)")
     assert regs[0] == "softmax_kernel"  # the clear slowdown is named first
     counts = browser.eval(

@@ -151,7 +151,7 @@ def test_links_per_kernel_only_for_a_hosted_site():
 def test_summary_is_short_and_names_regressions(big):
     text = render_summary(big)
     assert len(text) < 6000
-    assert "3 regressions" in text
+    assert "3 regressed kernels" in text
     _check_tables(text)
     assert len(_tables(text)[0]) - 2 == 3  # the regressions (a findings table may follow)
     assert "Full report" in text

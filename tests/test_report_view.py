@@ -37,7 +37,7 @@ def test_verdicts_follow_the_comparison():
     by_kernel = {}
     for v in report.variants:
         by_kernel.setdefault((v.key.kernel, v.verdict), []).append(v)
-    assert report.verdict_line == "3 regressions"
+    assert report.verdict_line == "3 regressed kernels"
     regs = report.regressions
     assert [v.key.kernel for v in regs] == ["softmax_kernel", "layer_norm_fwd", "grouped_gemm"]
     assert regs[0].verdict == "slower" and "time slower" in regs[0].reasons[0]
@@ -204,7 +204,7 @@ def test_cli_html_with_history(dbs):
         "report", "--db", str(dbs / "run.db"), "--baseline", str(dbs / "base.db"), "-o", str(dbs / "site")
     )
     assert r.exit_code == 0, r.output
-    assert "3 regressions" in r.output
+    assert "3 regressed kernels" in r.output
     pages = list((dbs / "site" / "k").glob("*.html"))
     assert len(pages) == 17
     with_history = [p for p in pages if "time.median over 9 runs" in p.read_text(encoding="utf-8")]
@@ -222,7 +222,7 @@ def test_cli_markdown_and_summary(dbs, tmp_path):
     out.mkdir()
     r = _kperf(*common, "--format", "summary", "-o", str(out))
     assert r.exit_code == 0
-    assert "3 regressions" in (out / "summary.md").read_text(encoding="utf-8")
+    assert "3 regressed kernels" in (out / "summary.md").read_text(encoding="utf-8")
 
 
 def test_cli_baseline_defaults_to_previous_run_in_same_db(tmp_path, monkeypatch):
@@ -235,7 +235,7 @@ def test_cli_baseline_defaults_to_previous_run_in_same_db(tmp_path, monkeypatch)
     store.save_run(db, make_info("new", started_at="2026-01-02T00:00:00+00:00"), [make_result(registers=64)])
     r = _kperf("report", "--db", str(db), "--baseline", str(tmp_path / "missing.db"), "--format", "summary")
     assert r.exit_code == 0, r.output
-    assert "1 regression" in r.output and "old" in r.output
+    assert "1 regressed kernel" in r.output and "old" in r.output
     lone = tmp_path / "lone.db"
     store.save_run(lone, make_info("only"), [make_result(registers=32)])
     r = _kperf("report", "--db", str(lone), "--format", "summary")

@@ -77,7 +77,7 @@ def _cost_ns(f: Finding, span_ns: float, by_name: dict[str, Finding]) -> float |
         return float(d["finish_max_ns"]) - float(d["finish_median_ns"])
     if f.name == "wave_tail_idle_measured" and d.get("num_sms"):
         return float(d["idle_sm_ns"]) / float(d["num_sms"])
-    if f.name in ("wave_tail", "wave_idle") and "wave_idle" in by_name:
+    if f.name in ("wave_tail", "wave_idle", "grid_fill") and "wave_idle" in by_name:
         return by_name["wave_idle"].value * span_ns
     if f.unit == "fraction" and f.name in (
         "prologue_fraction",
@@ -91,14 +91,17 @@ def _cost_ns(f: Finding, span_ns: float, by_name: dict[str, Finding]) -> float |
 
 def apply_cost_floor(findings: list[Finding], span_ns: float, min_cost_ns: float) -> list[Finding]:
     """Unflag findings of one launch that cost less than ``min_cost_ns`` of wall time; the
-    number and the reason stay in the explanation."""
-    if min_cost_ns <= 0 or span_ns <= 0:
+    number and the reason stay in the explanation. Every flagged finding whose cost is known
+    carries it (``cost_ns``): reports rank findings by it."""
+    if span_ns <= 0:
         return findings
     by_name = {f.name: f for f in findings}
     out = []
     for f in findings:
         cost = _cost_ns(f, span_ns, by_name) if f.flagged else None
-        if cost is not None and cost < min_cost_ns:
+        if cost is not None:
+            f = replace(f, cost_ns=cost)
+        if cost is not None and min_cost_ns > 0 and cost < min_cost_ns:
             f = replace(
                 f,
                 flagged=False,

@@ -29,6 +29,9 @@ class Finding:
     better: Better = "none"
     threshold: float | None = None
     details: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: wall time it costs one launch, ns (analysis.apply_cost_floor); None when unknown. Ranks
+    #: findings at suite scale: the costliest are the ones worth an author's time.
+    cost_ns: float | None = None
 
     def to_metric(self) -> Metric:
         return Metric(
@@ -70,7 +73,7 @@ def to_metrics(findings: Iterable[Finding]) -> list[Metric]:
 
 #: the artifact name under which a variant keeps its findings (JSON from :func:`findings_to_json`)
 ARTIFACT = "findings"
-_KEEP = ("name", "value", "unit", "flagged", "explanation", "suggestion", "better", "threshold")
+_KEEP = ("name", "value", "unit", "flagged", "explanation", "suggestion", "better", "threshold", "cost_ns")
 
 
 def findings_to_json(findings: Iterable[Finding]) -> str:
@@ -98,6 +101,42 @@ def findings_from_json(text: str) -> list[Finding]:
 
 def flagged(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.flagged]
+
+
+#: Flagged findings listed per kernel where many kernels are summarised (``kperf show``, the
+#: report's summary, the PR comment); the setting ``findings_per_kernel`` changes it. Three: a
+#: launch rarely has more than three distinct problems, and wave findings of one grid repeat.
+DEFAULT_PER_KERNEL = 3
+
+
+def ranked(findings: Iterable[Finding]) -> list[Finding]:
+    """Flagged findings first, the costliest first (unknown cost after every known one, in
+    their order), then the rest in their order."""
+    items = list(findings)
+
+    def key(i: int) -> tuple:
+        f = items[i]
+        cost = f.cost_ns if f.cost_ns is not None and f.cost_ns == f.cost_ns else None
+        return (not f.flagged, cost is None, -(cost or 0.0), i)
+
+    return [items[i] for i in sorted(range(len(items)), key=key)]
+
+
+def capped(findings: Iterable[Finding], cap: int) -> tuple[list[Finding], int]:
+    """(the ``cap`` costliest flagged findings, how many more are flagged). Findings that give
+    the same advice are one problem seen from two sides (``wave_tail`` and ``wave_idle`` of one
+    grid): only the costliest of them takes a place under the cap."""
+    every = flagged(ranked(findings))
+    shown: list[Finding] = []
+    advice: set[str] = set()
+    for f in every:
+        if len(shown) == cap:
+            break
+        if f.suggestion and f.suggestion in advice:
+            continue
+        advice.add(f.suggestion)
+        shown.append(f)
+    return shown, len(every) - len(shown)
 
 
 def pct(x: float) -> str:

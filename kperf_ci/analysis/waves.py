@@ -17,6 +17,7 @@ from kperf_ci.hardware import ArchLimits, Occupancy, arch_limits, occupancy
 from .findings import Finding, pct
 from .occupancy import sm_busy
 from .timeline import Timeline
+from .underfill import single_partial_wave
 
 
 def wave_quantization(
@@ -110,6 +111,8 @@ def wave_quantization(
     ]
     if timeline is not None and len(timeline):
         out.extend(_measured(timeline, lim.sm_count, occ.ctas_per_sm, idle, threshold, suggestion))
+    if grid < cap:  # less than one wave: too little work, not a tail (see analysis.underfill)
+        out = single_partial_wave(out, grid=grid, capacity=cap, resources=res, threshold=threshold)
     return out
 
 

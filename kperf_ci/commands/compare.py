@@ -7,6 +7,7 @@ import math
 
 import click
 
+from kperf_ci.group import count_words, plural
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 
 from . import KperfError, bulk_objects, console, fmt_value, load_settings, read_run, user_errors
@@ -119,11 +120,16 @@ def print_table(comparison, *, show_all: bool = False) -> None:
         f"({_s(c.git_sha and c.git_sha[:8] or '?')} {_s(c.git_branch or '')})",
         highlight=False,
     )
-    rows = comparison.sorted_changes(all=show_all)
+    rows, tests = kernel_rows(comparison, comparison.sorted_changes(all=show_all))
     hidden = max(0, len(rows) - MAX_TABLE_ROWS)
     if rows:
         t = Table(show_lines=False, header_style="bold")
-        for col in ("kernel", "arch", "variant", "metric", "base -> current", "delta", "verdict", "why"):
+        # the tests column only where a kernel is reached through several tests: a table of
+        # one-test kernels keeps its width (and its columns' room)
+        shared = any(n > 1 for n in tests.values())
+        cols = ["kernel", "arch", "variant", *(["tests"] if shared else [])]
+        cols += ["metric", "base -> current", "delta", "verdict", "why"]
+        for col in cols:
             t.add_column(col, overflow="fold")
         variant = variant_labels([ch.variant for ch in rows])  # labels as told apart among all rows
         for ch in rows[:MAX_TABLE_ROWS]:
@@ -140,6 +146,7 @@ def print_table(comparison, *, show_all: bool = False) -> None:
                 _s(ch.variant.kernel),
                 _s(ch.variant.arch),
                 _s(variant[ch.variant.id]),
+                *([str(tests[ch.variant.id])] if shared else []),
                 _s(ch.metric),
                 _s(f"{fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"),
                 rel,
@@ -206,19 +213,35 @@ def _listing(labels: list[str]) -> str:
     )
 
 
+def kernel_rows(comparison, rows: list) -> tuple[list, dict[str, int]]:
+    """The rows of one compiled kernel reached through several tests, listed once: the first
+    (worst) row of each (kernel, metric) stays, with how many tests reach the kernel."""
+    kernels = comparison.kernels
+    seen: set[tuple[str, str]] = set()
+    out, tests = [], {}
+    for ch in rows:
+        kid = kernels.kernel(ch.variant.id)
+        if (kid, ch.metric) in seen:
+            continue
+        seen.add((kid, ch.metric))
+        out.append(ch)
+        tests[ch.variant.id] = max(1, len(kernels.tests.get(kid, ())))
+    return out, tests
+
+
 def verdict_line(comparison) -> str:
     """The last line, in rich markup: regressions and removals first; without them, whether
-    anything was compared at all, and only then "no regressions"."""
+    anything was compared at all, and only then "no regressions". Regressions are counted in
+    kernels (kperf_ci.group), the unit of the reports and `kperf show` too."""
 
     from kperf_ci.compare import COMPARED
 
-    n, removed = len(comparison.regressions), len(comparison.failing_removed)
-    bad = [f"{n} regression(s)"] if n else []
-    bad += [f"{removed} removed variant(s)"] if removed else []
+    n, removed = comparison.regressed_kernels, comparison.removed_kernels
     improvements = f"{len(comparison.improvements)} improvement(s)"
-    if bad:
+    if n or removed:
+        rows = f" ({plural(len(comparison.regressions), 'metric row')} over threshold)" if n else ""
         tail = "" if comparison.status == COMPARED else f"; {_s(comparison.status_line)}"
-        return f"[bold red]{', '.join(bad)}[/] {improvements}{tail}"
+        return f"[bold red]{count_words(n, removed)}[/]{rows} {improvements}{tail}"
     if comparison.status != COMPARED:
         return f"[bold yellow]{_s(comparison.status_line)}[/]; nothing was judged"
     return f"[green]no regressions[/] {improvements} ({_s(comparison.status_line)})"

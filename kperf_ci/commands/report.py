@@ -86,6 +86,7 @@ def report_cmd(
             history=HistoryReader(paths, current) if history and fmt == "html" else None,
             blob=blob_reader(settings.db, current, base_path, base),
             link=link,
+            findings_per_kernel=settings.findings_per_kernel,
         )
     if fmt == "html":
         out = Path(output or settings.report)
@@ -94,7 +95,7 @@ def report_cmd(
             index = write_site(report, out, jobs=jobs or settings.jobs)
         except OSError as e:
             raise _write_error(e, out) from None
-        click.echo(f"wrote {index} ({len(report.variants)} variants; {report.verdict_line})")
+        click.echo(f"wrote {index} ({len(report.variants)} kernels; {report.verdict_line})")
         return
     text = render_markdown(report, max_chars=max_chars) if fmt == "markdown" else render_summary(report)
     if not output or output == "-":

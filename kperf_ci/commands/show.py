@@ -1,13 +1,23 @@
-"""`kperf show`: the runs in a database, or one run's variants and metrics."""
+"""`kperf show`: the runs in a database, or one run's kernels: one line per compiled kernel
+(compact, the default), or every variant with its metrics (``--details``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
-from kperf_ci.model import RunInfo, RunRecord
-from kperf_ci.report.safe_text import rich_safe
+from kperf_ci import store
+from kperf_ci.analysis.findings import ARTIFACT, capped, flagged, ranked
+from kperf_ci.compare import ThresholdPolicy, compare_runs
+from kperf_ci.group import KernelIndex, plural
+from kperf_ci.model import RunInfo, RunRecord, VariantResult
+from kperf_ci.report.safe_text import rich_safe, terminal_safe
+from kperf_ci.report.view import load_findings
 
-from . import console, fmt_value, load_settings, read_run, read_runs, user_errors
+from . import KperfError, console, fmt_value, load_settings, read_run, read_runs, user_errors
+from .compare import variant_labels, verdict_line
 
 # Every stored string below is printed through rich_safe: Rich parses both f-strings and table
 # cells as markup, and a database is data (a kernel named "x[/]" must print, not crash).
@@ -17,18 +27,160 @@ from . import console, fmt_value, load_settings, read_run, read_runs, user_error
 @click.option("--db", type=click.Path(dir_okay=False), help="run database (default: [tool.kperf] db)")
 @click.option("--run", "run_id", help="show this run (id or unique prefix); 'latest' for the newest")
 @click.option("--kernel", help="only variants of this kernel (implies the latest run without --run)")
+@click.option(
+    "--details", is_flag=True, help="every variant with all its metrics, regions and findings (long)"
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="judge the run against this database, as kperf compare does (default: [tool.kperf] baseline)",
+)
 @user_errors
-def show_cmd(db: str | None, run_id: str | None, kernel: str | None) -> None:
-    """List runs, or show a run's variants with their metrics (region.* as a breakdown)."""
-    settings = load_settings(db=db)
+def show_cmd(
+    db: str | None, run_id: str | None, kernel: str | None, details: bool, baseline: str | None
+) -> None:
+    """List runs, or show a run: one line per compiled kernel (the tests that reach it counted,
+    headline metrics, the costliest flagged findings); --details for every variant's metrics."""
+    settings = load_settings(db=db, baseline=baseline)
     if run_id is None and kernel is None:
         print_runs(read_runs(settings.db))
         return
-    from kperf_ci.analysis.findings import ARTIFACT
-
     # Only the small findings artifact: a kernel author sees what the analyses flagged and why.
     record = read_run(settings.db, None if run_id in (None, "latest") else run_id, artifacts=(ARTIFACT,))
-    print_run(record, kernel=kernel)
+    if details:
+        print_run(record, kernel=kernel)
+        return
+    comparison = _comparison(settings, record, explicit=baseline is not None)
+    print_kernels(record, kernel=kernel, cap=settings.findings_per_kernel, comparison=comparison)
+
+
+def _comparison(settings: Any, record: RunRecord, *, explicit: bool) -> Any:
+    """The run compared with the baseline, as `kperf compare` judges it; None without one (a
+    configured baseline that is missing, empty or this very run is no error for a look)."""
+    path = settings.baseline
+    if not path:
+        return None
+    if not Path(path).exists():
+        if explicit:
+            raise KperfError(f"{path}: baseline does not exist; pass an existing run database")
+        return None
+    if not explicit and store.same_database(path, settings.db):
+        return None  # showing a run of the baseline database itself: nothing to judge it against
+    try:
+        base = read_run(path)
+    except KperfError as e:
+        if explicit:
+            raise
+        click.echo(f"kperf: configured baseline not read, no verdict shown: {terminal_safe(e)}", err=True)
+        return None
+    if not base.results or (
+        base.info.run_id == record.info.run_id and store.same_database(path, settings.db)
+    ):
+        return None
+    return compare_runs(base, record, ThresholdPolicy.from_settings(settings))
+
+
+#: The headline metrics of a compact line, in this order: (metric, column, unit).
+HEADLINE = (
+    ("time.median", "time", "ms"),
+    ("registers", "regs", ""),
+    ("spills", "spills", "bytes"),
+    ("shared_bytes", "smem", "bytes"),
+    ("sass.instructions", "sass", ""),
+)
+
+
+def kernel_lines(
+    record: RunRecord, *, kernel: str | None = None, cap: int = 3, comparison: Any = None
+) -> list[dict[str, Any]]:
+    """One dict per compiled kernel of the run (kperf_ci.group), in the run's order: its first
+    variant's key, the tests that reach it, headline metrics, flagged findings (the ``cap``
+    costliest, and how many more) and, with a comparison, whether it regressed."""
+    index = KernelIndex.build(record.results)
+    members: dict[str, list[VariantResult]] = {}
+    for r in record.results:
+        members.setdefault(index.kernel(r.key.id), []).append(r)
+    regressed = {c.variant.id for c in comparison.regressions} if comparison is not None else set()
+    added = {k.id for k in comparison.added} if comparison is not None else set()
+    lines = []
+    for kid, rs in members.items():
+        if kernel is not None and kernel not in index.names[kid]:
+            continue
+        ids = {r.key.id for r in rs}
+        rep = next((r for r in rs if r.key.id in regressed), rs[0])
+        found = next((f for f in (load_findings(r) for r in rs) if f), [])
+        shown, more = capped(found, cap)
+        verdict = ""
+        if comparison is not None:
+            verdict = "REGRESSION" if ids & regressed else "new" if ids <= added else "ok"
+        lines.append(
+            {
+                "result": rep,
+                "tests": index.tests[kid],
+                "names": index.names[kid],
+                "variants": len(rs),
+                "metrics": {name: rep.metric(name) for name, _col, _unit in HEADLINE},
+                "findings": shown,
+                "more_findings": more,
+                "error": next((r.error for r in rs if r.error), None),
+                "verdict": verdict,
+            }
+        )
+    return lines
+
+
+def print_kernels(
+    record: RunRecord, *, kernel: str | None = None, cap: int = 3, comparison: Any = None
+) -> None:
+    """The compact view: the run line, one table line per compiled kernel, a count line and,
+    with a comparison, the verdict line of `kperf compare` (the same regression count)."""
+    from rich.table import Table
+
+    out = console()
+    s = rich_safe
+    _run_line(record.info)
+    lines = kernel_lines(record, kernel=kernel, cap=cap, comparison=comparison)
+    if not lines:
+        out.print(
+            f"no variants{f' of kernel {s(repr(kernel))}' if kernel else ''} in this run", highlight=False
+        )
+        return
+    t = Table(header_style="bold", box=None, padding=(0, 1))
+    cols = ["kernel", "arch", "variant", "tests"] + [col for _n, col, _u in HEADLINE] + ["findings"]
+    cols += ["verdict"] if comparison is not None else []
+    for col in cols:
+        t.add_column(col, overflow="fold")
+    labels = variant_labels([line["result"].key for line in lines])
+    for line in lines:
+        key = line["result"].key
+        metrics = [(line["metrics"][name], unit) for name, _col, unit in HEADLINE]
+        found = ", ".join(f.name for f in line["findings"])
+        if line["more_findings"]:
+            found += f" +{line['more_findings']}"
+        if line["error"]:
+            found = f"error: {line['error']}"
+        cells = [
+            key.kernel,
+            key.arch,
+            labels[key.id],
+            str(len(line["tests"]) or "-"),
+            *(fmt_value(m.value, unit) if m is not None else "-" for m, unit in metrics),
+            found,
+        ]
+        row = [s(c) for c in cells]
+        if comparison is not None:
+            row.append("[bold red]REGRESSION[/]" if line["verdict"] == "REGRESSION" else s(line["verdict"]))
+        t.add_row(*row)
+    out.print(t)
+    n_var = sum(line["variants"] for line in lines)
+    of = f" ({plural(n_var, 'variant')})" if n_var != len(lines) else ""
+    out.print(
+        f"{plural(len(lines), 'kernel')}{of}; findings: the {cap} costliest flagged per kernel "
+        "(findings_per_kernel); --details lists every variant's metrics",
+        highlight=False,
+    )
+    if comparison is not None:
+        out.print(verdict_line(comparison), highlight=False)
 
 
 def print_runs(runs: list[RunInfo]) -> None:
@@ -57,18 +209,23 @@ def print_runs(runs: list[RunInfo]) -> None:
     console().print(t if runs else "no runs")
 
 
-def print_run(record: RunRecord, *, kernel: str | None = None) -> None:
-    from rich.table import Table
-
-    out = console()
-    info = record.info
+def _run_line(info: RunInfo) -> None:
     s = rich_safe
-    out.print(
+    console().print(
         f"run [bold]{s(info.run_id)}[/] {s(info.started_at)} mode={s(info.mode)} "
         f"label={s(info.label or '-')} git={s((info.git_sha or '?')[:10])} {s(info.git_branch or '')} "
         f"gpu={s(info.fingerprint.gpu or '-')} triton={s(info.fingerprint.triton or '-')}",
         highlight=False,
     )
+
+
+def print_run(record: RunRecord, *, kernel: str | None = None) -> None:
+    """Every variant with its metrics, regions and flagged findings (``--details``)."""
+    from rich.table import Table
+
+    out = console()
+    s = rich_safe
+    _run_line(record.info)
     results = [r for r in record.results if kernel is None or r.key.kernel == kernel]
     if not results:
         out.print(
@@ -112,16 +269,13 @@ def print_run(record: RunRecord, *, kernel: str | None = None) -> None:
         print_findings(r)
 
 
-def print_findings(r) -> None:  # noqa: ANN001
-    """The flagged findings of a variant (its ``findings`` artifact): value, why, what to try."""
-    from kperf_ci.analysis.findings import flagged
-    from kperf_ci.report.safe_text import terminal_safe
-    from kperf_ci.report.view import load_findings
-
+def print_findings(r: VariantResult) -> None:
+    """The flagged findings of a variant (its ``findings`` artifact), the costliest first:
+    value, why, what to try."""
     found = load_findings(r) or []
     if not found:
         return
-    shown = flagged(found)
+    shown = flagged(ranked(found))
     out = console()
     out.print(f"  findings: {len(shown)} of {len(found)} flagged", highlight=False)
     for f in shown:

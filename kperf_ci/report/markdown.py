@@ -60,6 +60,8 @@ def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None],
     href = kernel_link(v)
     if href:
         name = f"[{name}]({href})"
+    if len(v.tests) > 1:  # one compiled kernel reached through several tests: one row
+        name += f"<br><sub>{len(v.tests)} tests</sub>"
     return [
         "❌" if v.regression else _ICON.get(v.verdict, ""),
         name,
@@ -101,7 +103,9 @@ def _runs_line(report: Report) -> str:
 def _counts_line(report: Report) -> str:
     c = report.counts
     parts = [f"{c[k]} {k}" for k in c if c[k] or k in ("slower", "faster", "unchanged", "inconclusive")]
-    return f"{len(report.variants)} variants: " + ", ".join(parts)
+    stored = sum(v.members for v in report.variants)
+    of = f" ({stored} variants)" if stored != len(report.variants) else ""
+    return f"{len(report.variants)} kernels{of}: " + ", ".join(parts)
 
 
 def _headline(report: Report) -> str:
@@ -139,7 +143,9 @@ _FINDINGS_HEADER = ["", "kernel", "finding", "value", "explanation", "suggestion
 def _findings_head(report: Report) -> str:
     pairs = report.flagged_findings
     n_var = len({id(v) for v, _f in pairs})
-    return f"### Analysis findings ({len(pairs)} flagged in {n_var} variant{'s' if n_var != 1 else ''})"
+    total = report.flagged_total
+    cap = f"; the {report.findings_per_kernel} costliest per kernel listed" if total > len(pairs) else ""
+    return f"### Analysis findings ({total} flagged in {n_var} kernel{'s' if n_var != 1 else ''}{cap})"
 
 
 def _findings_rows(report: Report, link: Callable[[VariantView], str | None]) -> list[list[str]]:
@@ -181,8 +187,9 @@ def findings_lines(report: Report, max_rows: int = MAX_FINDINGS) -> list[str]:
     if not rows:
         return []
     out = [_findings_head(report), "", *table_lines(rows[:max_rows], _FINDINGS_HEADER)]
-    if len(rows) > max_rows:
-        out += ["", f"_… {len(rows) - max_rows} more flagged findings; see the full report._"]
+    shown = min(len(rows), max_rows)
+    if report.flagged_total > shown:
+        out += ["", f"_… {report.flagged_total - shown} more flagged findings; see the full report._"]
     return out + [""]
 
 
@@ -241,7 +248,7 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
 
     regs = report.regressions
     if regs:
-        out.add(f"### Regressions ({len(regs)})")
+        out.add(f"### Regressions ({md_escape(report.verdict_line)})")
         out.add("")
         left = add_table(regs, lambda v: "; ".join(v.reasons) or v.summary)
         out.add("")
@@ -265,11 +272,11 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
                 out.add(row)
                 n += 1
             out.add("")
-            if n < len(findings):
-                out.add(f"_… {len(findings) - n} more flagged findings; see the full report._")
+            if n < report.flagged_total:
+                out.add(f"_… {report.flagged_total - n} more flagged findings; see the full report._")
                 out.add("")
         else:
-            omitted.append(f"analysis findings ({len(findings)} flagged)")
+            omitted.append(f"analysis findings ({report.flagged_total} flagged)")
     shown = {id(v) for v in regs}
     for verdict, title, is_open in _SECTIONS:
         vs = [v for v in report.variants if v.verdict == verdict and id(v) not in shown]

@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
-from ..analysis.findings import Finding, findings_from_json, flagged
+from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, findings_from_json, flagged, ranked
 from ..capture.sass import CLASSES
+from ..group import count_words
 from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
 from ..metrics import (
     VERDICT_RANK,
@@ -27,6 +28,7 @@ from ..metrics import (
 from ..metrics import VERDICTS as VERDICTS
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from ..units import fmt_ci, fmt_rel, fmt_value
+from .kernels import fold_kernels, label_specs
 from .safe_text import terminal_safe
 
 log = logging.getLogger(__name__)
@@ -80,10 +82,22 @@ class VariantView:
     findings: list[Finding] = field(default_factory=list)
     #: names the baseline flagged; None when the baseline has no findings to compare with
     base_flagged: frozenset[str] | None = None
+    #: the tests (pytest node ids) and variant names that reach this compiled kernel, and how
+    #: many stored variants the row stands for (kperf_ci.report.kernels.fold_kernels)
+    tests: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    members: int = 1
+    spec_label: str = ""  # short_spec told apart from rows that would read alike (label_specs)
 
     @property
     def flagged_findings(self) -> list[Finding]:
-        return flagged(self.findings)
+        """Flagged findings, the costliest first (kperf_ci.analysis.findings.ranked)."""
+        return flagged(ranked(self.findings))
+
+    def top_findings(self, cap: int) -> list[Finding]:
+        """What a summary lists for this kernel: the ``cap`` costliest flagged findings, one per
+        piece of advice (kperf_ci.analysis.findings.capped)."""
+        return capped(self.findings, cap)[0]
 
     def is_new_flag(self, f: Finding) -> bool:
         """Flagged now, not flagged in a baseline that had findings: what this change introduced."""
@@ -145,7 +159,10 @@ class VariantView:
     @property
     def short_spec(self) -> str:
         """What tells variants of one kernel apart at a glance: the constexpr and specialised
-        values of the signature (``BLOCK_M=128, stride_k=1``), else its end."""
+        values of the signature (``BLOCK_M=128, stride_k=1``), else its end; with what tells it
+        apart from a row that would read alike (label_specs)."""
+        if self.spec_label:
+            return self.spec_label
         parts = [p.strip() for p in self.key.spec.split(",")]
         named = [p for p in parts if "=" in p and ":" not in p]
         text = ", ".join(named) if named else self.key.spec
@@ -167,10 +184,22 @@ class Report:
     #: and its line; None without a comparison
     comparison_status: str | None = None
     comparison_line: str = ""
+    #: flagged findings listed per kernel in summaries (the kernel page lists all, costliest first)
+    findings_per_kernel: int = DEFAULT_PER_KERNEL
 
     @property
     def regressions(self) -> list[VariantView]:
+        """Kernels that fail the gate: regressed ones and failing removed ones."""
         return [v for v in self.variants if v.regression]
+
+    @property
+    def regressed_kernels(self) -> int:
+        """The count kperf compare prints (Comparison.regressed_kernels), from the rows."""
+        return sum(1 for v in self.variants if v.regression and v.verdict != "removed")
+
+    @property
+    def removed_kernels(self) -> int:
+        return sum(1 for v in self.variants if v.regression and v.verdict == "removed")
 
     @property
     def counts(self) -> dict[str, int]:
@@ -185,10 +214,16 @@ class Report:
 
     @property
     def flagged_findings(self) -> list[tuple[VariantView, Finding]]:
-        """Every flagged finding of the current run: those new since the baseline first, then in
-        variant order (worst first)."""
-        pairs = [(v, f) for v in self.variants for f in v.flagged_findings]
+        """The flagged findings of the current run, at most ``findings_per_kernel`` per kernel
+        (the costliest): those new since the baseline first, then in kernel order (worst first)."""
+        cap = self.findings_per_kernel
+        pairs = [(v, f) for v in self.variants for f in v.top_findings(cap)]
         return sorted(pairs, key=lambda vf: not vf[0].is_new_flag(vf[1]))
+
+    @property
+    def flagged_total(self) -> int:
+        """Every flagged finding of the current run, the ones over the per-kernel cap included."""
+        return sum(len(v.flagged_findings) for v in self.variants)
 
     @property
     def fingerprint_rows(self) -> list[tuple[str, str, str, bool]]:
@@ -213,9 +248,8 @@ class Report:
 
     @property
     def verdict_line(self) -> str:
-        regs = self.regressions
-        if regs:
-            return f"{len(regs)} regression{'s' if len(regs) != 1 else ''}"
+        if self.regressions:
+            return count_words(self.regressed_kernels, self.removed_kernels)
         if self.baseline is None:
             return "no baseline to compare with"
         if not self.comparable:
@@ -286,6 +320,7 @@ def load_findings(r: VariantResult | None) -> list[Finding] | None:
                     suggestion=_text(f.suggestion),
                     better=f.better if f.better in ("lower", "higher") else "none",
                     threshold=th,
+                    cost_ns=_num(f.cost_ns),
                 )
             )
     except Exception as e:  # noqa: BLE001 - any malformed artifact: no section, never no report
@@ -428,11 +463,15 @@ def build_report(
     blob: BlobFn | None = None,
     link: str | None = None,
     generated_at: str | None = None,
+    findings_per_kernel: int = DEFAULT_PER_KERNEL,
 ) -> Report:
     """Join the two runs by variant and apply the comparison (``kperf_ci.compare.Comparison``).
 
     Without a comparison every metric still gets its direction of change and a variant's verdict
     follows its time.median (no statistics, no gate): enough for a look, not for CI.
+
+    One row per compiled kernel: variants of the same kernel reached through several tests are
+    folded into the worst of them, which lists the tests (kperf_ci.report.kernels).
     """
     base_by_id = {r.key.id: r for r in baseline.results} if baseline else {}
     cur_by_id = {r.key.id: r for r in current.results}
@@ -465,6 +504,8 @@ def build_report(
             v.summary = _summary(v.rows)
         v.score = _score(v.rows)
     ordered = sorted(views.values(), key=lambda v: (v.rank, -v.score, v.key.kernel, v.key.arch, v.key.config))
+    ordered = fold_kernels(ordered)
+    label_specs(ordered)
     notes = []
     if baseline is None:
         notes.append("No baseline run: every variant is shown as new.")
@@ -489,6 +530,7 @@ def build_report(
         notes=notes,
         comparison_status=status,
         comparison_line=getattr(comparison, "status_line", ""),
+        findings_per_kernel=findings_per_kernel,
     )
 
 
