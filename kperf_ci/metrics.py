@@ -239,6 +239,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "fullness of the last wave: its CTAs over a wave's CTA slots (1 = full); lower is worse"),
     MetricSpec("analysis.wave_idle", "fraction", _A, "lower", "per launch (grid and occupancy)",
                "SM-time idled by wave quantization, equal CTAs assumed"),
+    MetricSpec("analysis.grid_fill", "fraction", _A, "higher", "per launch (grid and occupancy)",
+               "share of one wave's CTA slots the grid fills (below 1: too little work for the GPU)"),
     MetricSpec("analysis.wave_tail_idle_measured", "fraction", _A, "lower", _LAUNCH,
                "SM-time idle after each SM's last CTA (or never used), from the timeline"),
     MetricSpec("analysis.ctas_per_sm_observed", "count", _A, "none", _LAUNCH,
