@@ -50,8 +50,9 @@ def outputs(x: Any) -> list[Any]:
     return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
-def make_inputs(torch: Any, target: Target, shape: tuple[int, ...], dtype: str, dist: str, seed: int,
-                device: str) -> tuple[Any, ...]:
+def make_inputs(
+    torch: Any, target: Target, shape: tuple[int, ...], dtype: str, dist: str, seed: int, device: str
+) -> tuple[Any, ...]:
     gen = torch.Generator().manual_seed(seed)
     xs = target.make_inputs(torch, tuple(shape), getattr(torch, dtype), dist, gen)
     return tuple(x.to(device) for x in xs)
@@ -66,14 +67,20 @@ def sync(torch: Any, on_gpu: bool) -> None:
         torch.cuda.synchronize()
 
 
-def check_record(cand_file: str, orig_file: str) -> None:
-    """What the guards saw during the last candidate call."""
+def check_record(cand_file: str, orig_file: str, lazy: str = "") -> None:
+    """What the guards saw during the last candidate call (``lazy``: why its result is not a
+    plain tensor, checked before "no kernel" because a lazy result launches nothing yet)."""
     rec = guards.RECORD
     if rec.network:
         raise Rejected(NETWORK, f"opened a network connection ({rec.network[0]})")
     if rec.streams:
-        raise Rejected(STREAM, f"used another CUDA stream ({rec.streams[0]}): the caller's stream "
-                               "would read results that are not ready")
+        raise Rejected(
+            STREAM,
+            f"used another CUDA stream ({rec.streams[0]}): the caller's stream "
+            "would read results that are not ready",
+        )
+    if lazy:
+        raise Rejected(LAZY, lazy)
     if rec.torch_ops:
         ops = ", ".join(sorted(set(rec.torch_ops))[:5])
         raise Rejected(TORCH_OPS, f"computes with torch outside a Triton kernel ({ops})")
@@ -86,25 +93,32 @@ def check_record(cand_file: str, orig_file: str) -> None:
         raise Rejected(REFERENCE, "launches a kernel defined outside the candidate module")
 
 
-def check_outputs(torch: Any, out: Any, ref: Any, inputs: Sequence[Any], before: Sequence[Any],
-                  what: str) -> float:
+def _lazy(torch: Any, out: Any) -> str:
+    for o in outputs(out):
+        if type(o) is not torch.Tensor:  # a subclass or proxy can compute on first read
+            return f"returned a {type(o).__name__}, not a plain torch.Tensor (a lazy or proxy result)"
+    return ""
+
+
+def check_outputs(
+    torch: Any, out: Any, ref: Any, inputs: Sequence[Any], before: Sequence[Any], what: str
+) -> float:
     """Types, aliasing, inputs, finiteness, dtype and closeness; returns the worst error/tolerance."""
     outs, refs = outputs(out), outputs(ref)
     if len(outs) != len(refs):
         raise Rejected(WRONG, f"{what}: returned {len(outs)} outputs, the original {len(refs)}")
-    for o in outs:
-        if type(o) is not torch.Tensor:  # a subclass or proxy can compute on first read
-            raise Rejected(LAZY, f"{what}: returned a {type(o).__name__}, not a plain torch.Tensor")
+    if _lazy(torch, out):
+        raise Rejected(LAZY, f"{what}: {_lazy(torch, out)}")
     spans = [_span(x) for x in inputs]
     for o in outs:
         s = _span(o)
         if any(s[0] < e and b < s[1] for b, e in spans):
             raise Rejected(ALIAS, f"{what}: an output shares memory with an input")
-    for x, b in zip(inputs, before):
+    for x, b in zip(inputs, before, strict=False):
         if not torch.equal(x, b):
             raise Rejected(INPUTS, f"{what}: modified its inputs")
     worst = 0.0
-    for o, r in zip(outs, refs):
+    for o, r in zip(outs, refs, strict=False):
         if o.shape != r.shape:
             raise Rejected(WRONG, f"{what}: output shape {tuple(o.shape)}, original {tuple(r.shape)}")
         if o.dtype != r.dtype:
@@ -116,8 +130,11 @@ def check_outputs(torch: Any, out: Any, ref: Any, inputs: Sequence[Any], before:
         if err > 1.0:
             lower = [d for d in ("float16", "bfloat16") if TOLERANCE[d][0] > TOLERANCE[str(r.dtype)[6:]][0]]
             if any(_err_ratio(torch, o, r, TOLERANCE[d]) <= 1.0 for d in lower):
-                raise Rejected(DOWNCAST, f"{what}: error {err:.3g}x the {r.dtype} tolerance but within "
-                                         "a lower precision's: computed in lower precision")
+                raise Rejected(
+                    DOWNCAST,
+                    f"{what}: error {err:.3g}x the {r.dtype} tolerance but within "
+                    "a lower precision's: computed in lower precision",
+                )
             raise Rejected(WRONG, f"{what}: differs from the original by {err:.3g}x the tolerance")
         worst = max(worst, err)
     return worst
@@ -145,8 +162,15 @@ def guarded(torch: Any, fn: Callable[..., Any], args: Sequence[Any], on_gpu: boo
     return out
 
 
-def run_case(torch: Any, ref_fn: Callable[..., Any], cand_fn: Callable[..., Any], inputs: Sequence[Any],
-             on_gpu: bool, files: tuple[str, str], what: str) -> tuple[Any, float]:
+def run_case(
+    torch: Any,
+    ref_fn: Callable[..., Any],
+    cand_fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    on_gpu: bool,
+    files: tuple[str, str],
+    what: str,
+) -> tuple[Any, float]:
     """The original then the candidate on the same inputs; outputs poisoned, everything checked."""
     ref = guarded(torch, ref_fn, clones(inputs), on_gpu)
     before = clones(inputs)
@@ -155,16 +179,25 @@ def run_case(torch: Any, ref_fn: Callable[..., Any], cand_fn: Callable[..., Any]
     except Exception as e:  # noqa: BLE001 - the candidate's failure is a verdict, not ours
         check_record(*files)  # a blocked cheat raises before the candidate's own error counts
         raise Rejected(CRASH, f"{what}: raised {type(e).__name__}: {str(e)[:200]}") from None
-    check_record(*files)
+    check_record(*files, lazy=_lazy(torch, out))
     return out, check_outputs(torch, out, ref, inputs, before, what)
 
 
-def correctness(torch: Any, target: Target, ref_fn: Callable[..., Any], cand_fn: Callable[..., Any],
-                seeds: Sequence[int], on_gpu: bool, files: tuple[str, str],
-                timers: Callable[[], list[str]]) -> dict[str, Any]:
+def correctness(
+    torch: Any,
+    target: Target,
+    ref_fn: Callable[..., Any],
+    cand_fn: Callable[..., Any],
+    seeds: Sequence[int],
+    on_gpu: bool,
+    files: tuple[str, str],
+    timers: Callable[[], list[str]],
+) -> dict[str, Any]:
     """Every shape x dtype, a distribution per case, every seed; then the cache check."""
     device = "cuda" if on_gpu else "cpu"
     shapes, dtypes = target.shapes(on_gpu), target.dtypes_for(on_gpu)
+    _cache_check(torch, target, ref_fn, cand_fn, seeds, on_gpu, files, device)  # first: a cache
+    # keyed by pointer would otherwise show up as a plain wrong result on a reused buffer
     worst, cases, i = 0.0, 0, 0
     for seed in seeds:
         for shape in shapes:
@@ -177,28 +210,44 @@ def correctness(torch: Any, target: Target, ref_fn: Callable[..., Any], cand_fn:
                 worst, cases = max(worst, err), cases + 1
                 if timers():
                     raise Rejected(TIMERS, f"replaced timing functions: {', '.join(timers())}")
-    _cache_check(torch, target, ref_fn, cand_fn, seeds, on_gpu, files, device)
-    return {"cases": cases, "shapes": [list(s) for s in shapes], "dtypes": list(dtypes),
-            "distributions": list(DISTRIBUTIONS), "seeds": list(seeds), "worst_error_over_tol": worst,
-            "tolerances": {d: {"rtol": TOLERANCE[d][0], "atol": TOLERANCE[d][1]} for d in dtypes}}
+    return {
+        "cases": cases,
+        "shapes": [list(s) for s in shapes],
+        "dtypes": list(dtypes),
+        "distributions": list(DISTRIBUTIONS),
+        "seeds": list(seeds),
+        "worst_error_over_tol": worst,
+        "tolerances": {d: {"rtol": TOLERANCE[d][0], "atol": TOLERANCE[d][1]} for d in dtypes},
+    }
 
 
-def _cache_check(torch: Any, target: Target, ref_fn: Callable[..., Any], cand_fn: Callable[..., Any],
-                 seeds: Sequence[int], on_gpu: bool, files: tuple[str, str], device: str) -> None:
+def _cache_check(
+    torch: Any,
+    target: Target,
+    ref_fn: Callable[..., Any],
+    cand_fn: Callable[..., Any],
+    seeds: Sequence[int],
+    on_gpu: bool,
+    files: tuple[str, str],
+    device: str,
+) -> None:
     """Same tensors (same address, shape, dtype), new values: a result cached by pointer, shape or
     id comes back stale; a returned buffer reused across calls aliases the first result."""
     shape, dtype = target.shapes(on_gpu)[-1], target.dtypes_for(on_gpu)[0]
     xs = make_inputs(torch, target, shape, dtype, "normal", seeds[0] + 101, device)
     first, _ = run_case(torch, ref_fn, cand_fn, xs, on_gpu, files, "cache check, first call")
     new = make_inputs(torch, target, shape, dtype, "uniform_pos", seeds[0] + 202, device)
-    for x, n in zip(xs, new):
+    for x, n in zip(xs, new, strict=False):
         x.copy_(n)
     try:
         second, _ = run_case(torch, ref_fn, cand_fn, xs, on_gpu, files, "cache check, same buffers")
     except Rejected as e:
-        if e.hack in (WRONG, NONFINITE):
-            raise Rejected(CACHE, "returned a stale result when the same input buffers got new values "
-                                  "(results cached across calls)") from None
+        if e.hack in (WRONG, NONFINITE, NO_KERNEL):
+            raise Rejected(
+                CACHE,
+                "returned a stale result (or launched nothing) when the same input buffers got new values "
+                "(results cached across calls)",
+            ) from None
         raise
     firsts = [_span(o) for o in outputs(first)]
     for o in outputs(second):
@@ -224,8 +273,14 @@ def _time_ms(torch: Any, fns: dict[str, Callable[[], Any]], on_gpu: bool) -> dic
     return {k: min(v) * 1e3 for k, v in ts.items()}
 
 
-def value_dependence(torch: Any, target: Target, ref_fn: Callable[..., Any], cand_fn: Callable[..., Any],
-                     on_gpu: bool, tol: float) -> dict[str, float]:
+def value_dependence(
+    torch: Any,
+    target: Target,
+    ref_fn: Callable[..., Any],
+    cand_fn: Callable[..., Any],
+    on_gpu: bool,
+    tol: float,
+) -> dict[str, float]:
     """Time both kernels on zeros and on random data: a candidate whose zeros/random ratio differs
     from the original's by more than ``tol`` has a speed that depends on the values, and a
     benchmark on any one distribution says nothing about the others."""
@@ -234,15 +289,22 @@ def value_dependence(torch: Any, target: Target, ref_fn: Callable[..., Any], can
     dtype = target.dtypes[0]
     rnd = make_inputs(torch, target, shape, dtype, "normal", 424242, device)
     zer = make_inputs(torch, target, shape, dtype, "zeros", 0, device)
-    t = _time_ms(torch, {
-        "ref_random": lambda: ref_fn(*rnd),
-        "ref_zeros": lambda: ref_fn(*zer),
-        "cand_random": lambda: cand_fn(*rnd),
-        "cand_zeros": lambda: cand_fn(*zer),
-    }, on_gpu)
+    t = _time_ms(
+        torch,
+        {
+            "ref_random": lambda: ref_fn(*rnd),
+            "ref_zeros": lambda: ref_fn(*zer),
+            "cand_random": lambda: cand_fn(*rnd),
+            "cand_zeros": lambda: cand_fn(*zer),
+        },
+        on_gpu,
+    )
     r_ref = t["ref_zeros"] / t["ref_random"]
     r_cand = t["cand_zeros"] / t["cand_random"]
     if abs(math.log(r_cand / r_ref)) > math.log1p(tol):
-        raise Rejected(VALUE_DEP, f"zeros/random time ratio {r_cand:.2f} vs the original's {r_ref:.2f}: "
-                                  "its speed depends on the input values")
+        raise Rejected(
+            VALUE_DEP,
+            f"zeros/random time ratio {r_cand:.2f} vs the original's {r_ref:.2f}: "
+            "its speed depends on the input values",
+        )
     return t

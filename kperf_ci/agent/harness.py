@@ -75,7 +75,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - a candidate that does not import is a verdict
             if guards.RECORD.network:
                 raise checks.Rejected(checks.NETWORK, "opened a network connection while importing") from None
-            raise checks.Rejected(checks.IMPORT, f"import failed: {type(e).__name__}: {str(e)[:200]}") from None
+            raise checks.Rejected(
+                checks.IMPORT, f"import failed: {type(e).__name__}: {str(e)[:200]}"
+            ) from None
         if guards.RECORD.network:
             raise checks.Rejected(checks.NETWORK, "opened a network connection while importing")
         if timers():
@@ -84,14 +86,18 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         if not callable(cand_fn):
             raise checks.Rejected(checks.SIGNATURE, f"defines no launcher {target.launcher}()")
         if list(inspect.signature(cand_fn).parameters) != list(inspect.signature(ref_fn).parameters):
-            raise checks.Rejected(checks.SIGNATURE, f"{target.launcher}() has another signature than the original")
+            raise checks.Rejected(
+                checks.SIGNATURE, f"{target.launcher}() has another signature than the original"
+            )
         files = (cand_file, orig_file)
         result["correctness"] = checks.correctness(
             torch, target, ref_fn, cand_fn, job.get("seeds", [1, 2]), on_gpu, files, timers
         )
         if job.get("value_check", True):
             tol = 0.15 if on_gpu else 2.0  # interpreter timings on a shared CPU are noisy: 3x
-            result["value_dependence_ms"] = checks.value_dependence(torch, target, ref_fn, cand_fn, on_gpu, tol)
+            result["value_dependence_ms"] = checks.value_dependence(
+                torch, target, ref_fn, cand_fn, on_gpu, tol
+            )
         if job.get("bench") and on_gpu:
             result["bench"] = _bench(torch, target, ref_fn, cand_fn, job, files, timers)
         if timers():
@@ -103,8 +109,15 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _bench(torch: Any, target: Any, ref_fn: Any, cand_fn: Any, job: dict[str, Any], files: tuple[str, str],
-           timers: Any) -> dict[str, Any]:
+def _bench(
+    torch: Any,
+    target: Any,
+    ref_fn: Any,
+    cand_fn: Any,
+    job: dict[str, Any],
+    files: tuple[str, str],
+    timers: Any,
+) -> dict[str, Any]:
     """Same-job interleaved A/B on timing inputs that no check used, then re-validated."""
     from kperf_ci import plausibility
     from kperf_ci.ab import adaptive_ab
@@ -114,31 +127,53 @@ def _bench(torch: Any, target: Any, ref_fn: Any, cand_fn: Any, job: dict[str, An
     a = checks.make_inputs(torch, target, shape, dtype, "normal", seed, "cuda")
     b = checks.clones(a)
     snap = checks.clones(b)
-    res = adaptive_ab(lambda: ref_fn(*a), lambda: cand_fn(*b), threshold=float(job.get("threshold", 0.01)),
-                      budget_s=float(job.get("bench_budget_s", 3.0)))
+    res = adaptive_ab(
+        lambda: ref_fn(*a),
+        lambda: cand_fn(*b),
+        threshold=float(job.get("threshold", 0.01)),
+        budget_s=float(job.get("bench_budget_s", 3.0)),
+    )
     torch.cuda.synchronize()
     if timers():
-        raise checks.Rejected(checks.TIMERS, f"replaced timing functions during timing: {', '.join(timers())}")
-    for x, s in zip(b, snap):
+        raise checks.Rejected(
+            checks.TIMERS, f"replaced timing functions during timing: {', '.join(timers())}"
+        )
+    for x, s in zip(b, snap, strict=False):
         if not torch.equal(x, s):
             raise checks.Rejected(checks.INPUTS, "modified its timing inputs")
     try:  # re-validate on the timing inputs, outputs poisoned, after the timing loop
         checks.run_case(torch, ref_fn, cand_fn, b, True, files, "after timing")
     except checks.Rejected as e:
-        raise checks.Rejected(checks.TIMING_INPUTS, f"wrong on the timing inputs after timing: {e.reason}") from None
+        raise checks.Rejected(
+            checks.TIMING_INPUTS, f"wrong on the timing inputs after timing: {e.reason}"
+        ) from None
     head_ms = sorted(res.head_ms)[len(res.head_ms) // 2] if res.head_ms else math.nan
     base_ms = sorted(res.base_ms)[len(res.base_ms) // 2] if res.base_ms else math.nan
     out = cand_fn(*b)
     nbytes = plausibility.derive_bytes(*b, out)
-    pl = plausibility.check(head_ms, device=torch.cuda.get_device_name(), bytes=nbytes, bytes_source="derived")
+    pl = plausibility.check(
+        head_ms, device=torch.cuda.get_device_name(), bytes=nbytes, bytes_source="derived"
+    )
     bench = {
-        "shape": list(shape), "dtype": dtype, "verdict": res.verdict, "ratio": res.ratio,
-        "ci_low": res.ci_low, "ci_high": res.ci_high, "pairs": res.n_pairs, "method": res.method,
-        "seconds": res.seconds + res.warmup_seconds, "base_ms": base_ms, "head_ms": head_ms,
-        "plausibility": pl.describe(), "device": torch.cuda.get_device_name(), "warnings": res.warnings,
+        "shape": list(shape),
+        "dtype": dtype,
+        "verdict": res.verdict,
+        "ratio": res.ratio,
+        "ci_low": res.ci_low,
+        "ci_high": res.ci_high,
+        "pairs": res.n_pairs,
+        "method": res.method,
+        "seconds": res.seconds + res.warmup_seconds,
+        "base_ms": base_ms,
+        "head_ms": head_ms,
+        "plausibility": pl.describe(),
+        "device": torch.cuda.get_device_name(),
+        "warnings": res.warnings,
     }
     if not pl.ok:
-        raise checks.Rejected(checks.ROOFLINE, f"speedup above the roofline, a measurement error: {pl.problems[0]}")
+        raise checks.Rejected(
+            checks.ROOFLINE, f"speedup above the roofline, a measurement error: {pl.problems[0]}"
+        )
     return bench
 
 

@@ -46,14 +46,25 @@ class Verdict:
         return self.seconds if self.device == "cuda" else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "hack": self.hack, "reason": self.reason, "correctness": self.correctness,
-                "bench": self.bench, "seconds": self.seconds, "device": self.device, **self.extra}
+        return {
+            "ok": self.ok,
+            "hack": self.hack,
+            "reason": self.reason,
+            "correctness": self.correctness,
+            "bench": self.bench,
+            "seconds": self.seconds,
+            "device": self.device,
+            **self.extra,
+        }
 
 
 def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The harness environment: no secrets, every proxy variable at a dead port."""
-    env = {k: v for k, v in (base if base is not None else os.environ).items()
-           if not k.startswith(SECRET_PREFIXES) and k not in SECRET_NAMES}
+    env = {
+        k: v
+        for k, v in (base if base is not None else os.environ).items()
+        if not k.startswith(SECRET_PREFIXES) and k not in SECRET_NAMES
+    }
     for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         env[k] = DEAD_PROXY
     env["no_proxy"] = env["NO_PROXY"] = ""
@@ -61,18 +72,37 @@ def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_harness(target: str, original: Path, candidate_source: str, *, device: str, seeds: list[int],
-                timeout_s: float, bench: bool = False, bench_budget_s: float = 3.0,
-                value_check: bool = True, python: str | None = None) -> Verdict:
+def run_harness(
+    target: str,
+    original: Path,
+    candidate_source: str,
+    *,
+    device: str,
+    seeds: list[int],
+    timeout_s: float,
+    bench: bool = False,
+    bench_budget_s: float = 3.0,
+    value_check: bool = True,
+    python: str | None = None,
+) -> Verdict:
     """Write the candidate to a fresh directory and run the harness on it; a Verdict always."""
     with tempfile.TemporaryDirectory(prefix="kperf-agent-") as d:
         cand = Path(d) / "candidate.py"
         cand.write_text(candidate_source, encoding="utf-8")
         result = Path(d) / "result.json"
         nonce = secrets.token_hex(16)
-        job = {"target": target, "original": str(Path(original).resolve()), "candidate": str(cand),
-               "device": device, "seeds": seeds, "bench": bench, "bench_budget_s": bench_budget_s,
-               "value_check": value_check, "nonce": nonce, "result": str(result)}
+        job = {
+            "target": target,
+            "original": str(Path(original).resolve()),
+            "candidate": str(cand),
+            "device": device,
+            "seeds": seeds,
+            "bench": bench,
+            "bench_budget_s": bench_budget_s,
+            "value_check": value_check,
+            "nonce": nonce,
+            "result": str(result),
+        }
         env = sandbox_env()
         root = str(Path(__file__).resolve().parents[2])  # kperf_ci's parent, for -m in any cwd
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -82,12 +112,23 @@ def run_harness(target: str, original: Path, candidate_source: str, *, device: s
         t0 = time.monotonic()
         try:
             proc = subprocess.run(
-                [python or sys.executable, "-m", "kperf_ci.agent.harness"], input=json.dumps(job), text=True,
-                capture_output=True, env=env, cwd=d, timeout=timeout_s, start_new_session=True,
+                [python or sys.executable, "-m", "kperf_ci.agent.harness"],
+                input=json.dumps(job),
+                text=True,
+                capture_output=True,
+                env=env,
+                cwd=d,
+                timeout=timeout_s,
+                start_new_session=True,
             )
         except subprocess.TimeoutExpired:
-            return Verdict(False, checks.TIMEOUT, f"did not finish within {timeout_s:.0f} s",
-                           seconds=time.monotonic() - t0, device=device)
+            return Verdict(
+                False,
+                checks.TIMEOUT,
+                f"did not finish within {timeout_s:.0f} s",
+                seconds=time.monotonic() - t0,
+                device=device,
+            )
         seconds = time.monotonic() - t0
         try:
             data = json.loads(result.read_text(encoding="utf-8"))
@@ -95,8 +136,21 @@ def run_harness(target: str, original: Path, candidate_source: str, *, device: s
             data = None
         if not isinstance(data, dict) or data.get("nonce") != nonce:
             tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
-            return Verdict(False, checks.CRASH, f"harness exited {proc.returncode} without a verdict: {tail[0][:200]}",
-                           seconds=seconds, device=device)
+            return Verdict(
+                False,
+                checks.CRASH,
+                f"harness exited {proc.returncode} without a verdict: {tail[0][:200]}",
+                seconds=seconds,
+                device=device,
+            )
     extra = {k: v for k, v in data.items() if k in ("value_dependence_ms",)}
-    return Verdict(bool(data.get("ok")), str(data.get("hack", "")), str(data.get("reason", "")),
-                   data.get("correctness") or {}, data.get("bench"), seconds, device, extra)
+    return Verdict(
+        bool(data.get("ok")),
+        str(data.get("hack", "")),
+        str(data.get("reason", "")),
+        data.get("correctness") or {},
+        data.get("bench"),
+        seconds,
+        device,
+        extra,
+    )
