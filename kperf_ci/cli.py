@@ -41,6 +41,7 @@ for _cmd in (compare_cmd, show_cmd, baseline_group, import_cmd, run_cmd, report_
 main.add_command(__import__("kperf_ci.commands.analyze", fromlist=["analyze_cmd"]).analyze_cmd)
 main.add_command(__import__("kperf_ci.commands.ab", fromlist=["ab_cmd"]).ab_cmd)
 main.add_command(__import__("kperf_ci.commands.gate", fromlist=["gate_cmd"]).gate_cmd)
+main.add_command(__import__("kperf_ci.commands.agent", fromlist=["agent_group"]).agent_group)
 
 
 if __name__ == "__main__":  # pragma: no cover
