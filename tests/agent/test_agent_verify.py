@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from llm_server import FakeLLM, reply_with
 
-from kperf_ci.agent import checks, cheats
+from kperf_ci.agent import cheats, checks
 from kperf_ci.agent import population as pop
 from kperf_ci.agent.llm import Endpoint, LLMProposer
 from kperf_ci.agent.loop import Agent, Budget, LoopConfig
