@@ -289,22 +289,24 @@ def value_dependence(
     dtype = target.dtypes[0]
     rnd = make_inputs(torch, target, shape, dtype, "normal", 424242, device)
     zer = make_inputs(torch, target, shape, dtype, "zeros", 0, device)
-    t = _time_ms(
-        torch,
-        {
-            "ref_random": lambda: ref_fn(*rnd),
-            "ref_zeros": lambda: ref_fn(*zer),
-            "cand_random": lambda: cand_fn(*rnd),
-            "cand_zeros": lambda: cand_fn(*zer),
-        },
-        on_gpu,
+    fns = {
+        "ref_random": lambda: ref_fn(*rnd),
+        "ref_zeros": lambda: ref_fn(*zer),
+        "cand_random": lambda: cand_fn(*rnd),
+        "cand_zeros": lambda: cand_fn(*zer),
+    }
+    # flagged only when three measurements (in rotated order) all say so: one stall of a shared
+    # machine must not reject a good candidate, and a real value dependence shows every time
+    for attempt in range(3):
+        names = list(fns)
+        names = names[attempt:] + names[:attempt]
+        t = _time_ms(torch, {k: fns[k] for k in names}, on_gpu)
+        r_ref = t["ref_zeros"] / t["ref_random"]
+        r_cand = t["cand_zeros"] / t["cand_random"]
+        if abs(math.log(r_cand / r_ref)) <= math.log1p(tol):
+            return t
+    raise Rejected(
+        VALUE_DEP,
+        f"zeros/random time ratio {r_cand:.2f} vs the original's {r_ref:.2f}: "
+        "its speed depends on the input values",
     )
-    r_ref = t["ref_zeros"] / t["ref_random"]
-    r_cand = t["cand_zeros"] / t["cand_random"]
-    if abs(math.log(r_cand / r_ref)) > math.log1p(tol):
-        raise Rejected(
-            VALUE_DEP,
-            f"zeros/random time ratio {r_cand:.2f} vs the original's {r_ref:.2f}: "
-            "its speed depends on the input values",
-        )
-    return t
