@@ -164,7 +164,8 @@ def render(doc: dict[str, Any]) -> str:
             f"{len(doc['searches'])} cases (goal: at least two example kernels, or a planted regression "
             f"reverted): {'met' if len(found) >= 2 else 'missed'}.",
             "",
-            "| case | start | best found | time ratio (99% CI) | original / best ms | rounds | GPU s | stopped |",
+            "| case | start | best found | time ratio (99% CI) | original / best ms | rounds | GPU s "
+            "| stopped |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for s in doc["searches"]:
