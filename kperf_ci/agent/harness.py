@@ -21,8 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kperf_ci import ab, plausibility
 from kperf_ci.agent import checks, guards
 from kperf_ci.agent.targets import get_target
+from kperf_ci.capture import timing
 
 
 def _load(path: str, name: str) -> Any:
@@ -36,9 +38,6 @@ def _load(path: str, name: str) -> Any:
 
 
 def _timer_objects() -> dict[str, Any]:
-    from kperf_ci import ab
-    from kperf_ci.capture import timing
-
     return {
         "kperf_ci.capture.timing.time_callable": timing.time_callable,
         "kperf_ci.capture.timing.time_interleaved": timing.time_interleaved,
@@ -119,15 +118,12 @@ def _bench(
     timers: Any,
 ) -> dict[str, Any]:
     """Same-job interleaved A/B on timing inputs that no check used, then re-validated."""
-    from kperf_ci import plausibility
-    from kperf_ci.ab import adaptive_ab
-
     shape, dtype = target.bench_shape, target.dtypes[0]
     seed = 1_000_003 + int(job.get("bench_seed", 0))  # never one of the verification seeds
     a = checks.make_inputs(torch, target, shape, dtype, "normal", seed, "cuda")
     b = checks.clones(a)
     snap = checks.clones(b)
-    res = adaptive_ab(
+    res = ab.adaptive_ab(
         lambda: ref_fn(*a),
         lambda: cand_fn(*b),
         threshold=float(job.get("threshold", 0.01)),
