@@ -162,6 +162,20 @@ class Agent:
             if prop is None:
                 stop = "search space exhausted"
                 break
+            if any(v.code == prop.source for v in self.pop.variants(sid)):  # no GPU time twice
+                self.pop.add_variant(
+                    sid,
+                    parent_id=base.id,
+                    round=rounds,
+                    code=prop.source,
+                    hypothesis=prop.hypothesis,
+                    proposer=prop.proposer,
+                    verdict=pop.DUPLICATE,
+                    reason="the same code as an earlier variant",
+                )
+                self.progress(f"round {rounds}: {prop.hypothesis} -> duplicate of an earlier variant")
+                idle += 1
+                continue
             remaining = self.budget.wall_s - (self.clock() - t0)
             v = self.verifier(
                 self.target.name,

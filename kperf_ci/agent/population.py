@@ -37,13 +37,14 @@ _SCHEMA = [
 ]
 
 # verdicts of a variant
-ORIGINAL, REJECTED, VERIFIED, FASTER, NOT_FASTER, PROPOSER_ERROR = (
+ORIGINAL, REJECTED, VERIFIED, FASTER, NOT_FASTER, PROPOSER_ERROR, DUPLICATE = (
     "original",
     "rejected",
     "verified",
     "faster",
     "not_faster",
     "proposer_error",
+    "duplicate",
 )
 
 

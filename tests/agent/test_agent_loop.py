@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from kperf_ci import store
 from kperf_ci.agent import output
 from kperf_ci.agent import population as pop
-from kperf_ci.agent.configsearch import ConfigSearchProposer, apply_knobs, current_knobs
+from kperf_ci.agent.configsearch import ConfigSearchProposer, Proposal, apply_knobs, current_knobs
 from kperf_ci.agent.loop import Agent, Budget, LoopConfig
 from kperf_ci.agent.prompts import PromptContext
 from kperf_ci.agent.targets import TARGETS, get_target
@@ -249,3 +250,60 @@ def test_push_branch_pushes_only_a_new_agent_branch(tmp_path):
     for bad in ("main", "master", "feature"):
         with pytest.raises(ValueError, match="refusing to push"):
             output.push_branch(repo, T.module, v.code, bad, "t", base="main")
+
+
+def test_a_proposal_already_tried_is_not_verified_again(tmp_path):
+    class Same:
+        name, calls = "fixed", 0
+
+        def propose(self, messages, launcher):
+            return Proposal(SRC.replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=2048)"), "2048", "fixed")
+
+    v = FakeVerifier()
+    p = pop.Population(tmp_path / "agent.db")
+    a = Agent(
+        T,
+        ORIG,
+        p,
+        Same(),
+        PromptContext("vector_add", "add"),
+        LoopConfig("cuda"),
+        Budget(max_rounds=3),
+        verifier=v,
+    )
+    res = a.run("t")
+    assert v.calls == 1
+    assert [r.verdict for r in p.variants(res.session_id)][1:] == [
+        pop.NOT_FASTER,
+        pop.DUPLICATE,
+        pop.DUPLICATE,
+    ]
+
+
+def test_open_pr_goes_through_the_github_module_only(monkeypatch):
+    import types
+
+    seen = {}
+    client_mod = types.ModuleType("kperf_ci.github.client")
+    client_mod.connect = lambda: types.SimpleNamespace(repo=lambda name: f"<repo {name}>")
+    pulls_mod = types.ModuleType("kperf_ci.github.pulls")
+
+    def open_pull_request(client, repo, head, base, title, body):
+        seen.update(repo=repo, head=head, base=base, title=title, body=body)
+        return types.SimpleNamespace(html_url="https://example.invalid/pr/1")
+
+    pulls_mod.open_pull_request = open_pull_request
+    pkg = types.ModuleType("kperf_ci.github")
+    pkg.client, pkg.pulls = client_mod, pulls_mod
+    monkeypatch.setitem(sys.modules, "kperf_ci.github", pkg)
+    monkeypatch.setitem(sys.modules, "kperf_ci.github.client", client_mod)
+    monkeypatch.setitem(sys.modules, "kperf_ci.github.pulls", pulls_mod)
+    pr = output.open_pr("o/r", "kperf-agent/x-1-2", "main", "t", "b")
+    assert pr.html_url.endswith("/pr/1")
+    assert seen == {
+        "repo": "<repo o/r>",
+        "head": "kperf-agent/x-1-2",
+        "base": "main",
+        "title": "t",
+        "body": "b",
+    }
