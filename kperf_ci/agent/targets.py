@@ -18,11 +18,12 @@ from typing import Any
 #: only near zero, only for positive values or only without outliers fails somewhere
 DISTRIBUTIONS = ("normal", "uniform_pos", "heavy_tail", "offset", "sparse")
 
-#: relative/absolute tolerance per output dtype (|cand - orig| <= atol + rtol * |orig|): a few
-#: ulps of the output type, because the reference is the original kernel (same math, another
-#: reduction order), not a float64 oracle
+#: relative/absolute tolerance per output dtype (|cand - orig| <= atol + rtol * max(|orig|,
+#: mean |orig|)): what another reduction order moves (the reference is the original kernel, not a
+#: float64 oracle), and below what computing in the next lower precision moves, so that a
+#: downcast is told apart (fp32 1e-4 < the ~5e-4 of fp16 arithmetic < fp16's 2e-3)
 TOLERANCE: dict[str, tuple[float, float]] = {
-    "float32": (2e-5, 1e-6),
+    "float32": (1e-4, 1e-5),
     "float16": (2e-3, 1e-4),
     "bfloat16": (1.6e-2, 1e-3),
 }
