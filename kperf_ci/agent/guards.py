@@ -148,19 +148,34 @@ def install_launch_hook(torch: Any, on_gpu: bool) -> None:
 
 
 def install_stream_guard(torch: Any) -> None:
-    """Record any stream a candidate creates or switches to during a guarded call."""
+    """Record any stream a candidate creates or switches to during a guarded call.
+
+    The classes keep their identity (``isinstance`` checks in torch and in kperf's timing still
+    hold): their ``__new__`` is wrapped, not the class replaced; the functions are wrapped."""
     cuda = torch.cuda
-    for name in ("Stream", "stream", "set_stream", "ExternalStream"):
-        orig = getattr(cuda, name, None)
-        if orig is None:
-            continue
 
-        def wrapper(*a: Any, _orig: Any = orig, _name: str = name, **k: Any) -> Any:
+    def recorder(orig: Any, name: str, is_new: bool) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
             if _ACTIVE["call"]:
-                RECORD.streams.append(f"torch.cuda.{_name}")
-            return _orig(*a, **k)
+                RECORD.streams.append(f"torch.cuda.{name}")
+            return orig(*a, **k)
 
-        setattr(cuda, name, wrapper)
+        return staticmethod(wrapper) if is_new else wrapper
+
+    for name in ("Stream", "ExternalStream"):
+        cls = getattr(cuda, name, None)
+        if isinstance(cls, type) and "__new__" in vars(cls):
+            cls.__new__ = recorder(
+                vars(cls)["__new__"].__func__
+                if isinstance(vars(cls)["__new__"], staticmethod)
+                else vars(cls)["__new__"],
+                name,
+                True,
+            )
+    for name in ("stream", "set_stream"):
+        fn = getattr(cuda, name, None)
+        if fn is not None:
+            setattr(cuda, name, recorder(fn, name, False))
 
 
 class guarded_call:
