@@ -126,7 +126,7 @@ def _bench(
     res = ab.adaptive_ab(
         lambda: ref_fn(*a),
         lambda: cand_fn(*b),
-        threshold=float(job.get("threshold", 0.01)),
+        threshold=float(job.get("threshold", 0.005)),  # kperf ab's default ab_threshold
         budget_s=float(job.get("bench_budget_s", 3.0)),
     )
     torch.cuda.synchronize()

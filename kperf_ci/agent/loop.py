@@ -38,7 +38,7 @@ class LoopConfig:
     seeds: list[int] = field(default_factory=lambda: [11, 23])
     timeout_s: float = 300.0  # one harness run
     bench_budget_s: float = 3.0
-    min_gain: float = 0.01  # a new best must be faster than the best so far by this much
+    min_gain: float = 0.005  # a new best beats the best so far by this much (kperf ab's ab_threshold)
     value_check: bool = True
 
 
