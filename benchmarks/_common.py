@@ -153,7 +153,7 @@ def cases(only: list[str] | None = None) -> list[Case]:
 
 
 def device_info() -> dict[str, Any]:
-    from kperf_ci.capture.gpu import device_fingerprint
+    from kperf_ci.device import device_fingerprint
 
     d = device_fingerprint()
     try:

@@ -49,8 +49,8 @@ def _raw_launches(run, alloc, kernel, n_ctas: int, launches: int, be) -> list[di
     """Launch the instrumented kernel `launches` times, each after 3 untimed warm calls queued
     just before it (no idle gap) and an L2 flush, between two CUDA events; after each, read the
     records straight from the profile buffer and compare the span with that launch's time."""
-    from kperf_ci.capture import proton_trace as pt
     from kperf_ci.capture.instrument import read_raw_trace
+    from kperf_ci.traces import clock as pt
 
     out = []
     for _ in range(launches):

@@ -1,7 +1,7 @@
 """How long `kperf report` takes on a large suite (target: 500 variants in < 10 s).
 
 Builds run databases with kperf_ci.store from synthetic but realistic runs
-(kperf_ci.report.sample: static metrics, 60 timing samples per variant, SASS/PTX artifacts,
+(tests/fixtures/sample.py: static metrics, 60 timing samples per variant, SASS/PTX artifacts,
 region metrics and a timeline for some variants, a baseline database with past runs for the
 history charts), then times the real command line in fresh processes (interpreter start and
 imports included), best of --repeat runs:
@@ -35,7 +35,9 @@ def make_dbs(workdir: Path, n: int, gpu: bool, history: int) -> tuple[Path, Path
     mark to every command it starts (fork/exec keep ru_maxrss), spoiling their peak RSS."""
     base_db, run_db = workdir / "baseline.db", workdir / "run.db"
     code = (
-        "import sys; from kperf_ci import store; from kperf_ci.report.sample import synthetic_runs\n"
+        # the sample runs are test data (tests/fixtures), not part of the package
+        "import sys; sys.path.insert(0, 'tests'); from kperf_ci import store\n"
+        "from fixtures.sample import synthetic_runs\n"
         f"bases, cur = synthetic_runs({n}, gpu={gpu}, history={history})\n"
         f"[store.save_run({str(base_db)!r}, b.info, b.results) for b in bases]\n"
         f"store.save_run({str(run_db)!r}, cur.info, cur.results)\n"

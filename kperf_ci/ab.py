@@ -38,8 +38,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kperf_ci.metrics import MOVED_METRICS, metric, unit_of
 from kperf_ci.model import Metric, VariantKey, VariantResult
 from kperf_ci.stats import SampleComparison, compare_samples
+from kperf_ci.units import fmt_value
 
 # --------------------------------------------------------------------------------------------
 # the base tree
@@ -256,14 +258,14 @@ class ABResult:
     def to_metrics(self) -> list[Metric]:
         """``ab.*`` metrics (kind "analysis") so an A/B outcome can be stored with the head run."""
         vals = [
-            ("ab.ratio", self.ratio, "ratio", "lower"),
-            ("ab.ci_low", self.ci_low, "ratio", "lower"),
-            ("ab.ci_high", self.ci_high, "ratio", "lower"),
-            ("ab.pairs", float(self.n_pairs), "count", "none"),
-            ("ab.seconds", self.seconds, "s", "none"),
-            ("ab.threshold", self.threshold, "fraction", "none"),
+            ("ab.ratio", self.ratio),
+            ("ab.ci_low", self.ci_low),
+            ("ab.ci_high", self.ci_high),
+            ("ab.pairs", self.n_pairs),
+            ("ab.seconds", self.seconds),
+            ("ab.threshold", self.threshold),
         ]
-        return [Metric(n, float(v), unit=u, kind="analysis", better=b) for n, v, u, b in vals]
+        return [metric(name, value) for name, value in vals]  # unit, kind, direction: the catalogue
 
     @property
     def tag(self) -> str:
@@ -524,13 +526,13 @@ def _dict_changes(b: dict[str, Any], h: dict[str, Any], fmt: Callable[[str, Any,
 
 
 def _fmt_metric(name: str, b: Any, h: Any) -> str:
-    def f(v: Any) -> str:
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        return "-" if v is None else str(v)
+    """ "spills 0 bytes -> 16 bytes": the catalogue's unit, formatted as `kperf compare` does."""
+    unit = unit_of(name)
 
-    unit = " B" if name in ("spills", "spill_loads", "shared_bytes") else ""
-    return f"{name} {f(b)}{unit} -> {f(h)}{unit}"
+    def f(v: Any) -> str:
+        return fmt_value(float(v), unit) if isinstance(v, (int, float)) else fmt_value(None)
+
+    return f"{name} {f(b)} -> {f(h)}"
 
 
 def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
@@ -564,8 +566,8 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
     return out
 
 
-#: static metrics in the order "what moved" lists them
-CODE_METRICS_ORDER = ("registers", "spills", "spill_loads", "shared_bytes", "sass.instructions")
+#: static metrics in the order "what moved" lists them (the catalogue's)
+CODE_METRICS_ORDER = MOVED_METRICS
 
 
 def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[LaunchChange]:
@@ -639,10 +641,6 @@ def tests_from_variants(diff: StaticDiff) -> list[TestDiff]:
     return [out[t] for t in sorted(out)]
 
 
-#: units of the manifest's code metrics, for the threshold rules of `kperf compare`
-_CODE_UNITS = {"spills": "bytes", "spill_loads": "bytes", "shared_bytes": "bytes"}
-
-
 def static_regressions(tests: list[TestDiff], policy: Any) -> list[dict[str, Any]]:
     """Launches whose code regressed beyond `kperf compare`'s static thresholds (spills from 0,
     registers +20%, shared memory over the arch's limit, ...), judged launch by launch on the
@@ -662,10 +660,9 @@ def static_regressions(tests: list[TestDiff], policy: Any) -> list[dict[str, Any
                 for name in CODE_METRICS_ORDER:
                     if not isinstance(x.get(name), (int, float)) or not isinstance(y.get(name), (int, float)):
                         continue
-                    unit = _CODE_UNITS.get(name, "count")
                     change = _static_change(
-                        Metric(name, float(x[name]), unit),
-                        Metric(name, float(y[name]), unit),
+                        metric(name, x[name]),
+                        metric(name, y[name]),
                         key,
                         policy,
                         {},

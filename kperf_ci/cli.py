@@ -7,8 +7,13 @@ from typing import Any
 import click
 
 from kperf_ci import __version__
+from kperf_ci.commands import CLICK_EXITS, exit_error
+from kperf_ci.commands.ab import ab_cmd
+from kperf_ci.commands.agent import agent_group
+from kperf_ci.commands.analyze import analyze_cmd
 from kperf_ci.commands.baseline import baseline_group
 from kperf_ci.commands.compare import compare_cmd
+from kperf_ci.commands.gate import gate_cmd
 from kperf_ci.commands.import_ import import_cmd
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.commands.run import run_cmd
@@ -20,8 +25,6 @@ class KperfGroup(click.Group):
     or 3 for a bug (``kperf_ci.commands.exit_error``), never 1 (1 means "a regression")."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from kperf_ci.commands import CLICK_EXITS, exit_error
-
         try:
             return super().invoke(ctx)
         except CLICK_EXITS:
@@ -36,12 +39,19 @@ def main() -> None:
     """kperf-ci: continuous performance for Triton kernels."""
 
 
-for _cmd in (compare_cmd, show_cmd, baseline_group, import_cmd, run_cmd, report_cmd):
+for _cmd in (
+    compare_cmd,
+    show_cmd,
+    baseline_group,
+    import_cmd,
+    run_cmd,
+    report_cmd,
+    analyze_cmd,
+    ab_cmd,
+    gate_cmd,
+    agent_group,
+):
     main.add_command(_cmd)
-main.add_command(__import__("kperf_ci.commands.analyze", fromlist=["analyze_cmd"]).analyze_cmd)
-main.add_command(__import__("kperf_ci.commands.ab", fromlist=["ab_cmd"]).ab_cmd)
-main.add_command(__import__("kperf_ci.commands.gate", fromlist=["gate_cmd"]).gate_cmd)
-main.add_command(__import__("kperf_ci.commands.agent", fromlist=["agent_group"]).agent_group)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,7 +1,8 @@
 """Compare two runs: match variants, diff every metric, decide what is a regression.
 
-Rules (see METRICS.md): default static thresholds, overridden by ``[tool.kperf.thresholds]``,
-overridden by the marker's ``thresholds=`` stored with the CURRENT run's variant. Timing is
+Rules (docs/METRICS.md, generated from :mod:`kperf_ci.metrics`): each metric's direction and
+default threshold come from the catalogue, overridden by ``[tool.kperf.thresholds]``, overridden
+by the marker's ``thresholds=`` stored with the CURRENT run's variant. Timing is
 decided on the raw samples (``compare_timing``), never on two medians alone when samples exist.
 Metrics are only compared when the two machines make them comparable (fingerprint.comparable).
 
@@ -20,9 +21,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .archs import MAX_SHARED_PER_BLOCK
+from . import stats
 from .fingerprint import incomparable_reason
-from .model import Better, Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
+from .hardware import MAX_SHARED_PER_BLOCK
+from .metrics import (
+    ABSOLUTE_KEYS,
+    DEFAULT_THRESHOLDS,
+    Change,
+    TimingVerdict,
+    change_of,
+    direction_of,
+    is_regression,
+    spec,
+    timing_change,
+)
+from .model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from .units import fmt_value
 
 __all__ = [
@@ -48,56 +61,11 @@ __all__ = [
     "direction_of",
 ]
 
-Direction = Literal["better", "worse", "same", "n/a"]
-TimingVerdict = Literal["slower", "faster", "unchanged", "inconclusive"]
-
-#: Relative increase that fails, per metric; "spills" is absolute bytes allowed; "time" is the
-#: relative slowdown of time.median.
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "spills": 0.0,
-    "registers": 0.10,
-    "sass.instructions": 0.05,
-    "time": 0.05,
-}
-ABSOLUTE_KEYS = frozenset({"spills"})
-
 #: Max dynamic shared memory per block (opt-in), bytes, by arch name. shared_bytes above it
 #: cannot launch.
 SHARED_LIMITS: dict[str, int] = {f"sm_{cap}": limit for cap, limit in MAX_SHARED_PER_BLOCK.items()}
-
-# Which way is good, by metric name; the table wins over Metric.better for the names it knows.
-_BETTER_EXACT: dict[str, Better] = {
-    "registers": "lower",
-    "spills": "lower",
-    "stack_bytes": "lower",
-    "local_bytes": "lower",
-    "shared_bytes": "lower",
-    "num_warps": "none",
-    "num_stages": "none",
-    # the cubin carries line tables: a comment moves it while the SASS stays the same, so its size
-    # is shown, never judged better or worse
-    "cubin_bytes": "none",
-    "ptx.instructions": "lower",
-    "sass.instructions": "lower",
-    "time.cv": "none",
-    "time.stddev": "none",
-    "time.iqr": "lower",
-    "analysis.sm_utilization": "higher",
-    "analysis.wave_tail": "lower",
-}
-
-
-def direction_of(name: str, fallback: Better = "lower") -> Better:
-    """Which way is better for a metric: the table above, then patterns, then ``fallback``."""
-    if name in _BETTER_EXACT:
-        return _BETTER_EXACT[name]
-    if name.startswith(("sass.", "ptx.")):  # instruction classes: a mix, neither good nor bad
-        return "none"
-    if name.startswith("time."):
-        return "lower"
-    if name.startswith("region."):
-        return "none" if name.endswith(".fraction") else "lower"
-    return fallback
+#: The absolute limits a catalogue entry can name (MetricSpec.limit), by arch name.
+_LIMITS: dict[str, dict[str, int]] = {"max_shared_per_block": SHARED_LIMITS}
 
 
 # --------------------------------------------------------------------------- timing
@@ -106,49 +74,10 @@ def direction_of(name: str, fallback: Better = "lower") -> Better:
 def compare_timing(
     base_samples: Sequence[float], cur_samples: Sequence[float], threshold: float, floor_ms: float
 ) -> tuple[TimingVerdict, float, tuple[float, float]]:
-    """Verdict on two sets of timing samples (ms): (verdict, rel change, CI of the ratio cur/base).
-
-    Uses ``kperf_ci.stats.compare_samples`` when that module is present; otherwise a ratio of
-    medians with a seeded bootstrap interval and a Mann-Whitney test. "slower" needs all of:
-    the ratio above 1 + threshold, the test saying different, and |delta| above ``floor_ms``.
-    """
-    try:
-        from . import stats  # noqa: PLC0415 - optional, better statistics
-    except ImportError:
-        stats = None
-    if stats is not None and hasattr(stats, "compare_samples"):
-        r = stats.compare_samples(base_samples, cur_samples, threshold=threshold, floor=floor_ms)
-        return r.verdict, r.rel, (r.ci_low, r.ci_high)
-    return _compare_timing_fallback(base_samples, cur_samples, threshold, floor_ms)
-
-
-def _compare_timing_fallback(
-    base_samples: Sequence[float], cur_samples: Sequence[float], threshold: float, floor_ms: float
-) -> tuple[TimingVerdict, float, tuple[float, float]]:
-    import numpy as np  # noqa: PLC0415
-    from scipy.stats import mannwhitneyu  # noqa: PLC0415
-
-    b = np.asarray([x for x in base_samples if x > 0 and math.isfinite(x)], dtype=float)
-    c = np.asarray([x for x in cur_samples if x > 0 and math.isfinite(x)], dtype=float)
-    if len(b) < 2 or len(c) < 2:
-        return "inconclusive", math.nan, (math.nan, math.nan)
-    mb, mc = float(np.median(b)), float(np.median(c))
-    ratio = mc / mb
-    rng = np.random.default_rng(0)
-    boots = np.median(rng.choice(c, (1000, len(c))), axis=1) / np.median(
-        rng.choice(b, (1000, len(b))), axis=1
-    )
-    lo, hi = (float(v) for v in np.quantile(boots, [0.005, 0.995]))
-    p = float(mannwhitneyu(b, c, alternative="two-sided").pvalue)
-    different = p < 0.01 and (lo > 1 or hi < 1)
-    big = abs(ratio - 1) > threshold and abs(mc - mb) > floor_ms
-    if different and big:
-        verdict: TimingVerdict = "slower" if ratio > 1 else "faster"
-    elif lo > 1 - threshold and hi < 1 + threshold or abs(mc - mb) <= floor_ms and p >= 0.01:
-        verdict = "unchanged"
-    else:
-        verdict = "inconclusive"
-    return verdict, ratio - 1, (lo, hi)
+    """Verdict on two sets of timing samples (ms): (verdict, rel change, CI of the ratio cur/base),
+    by :func:`kperf_ci.stats.compare_samples` (the rule is in its module docstring)."""
+    r = stats.compare_samples(base_samples, cur_samples, threshold=threshold, floor=floor_ms)
+    return r.verdict, r.rel, (r.ci_low, r.ci_high)
 
 
 # --------------------------------------------------------------------------- policy
@@ -212,7 +141,7 @@ class MetricChange:
     current: float | None
     delta: float | None
     rel: float | None  # delta / base; None when base is 0 (or missing)
-    direction: Direction
+    direction: Change
     regression: bool
     reason: str
     kind: str = "static"
@@ -656,21 +585,17 @@ def _static_change(
 ) -> MetricChange:
     delta = c.value - b.value
     rel = delta / b.value if b.value else (0.0 if delta == 0 else None)
-    better = direction_of(c.name, c.better)
-    if delta == 0:
-        direction: Direction = "same"
-    elif better == "none":
-        direction = "n/a"
-    else:
-        direction = "better" if (delta < 0) == (better == "lower") else "worse"
+    better = direction_of(c.name, c.better)  # the catalogue wins over what the run stored
+    direction = change_of(better, b.value, c.value)
     threshold, source = policy.threshold(c.name, marker)
     regression, reason = False, ""
     unit = c.unit or b.unit
-    if c.name == "shared_bytes":
+    s = spec(c.name)
+    if s is not None and s.limit:
         arch = key.arch.rstrip("af") if key.arch.startswith("sm_") else key.arch
-        limit = SHARED_LIMITS.get(arch)
+        limit = _LIMITS[s.limit].get(arch)
         if limit is not None and c.value > limit:
-            regression, reason = True, f"shared_bytes {int(c.value)} above the {arch} limit of {limit} bytes"
+            regression, reason = True, f"{c.name} {int(c.value)} above the {arch} limit of {limit} {s.unit}"
     if not regression and threshold is not None and delta > 0 and better == "lower":
         if c.name in ABSOLUTE_KEYS:
             if delta > threshold:
@@ -723,7 +648,7 @@ def _time_change(
     if c.name != "time.median":  # summary statistics: time.median carries the verdict
         delta = c.value - b.value
         rel = delta / b.value if b.value else (0.0 if delta == 0 else None)
-        direction: Direction = "same" if delta == 0 else "n/a"
+        direction: Change = "same" if delta == 0 else "n/a"
         return MetricChange(
             cur.key,
             c.name,
@@ -746,7 +671,7 @@ def _time_change(
     if len(base.samples) >= 2 and len(cur.samples) >= 2:
         verdict, rel, ci = policy.timing(base.samples, cur.samples, threshold, policy.time_floor_ms)
         ch.verdict, ch.ci = verdict, ci
-        ch.regression = verdict == "slower"
+        ch.regression = is_regression(verdict)
         lo, hi = ci
         ci_s = "" if math.isnan(lo) or math.isnan(hi) else f" [{lo - 1:+.1%}, {hi - 1:+.1%}]"
         rel_s = "" if math.isnan(rel) else f" {rel:+.1%}"
@@ -755,7 +680,7 @@ def _time_change(
             f"floor {policy.time_floor_ms:g} ms, n={len(base.samples)}/{len(cur.samples)})"
         )
         # The sample-based verdict decides the direction too: noise is not "worse".
-        ch.direction = {"slower": "worse", "faster": "better"}.get(verdict, "same")
+        ch.direction = timing_change(verdict)
         ch.reason += _method_note(base, cur)
     else:
         rel = ch.rel

@@ -12,12 +12,13 @@ import functools
 import json
 import math
 import os
-import re
-import subprocess
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from kperf_ci import hardware
+from kperf_ci.device import cuda_available
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,23 +33,9 @@ __all__ = [
     "load_settings",
     "read_pyproject",
     "find_pyproject",
-    "normalize_arch",
-    "supported_archs",
 ]
 
 MODES = ("static", "gpu", "auto")
-_FALLBACK_ARCHS = (
-    "sm_75",
-    "sm_80",
-    "sm_86",
-    "sm_87",
-    "sm_89",
-    "sm_90",
-    "sm_90a",
-    "sm_100",
-    "sm_100a",
-    "sm_120",
-)
 
 
 class ConfigError(ValueError):
@@ -81,6 +68,9 @@ class Settings:
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
     label: str | None = None
+    # GPU mode: a checkout of the base revision, each kernel timed A/B against its copy there
+    # (`kperf ab` passes --kperf-base-tree)
+    base_tree: str | None = None
     # Where each value came from: "default", "--kperf-db", "env KPERF_DB", "/x/pyproject.toml"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     pyproject: str | None = field(default=None, compare=False)
@@ -90,7 +80,7 @@ class Settings:
 
 
 _KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("sources", "pyproject"))
-_PATH_KEYS = ("db", "baseline", "report")
+_PATH_KEYS = ("db", "baseline", "report", "base_tree")
 
 
 # --------------------------------------------------------------------------- validators
@@ -176,7 +166,7 @@ def _arch_list(key: str, value: Any, source: str) -> list[str]:
         raise _fail(key, source, value, 'use a list such as ["sm_80", "sm_90"]')
     out: list[str] = []
     for v in value:
-        a = normalize_arch(v, key=key, source=source)
+        a = _arch(key, v, source)
         if a not in out:
             out.append(a)
     return out
@@ -217,6 +207,7 @@ _VALIDATORS = {
     "gate": _table,
     "report": _str,
     "label": _opt_str,
+    "base_tree": _opt_str,
 }
 assert set(_VALIDATORS) == set(_KEYS)
 
@@ -224,50 +215,17 @@ assert set(_VALIDATORS) == set(_KEYS)
 # --------------------------------------------------------------------------- arch
 
 
-@functools.lru_cache(maxsize=1)
-def supported_archs() -> tuple[str, ...]:
-    """Targets the installed Triton's nvidia backend can compile for: what its bundled ptxas
-    (sm < 100) and ptxas-blackwell (sm >= 100) accept, from sm_75 on; a built-in list without Triton."""
-    try:
-        import importlib.util
-
-        spec = importlib.util.find_spec("triton")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
-        return _FALLBACK_ARCHS
-    bindir = Path(next(iter(spec.submodule_search_locations))) / "backends" / "nvidia" / "bin"
-    found: set[str] = set()
-    for tool, env, keep in (
-        ("ptxas", "TRITON_PTXAS_PATH", lambda n: n < 100),
-        ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH", lambda n: n >= 100),
-    ):
-        exe = os.environ.get(env) or str(bindir / tool)
-        try:
-            out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            continue
-        for num, suffix in re.findall(r"'sm_(\d+)(a?)'", out):
-            if int(num) >= 75 and keep(int(num)):
-                found.add(f"sm_{num}{suffix}")
-    if not found:
-        return _FALLBACK_ARCHS
-    return tuple(sorted(found, key=lambda a: (int(re.sub(r"\D", "", a)), a)))
-
-
-_ARCH_RE = re.compile(r"^(?:sm_?)?(\d{2,3})([a-z]?)$")
-
-
-def normalize_arch(value: Any, *, key: str = "arch", source: str = "argument") -> str:
-    """ "sm_90" / "90" / "sm90" / "SM_90a" -> "sm_90" / "sm_90a"; ConfigError if unsupported."""
-    m = _ARCH_RE.match(str(value).strip().lower()) if isinstance(value, (str, int)) else None
-    supported = supported_archs()
-    if not m:
+def _arch(key: str, value: Any, source: str) -> str:
+    """One target: spelled as a person may ("sm_90", "90", "sm90", "SM_90a"), supported by the
+    installed Triton/ptxas as spelled, and kept in the one stored spelling ("sm_90"; why the
+    suffix goes: kperf_ci.hardware)."""
+    parsed = hardware.parse_arch(value)
+    supported = hardware.supported_archs()
+    if parsed is None:
         raise _fail(key, source, value, f"use sm_XX, one of {', '.join(supported)}")
-    arch = f"sm_{m.group(1)}{m.group(2)}"
-    if arch not in supported:
+    if f"sm_{parsed[0]}{parsed[1]}" not in supported:
         raise _fail(key, source, value, f"the installed Triton/ptxas supports {', '.join(supported)}")
-    return arch
+    return hardware.normalize_arch(parsed[0])
 
 
 # --------------------------------------------------------------------------- sources
@@ -345,13 +303,8 @@ def load_settings(rootdir: str | os.PathLike[str], cli_overrides: dict[str, Any]
     env = _env_values()
     settings = Settings(pyproject=str(pyproject) if pyproject else None)
     for key in _KEYS:
-        if key in cli:
-            raw, source = cli[key], f"--kperf-{key.replace('_', '-')}" if key != "enabled" else "--kperf"
-        elif key in env:
-            raw, source = env[key]
-        elif key in file_table:
-            raw, source = file_table[key], f"{_FILE_SOURCE} in {pyproject}"
-        else:
+        found = _raw(key, cli, env, file_table, pyproject)
+        if found is None:
             value = getattr(settings, key)
             if key in _PATH_KEYS and value:
                 value = str(root / value)
@@ -360,9 +313,101 @@ def load_settings(rootdir: str | os.PathLike[str], cli_overrides: dict[str, Any]
             setattr(settings, key, value)
             settings.sources[key] = "default"
             continue
-        value = _VALIDATORS[key](key, raw, source)
-        if key in _PATH_KEYS and value and source.startswith(_FILE_SOURCE) and not Path(value).is_absolute():
-            value = str(pyproject.parent / value)  # type: ignore[union-attr]
-        setattr(settings, key, value)
-        settings.sources[key] = source
+        setattr(settings, key, _validated(key, *found, pyproject))
+        settings.sources[key] = found[1]
     return settings
+
+
+def _raw(
+    key: str,
+    cli: dict[str, Any],
+    env: dict[str, tuple[str, str]],
+    table: dict[str, Any],
+    pyproject: Path | None,
+) -> tuple[Any, str] | None:
+    """(raw value, where it came from) of one key by the precedence chain; None: the default."""
+    if key in cli:
+        return cli[key], f"--kperf-{key.replace('_', '-')}" if key != "enabled" else "--kperf"
+    if key in env:
+        return env[key]
+    if key in table:
+        return table[key], f"{_FILE_SOURCE} in {pyproject}"
+    return None
+
+
+def _validated(key: str, raw: Any, source: str, pyproject: Path | None) -> Any:
+    value = _VALIDATORS[key](key, raw, source)
+    if key in _PATH_KEYS and value and source.startswith(_FILE_SOURCE) and not Path(value).is_absolute():
+        value = str(pyproject.parent / value)  # type: ignore[union-attr]
+    return value
+
+
+def resolve_setting(rootdir: str | os.PathLike[str], key: str, cli_value: Any = None) -> Any:
+    """One setting by :func:`load_settings`' precedence and validator, without the others: the
+    plugin decides ``enabled`` and ``mode`` before conftests are imported (Triton's interpreter
+    must be switched on before any kernel is defined), where a bad ``arch`` must not fail yet
+    and probing ptxas for it would cost time. Unknown keys in [tool.kperf] are load_settings'
+    to report."""
+    if key not in _KEYS:
+        raise ConfigError(f"unknown kperf setting {key}; known: {', '.join(_KEYS)}")
+    root = Path(rootdir).resolve()
+    pyproject = find_pyproject(root)
+    table = read_pyproject(root) if pyproject else {}
+    cli = {key: cli_value} if cli_value is not None else {}
+    found = _raw(key, cli, _env_values(), table, pyproject)
+    if found is None:
+        default = getattr(Settings(), key)
+        return str(root / default) if key in _PATH_KEYS and default else default
+    return _validated(key, *found, pyproject)
+
+
+def may_be_enabled(rootdir: str | os.PathLike[str]) -> bool:
+    """Whether kperf can be on without --kperf: ``KPERF_ENABLED`` is set, or ``rootdir``'s
+    pyproject.toml has ``enabled`` in [tool.kperf]. A text check first, so that a plugin that is
+    installed but not used pays no TOML parse; a file that does not parse says False here and is
+    reported once kperf is on."""
+    if "KPERF_ENABLED" in os.environ:
+        return True
+    try:
+        if "tool.kperf" not in (Path(rootdir) / "pyproject.toml").read_text(encoding="utf-8"):
+            return False
+        return "enabled" in read_pyproject(rootdir)
+    except (OSError, ConfigError):
+        return False
+
+
+def effective_mode(mode: str) -> str:
+    """The mode a session runs in: "auto" is "gpu" where a CUDA GPU is usable, else "static"."""
+    if mode == "auto":
+        return "gpu" if cuda_available() else "static"
+    return mode
+
+
+# --------------------------------------------------------------------------- process switches
+
+# KPERF_* variables that are not settings of a project (those are the KPERF_<KEY> spellings of
+# the keys above): each concerns one process or machine -- a secret of the CI, a cache directory,
+# a traceback for a bug report, the paths a parent process hands its compile workers -- so none
+# has a key in pyproject.toml or a pytest option. They are named here and read through the two
+# functions below, so this is the list of every variable kperf reads.
+ENV_HOST_SALT = "KPERF_HOST_SALT"  # key of the host-name hash (fingerprint.host_hash), e.g. a CI secret
+ENV_TRACEBACK = "KPERF_TRACEBACK"  # show the traceback of an internal error (exit 3)
+ENV_NO_REPORT = "KPERF_NO_REPORT"  # `kperf run`: do not write the reports after pytest
+ENV_NO_PREWARM = "KPERF_NO_PREWARM"  # compile workers: do not import torch/Triton before the first job
+ENV_NO_METRICS_CACHE = "KPERF_NO_METRICS_CACHE"  # compile workers: recompute static metrics every time
+ENV_METRICS_CACHE_DIR = "KPERF_METRICS_CACHE_DIR"  # where compile workers cache static metrics
+ENV_REGION_CACHE_DIR = "KPERF_REGION_CACHE_DIR"  # Triton cache of region-instrumented builds
+ENV_WORKER_PATH = "KPERF_WORKER_PATH"  # set by the parent: sys.path entries of its compile workers
+
+
+def env_switch(name: str) -> bool:
+    """A process switch: on when set to anything but empty, 0, false, no or off (any case).
+
+    Never raises: switches are read in compile workers and in the handler of an internal error,
+    where a bad value could not be reported."""
+    return os.environ.get(name, "").strip().lower() not in ("", *_FALSE)
+
+
+def env_text(name: str) -> str | None:
+    """A process variable's value (a path, a secret); None when unset or empty."""
+    return os.environ.get(name) or None

@@ -1,6 +1,6 @@
 """What a number depends on besides the code: machine, GPU, software versions, git revision.
 
-torch and triton are optional and imported lazily; nothing here needs a GPU.
+The GPU is probed by :mod:`kperf_ci.device` (torch imported lazily there); nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
+from . import config
+from .device import gpu_info
 from .model import Fingerprint, MetricKind
 
 __all__ = [
@@ -31,7 +33,7 @@ __all__ = [
 
 #: A secret that replaces the per-install key of :func:`host_hash` (e.g. a CI secret shared by
 #: the runners whose runs should recognise each other's host).
-HOST_SALT_ENV = "KPERF_HOST_SALT"
+HOST_SALT_ENV = config.ENV_HOST_SALT
 
 
 def _salt_path() -> Path:
@@ -74,7 +76,7 @@ def _install_salt(path: str) -> bytes:
 def host_salt() -> bytes:
     """The key of :func:`host_hash`: ``$KPERF_HOST_SALT`` when set, else this install's random key
     (``$XDG_CONFIG_HOME/kperf/host_salt``, default ``~/.config/kperf/host_salt``)."""
-    env = os.environ.get(HOST_SALT_ENV)
+    env = config.env_text(HOST_SALT_ENV)
     return env.encode() if env else _install_salt(str(_salt_path()))
 
 
@@ -104,53 +106,9 @@ def _version(dist: str) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=1)
-def _gpu_info() -> dict:
-    """GPU name, SM count, driver and CUDA version through torch, if it is installed and sees a GPU."""
-    out: dict = {}
-    try:
-        import torch  # noqa: PLC0415 - optional, heavy
-    except Exception:  # noqa: BLE001 - a broken torch install must not break a static run
-        return out
-    out["torch"] = getattr(torch, "__version__", None)
-    try:
-        if not torch.cuda.is_available():
-            return out
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        out["gpu"] = props.name
-        out["sm_count"] = int(props.multi_processor_count)
-        out["cuda"] = torch.version.cuda
-        out["capability"] = f"{props.major}.{props.minor}"
-        out["driver"] = _nvidia_driver()
-    except Exception:  # noqa: BLE001
-        pass
-    return out
-
-
-def _nvidia_driver() -> str | None:
-    try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
-            first = f.readline()
-        for token in first.split():
-            if token.count(".") >= 1 and token.replace(".", "").isdigit():
-                return token
-    except OSError:
-        pass
-    try:
-        r = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def machine_fingerprint(mode: Literal["static", "gpu"] | str) -> Fingerprint:
     """Fingerprint of this machine. In static mode the GPU is not queried (and torch not imported)."""
-    gpu = _gpu_info() if mode == "gpu" else {}
+    gpu = gpu_info() if mode == "gpu" else {}
     extra = {"mode": mode, "platform": platform.platform()}
     if gpu.get("capability"):
         extra["capability"] = gpu["capability"]

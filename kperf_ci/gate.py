@@ -38,6 +38,7 @@ from kperf_ci.changepoint import (
     regime_ratios,
 )
 from kperf_ci.compare import ThresholdPolicy, compare_runs
+from kperf_ci.metrics import DEFAULT_THRESHOLDS, is_regression
 from kperf_ci.model import RunInfo, RunRecord, VariantKey, VariantResult
 from kperf_ci.stats import compare_samples
 
@@ -279,7 +280,7 @@ def gate_history(
         infos = [i for i, _, _ in series]
         cps = detect_change_points(values, labels=[i.run_id for i in infos], alpha=policy.alpha, seed=seed)
         threshold, source = thresholds.threshold("time.median", res.thresholds)
-        threshold = 0.05 if threshold is None else threshold
+        threshold = DEFAULT_THRESHOLDS["time"] if threshold is None else threshold
         for cp in cps:
             info = infos[cp.index]
             if cp.rel > threshold and not _accepted(info, policy):
@@ -313,7 +314,7 @@ def gate_history(
         pooled = [x for _, r, _ in level_runs for x in r.samples]
         if len(pooled) >= 2 and len(res.samples) >= 2:
             c = compare_samples(pooled, res.samples, threshold=t_eff, floor=thresholds.time_floor_ms)
-            slower = c.verdict == "slower"
+            slower = is_regression(c.verdict)  # "inconclusive" never blocks
             evidence = (
                 f"{c.rel:+.1%} [{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}] ({c.confidence:.0%} CI) vs the "
                 f"level of the last {len(level_runs)} runs, threshold {why_t}, n={c.n_base}/{c.n_cur}"

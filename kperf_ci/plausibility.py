@@ -6,145 +6,22 @@ another stream than the one timed, was served from L2 because the cache was not 
 declared ``bytes=``/``flops=`` are too large) -- never a speed-up to celebrate.  Below the peak,
 the fraction of peak says how much headroom is left.
 
-Peaks are data (:data:`PEAKS`), matched by device name (``torch.cuda.get_device_name()``),
-dense (no structured sparsity), at boost clock, from the vendors' datasheets.  Bytes and FLOPs
-come from the marker (``@pytest.mark.kperf(bytes=..., flops=...)``, "declared") or, for bytes,
-from the arguments (every distinct tensor read or written once, "derived" -- an estimate).
+Peaks are data (:data:`kperf_ci.hardware.PEAKS`, with every other hardware fact), matched by
+device name (``torch.cuda.get_device_name()``), dense (no structured sparsity), at boost clock,
+from the vendors' datasheets.  Bytes and FLOPs come from the marker
+(``@pytest.mark.kperf(bytes=..., flops=...)``, "declared") or, for bytes, from the arguments
+(every distinct tensor read or written once, "derived" -- an estimate).
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kperf_ci.hardware import TB, GpuSpec, MiB, device_peak
 from kperf_ci.model import Metric
-
-TB = 1e12
-MiB = 1 << 20
-
-FLOP_KINDS = ("fp64", "fp32", "tf32_tensor", "fp16_tensor", "bf16_tensor", "fp8_tensor", "int8_tensor")
-
-
-@dataclass(frozen=True)
-class DevicePeak:
-    name: str
-    pattern: str  # regex, case-insensitive, searched in the device name
-    hbm_bytes_per_s: float  # DRAM bandwidth
-    flops: Mapping[str, float]  # per FLOP_KINDS key, FLOP/s (dense)
-    l2_bytes: int
-    source: str = ""
-
-    def matches(self, device_name: str) -> bool:
-        return re.search(self.pattern, device_name, re.IGNORECASE) is not None
-
-    @property
-    def max_flops(self) -> float:
-        return max(self.flops.values())
-
-
-def _f(fp64, fp32, tf32, fp16, fp8=None, int8=None) -> dict[str, float]:
-    d = {
-        "fp64": fp64 * TB,
-        "fp32": fp32 * TB,
-        "tf32_tensor": tf32 * TB,
-        "fp16_tensor": fp16 * TB,
-        "bf16_tensor": fp16 * TB,
-    }
-    if fp8:
-        d["fp8_tensor"] = fp8 * TB
-    if int8:
-        d["int8_tensor"] = int8 * TB
-    return d
-
-
-#: Most specific patterns first: the first match wins.
-PEAKS: tuple[DevicePeak, ...] = (
-    DevicePeak(
-        "H100 NVL",
-        r"H100.*NVL",
-        3.9 * TB,
-        _f(30, 60, 417.5, 835.5, 1670.5, 1670.5),
-        50 * MiB,
-        "NVIDIA H100 datasheet (NVL, per GPU)",
-    ),
-    DevicePeak(
-        "H100 PCIe",
-        r"H100.*PCIe",
-        2.0 * TB,
-        _f(25.6, 51.2, 378, 756.5, 1513, 1513),
-        50 * MiB,
-        "NVIDIA H100 datasheet (PCIe)",
-    ),
-    DevicePeak(
-        "H100 SXM",
-        r"H100",
-        3.35 * TB,
-        _f(34, 66.9, 494.7, 989.4, 1978.9, 1978.9),
-        50 * MiB,
-        "NVIDIA H100 datasheet (SXM5)",
-    ),
-    DevicePeak(
-        "H200 NVL",
-        r"H200.*NVL",
-        4.8 * TB,
-        _f(30, 60, 417.5, 835.5, 1670.5, 1670.5),
-        50 * MiB,
-        "NVIDIA H200 datasheet (NVL)",
-    ),
-    DevicePeak(
-        "H200 SXM",
-        r"H200",
-        4.8 * TB,
-        _f(34, 66.9, 494.7, 989.4, 1978.9, 1978.9),
-        50 * MiB,
-        "NVIDIA H200 datasheet (SXM)",
-    ),
-    DevicePeak(
-        "A100 80GB PCIe",
-        r"A100.*(80GB.*PCIe|PCIe.*80GB)",
-        1.935 * TB,
-        _f(9.7, 19.5, 156, 312, None, 624),
-        40 * MiB,
-        "NVIDIA A100 datasheet (80GB PCIe)",
-    ),
-    DevicePeak(
-        "A100 80GB SXM",
-        r"A100.*80GB",
-        2.039 * TB,
-        _f(9.7, 19.5, 156, 312, None, 624),
-        40 * MiB,
-        "NVIDIA A100 datasheet (80GB SXM)",
-    ),
-    DevicePeak(
-        "A100 40GB",
-        r"A100",
-        1.555 * TB,
-        _f(9.7, 19.5, 156, 312, None, 624),
-        40 * MiB,
-        "NVIDIA A100 datasheet (40GB)",
-    ),
-    DevicePeak(
-        "L40S", r"L40S", 0.864 * TB, _f(1.4, 91.6, 183, 362.05, 733, 733), 96 * MiB, "NVIDIA L40S datasheet"
-    ),
-    DevicePeak(
-        "L4",
-        r"\bL4(?![0-9S])",
-        0.3 * TB,
-        _f(0.49, 30.3, 60, 121, 242.5, 242.5),
-        48 * MiB,
-        "NVIDIA L4 datasheet",
-    ),
-)
-
-
-def device_peak(device_name: str | None) -> DevicePeak | None:
-    """The peaks of a device by name ("NVIDIA H100 80GB HBM3" -> H100 SXM), or None if unknown."""
-    if not device_name:
-        return None
-    return next((p for p in PEAKS if p.matches(device_name)), None)
 
 
 def derive_bytes(*args: Any, **kwargs: Any) -> int | None:
@@ -190,11 +67,11 @@ def _nbytes(x: Any) -> int | None:
 class Plausibility:
     time_ms: float
     device: str | None
-    peak: DevicePeak | None
+    peak: GpuSpec | None
     bytes: float | None = None
     bytes_source: str | None = None  # "declared" | "derived"
     flops: float | None = None
-    flop_kind: str | None = None  # the FLOP_KINDS key compared with ("max": the fastest unit)
+    flop_kind: str | None = None  # the hardware.FLOP_KINDS key compared with ("max": the fastest unit)
     bandwidth: float | None = None  # achieved bytes/s
     bandwidth_fraction: float | None = None  # of the DRAM peak
     flop_rate: float | None = None  # achieved FLOP/s
@@ -242,7 +119,7 @@ def check(
 ) -> Plausibility:
     """Achieved bandwidth / FLOP rate of one timing and whether they are physically possible.
 
-    ``flop_kind``: which peak the FLOPs are compared with (a FLOP_KINDS key); None compares with
+    ``flop_kind``: which peak the FLOPs are compared with (a hardware.FLOP_KINDS key); None compares with
     the device's fastest unit, the only bound that holds whatever the kernel computes with.
     ``tolerance``: slack above the datasheet peak before calling it an error (rounded datasheet
     numbers, clocks above boost).

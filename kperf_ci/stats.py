@@ -36,11 +36,10 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import numpy as np
 
-Verdict = Literal["faster", "slower", "unchanged", "inconclusive"]
+from .metrics import TimingVerdict
 
 # Above these sizes the O(n*m) / O(n^2) sets of differences are computed on a seeded subsample:
 # the interval then reflects the smaller sample, i.e. it is conservative (wider), never narrower.
@@ -51,7 +50,7 @@ MAX_PAIRED = 2000  # paired: at most this many pairs (2M Walsh averages)
 
 @dataclass(frozen=True)
 class SampleComparison:
-    verdict: Verdict
+    verdict: TimingVerdict  # the vocabulary of kperf_ci.metrics
     ratio: float  # effect as cur / base (Hodges-Lehmann shift of log times, exponentiated)
     ci_low: float  # confidence interval of ratio
     ci_high: float
@@ -126,7 +125,7 @@ def hodges_lehmann_paired(d: np.ndarray, confidence: float) -> tuple[float, floa
     return est, _order_stat(walsh, k - 1), _order_stat(walsh, total - k)
 
 
-def decide(ratio: float, ci_low: float, ci_high: float, band: float) -> Verdict:
+def decide(ratio: float, ci_low: float, ci_high: float, band: float) -> TimingVerdict:
     """The verdict rule of this module (see the module docstring) on an effect and its interval."""
     if any(math.isnan(v) for v in (ratio, ci_low, ci_high)):
         return "inconclusive"
@@ -221,3 +220,35 @@ def compare_samples(
         confidence=confidence,
         threshold=band,
     )
+
+
+# --------------------------------------------------------------------------- one sample set
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median of ``xs``; NaN when there is none."""
+    return statistics.median(xs) if xs else math.nan
+
+
+def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median from order statistics (the timing
+    loop's stop rule).
+
+    The number of samples below the median is Binomial(n, 1/2); the interval is
+    [x_(j), x_(k)] with j, k its exact binomial quantiles. Fewer than 6 samples: [min, max].
+    """
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        return math.nan, math.nan
+    if n < 6:
+        return s[0], s[-1]
+    # here, not at the top: importing scipy.stats costs a second (see _z), and only a timing
+    # loop on a GPU needs it
+    from scipy.stats import binom  # noqa: PLC0415
+
+    low = int(binom.ppf((1.0 - confidence) / 2, n, 0.5))  # 1-based rank of the lower order statistic
+    low = max(1, low)
+    j = low - 1  # 0-based; the upper bound is the symmetric rank n - low + 1
+    k = min(n - 1, n - low)
+    return s[j], s[k]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kperf_ci.device import cuda_available
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
-from kperf_ci.plugin.session import cuda_available
 
 _counter = itertools.count()
 

@@ -486,8 +486,9 @@ def test_detection_eval_harness_on_a_simulated_device(tmp_path):
 
 
 def test_ab_command_helpers(tmp_path):
-    from kperf_ci.commands.ab import _ab_rows, _base_args
     from kperf_ci.model import Metric, VariantKey, VariantResult
+    from kperf_ci.prcheck.document import _ab_rows
+    from kperf_ci.prcheck.passes import _base_args
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_b.py").write_text("")

@@ -6,13 +6,17 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from fixtures.synthetic import grid_timeline, pipelined_timeline
 
 from kperf_ci.analysis import analyze_timeline
-from kperf_ci.analysis.launch_gaps import KernelRecord, save_records
-from kperf_ci.analysis.perfetto import _nest, to_chrome_trace, write_chrome_trace
-from kperf_ci.analysis.synthetic import grid_timeline, pipelined_timeline
-from kperf_ci.analysis.timeline import save_timeline
+from kperf_ci.analysis.occupancy import busy_sm_series
+from kperf_ci.capture.region_pass import RegionConfig
+from kperf_ci.capture.region_result import build_result
 from kperf_ci.commands.analyze import analyze_cmd, run
+from kperf_ci.traces.kernel_records import KernelRecord, save_records
+from kperf_ci.traces.perfetto import _nest, to_chrome_trace, write_chrome_trace
+from kperf_ci.traces.proton_chrome import parse_events
+from kperf_ci.traces.timeline_file import save_timeline
 
 
 def _slices(trace, pid_name):
@@ -27,7 +31,12 @@ def _slices(trace, pid_name):
 def test_perfetto_has_per_sm_tracks_with_nested_regions_and_counters():
     tl = grid_timeline([10_000] * 3, num_sms=2, warps=2)  # SM 0 runs CTA 0 then CTA 2
     fs = analyze_timeline(tl)
-    tr = to_chrome_trace(tl, findings=fs, records=[KernelRecord("k", 0, 10), KernelRecord("k", 20, 30)])
+    tr = to_chrome_trace(
+        tl,
+        findings=fs,
+        records=[KernelRecord("k", 0, 10), KernelRecord("k", 20, 30)],
+        busy_series=busy_sm_series,
+    )
     json.dumps(tr)  # serialisable
     sm0 = _slices(tr, "SM 000")
     assert sorted(e["name"] for e in sm0 if e["name"].startswith("CTA")) == ["CTA 0", "CTA 2"]
@@ -154,15 +163,14 @@ def test_write_chrome_trace(tmp_path):
 
 def test_cli_db_reads_the_capture_stage_npz_blob(tmp_path):
     store = pytest.importorskip("kperf_ci.store")
-    instrument = pytest.importorskip("kperf_ci.capture.instrument")
-    proton_trace_mod = pytest.importorskip("kperf_ci.capture.proton_trace")
 
-    from kperf_ci.analysis.synthetic import proton_chrome_trace as proton_trace
+    from fixtures.synthetic import proton_chrome_trace as proton_trace
+
     from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
 
     ctas = [(c, c % 132, 0 if c < 132 else 20_000, [(0, "kernel", 0, 19_000)]) for c in range(133)]
-    kts = proton_trace_mod.parse_events(proton_trace(ctas, clock_ghz=1.7)["traceEvents"])
-    rr = instrument.build_result(kts["k"], instrument.RegionConfig(), grid=(133, 1, 1))
+    kts = parse_events(proton_trace(ctas, clock_ghz=1.7)["traceEvents"])
+    rr = build_result(kts["k"], RegionConfig(), grid=(133, 1, 1))
     db = tmp_path / "run.db"
     info = RunInfo("r2", "2026-11-22T00:00:00+00:00", "gpu", Fingerprint(gpu="NVIDIA H100", sm_count=132))
     key = VariantKey("k", "NVIDIA H100 80GB HBM3")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fixtures.synthetic import grid_timeline, pipelined_timeline, schedule
 
 from kperf_ci.analysis import (
     LaunchConfig,
     analyze_timeline,
     launch_gaps,
     load_imbalance,
-    occupancy,
     overlap,
     prologue_epilogue,
     sm_utilization,
@@ -18,10 +18,9 @@ from kperf_ci.analysis import (
     wave_quantization,
 )
 from kperf_ci.analysis.findings import Finding, flagged
-from kperf_ci.analysis.launch_gaps import KernelRecord, records_from_chrome_trace
-from kperf_ci.analysis.synthetic import grid_timeline, pipelined_timeline, schedule
-from kperf_ci.analysis.timeline import Timeline
-from kperf_ci.analysis.waves import arch_limits
+from kperf_ci.hardware import arch_limits, occupancy
+from kperf_ci.traces.kernel_records import KernelRecord, records_from_chrome_trace
+from kperf_ci.traces.records import Timeline
 
 
 def by_name(fs: list[Finding]) -> dict[str, Finding]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from kperf_ci.analysis import launch_gaps, load_imbalance, overlap, prologue_epilogue, wave_quantization
-from kperf_ci.analysis.launch_gaps import load_records
 from kperf_ci.analysis.occupancy import sm_busy
-from kperf_ci.analysis.timeline import load_timelines
+from kperf_ci.traces.kernel_records import load_records
+from kperf_ci.traces.timeline_file import load_timelines
 
 DATA = Path(__file__).parent / "data" / "traces"
 MANIFEST = json.loads((DATA / "manifest.json").read_text()) if (DATA / "manifest.json").exists() else []

@@ -7,18 +7,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from fixtures.synthetic import proton_chrome_trace as proton_trace
 
 from kperf_ci.analysis import intervals
-from kperf_ci.analysis.synthetic import proton_chrome_trace as proton_trace
-from kperf_ci.analysis.timeline import (
-    Timeline,
-    from_kernel_trace,
-    from_region_result,
-    load_proton_trace,
-    load_proton_traces,
-    load_timelines,
-    save_timeline,
-)
+from kperf_ci.analysis.timeline import Timeline, from_region_result
+from kperf_ci.capture import instrument
+from kperf_ci.traces.kernel_trace import to_timeline as from_kernel_trace
+from kperf_ci.traces.proton_chrome import load_proton_trace, load_proton_traces, parse_events
+from kperf_ci.traces.timeline_file import load_timelines, save_timeline, timeline_from_npz
 
 
 def test_timeline_validates_lengths_and_order():
@@ -136,13 +132,12 @@ def test_adapters_for_the_capture_stage(tmp_path):
 
 
 def test_from_kernel_trace_matches_the_chrome_trace_loader():
-    proton_trace_mod = pytest.importorskip("kperf_ci.capture.proton_trace")
     ctas = [
         (0, 0, 0, [(0, "kernel", 0, 10_000), (0, "loop0", 1_000, 9_000)]),
         (1, 5, 3_000, [(0, "kernel", 0, 8_000), (0, "loop0", 500, 7_000)]),
     ]
     tr = proton_trace(ctas, clock_ghz=1.5)
-    kts = proton_trace_mod.parse_events(tr["traceEvents"])
+    kts = parse_events(tr["traceEvents"])
     a = from_kernel_trace(kts["k"])
     b = load_proton_trace(tr)
     key = lambda t: sorted(
@@ -152,9 +147,7 @@ def test_from_kernel_trace_matches_the_chrome_trace_loader():
 
 
 def _region_result(ctas, granularity="warp"):
-    instrument = pytest.importorskip("kperf_ci.capture.instrument")
-    proton_trace_mod = pytest.importorskip("kperf_ci.capture.proton_trace")
-    kts = proton_trace_mod.parse_events(proton_trace(ctas, clock_ghz=1.5)["traceEvents"])
+    kts = parse_events(proton_trace(ctas, clock_ghz=1.5)["traceEvents"])
     return instrument.build_result(
         kts["k"], instrument.RegionConfig(granularity=granularity), grid=(len(ctas), 1, 1)
     )
@@ -173,8 +166,6 @@ def test_from_region_result_of_the_capture_stage():
 
 
 def test_timeline_npz_from_the_capture_stage(tmp_path):
-    from kperf_ci.analysis.timeline import timeline_from_npz
-
     ctas = [(c, c, 0, [(0, "kernel", 0, 5_000), (0, "loop0", 1_000, 4_000)]) for c in range(3)]
     rr = _region_result(ctas)
     tl = timeline_from_npz(rr.timeline_bytes(), num_sms=132)

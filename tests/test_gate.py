@@ -112,6 +112,28 @@ def test_history_gate_unaccepted_step_blocks_and_accepting_relevels():
     assert gate_history(hist, worse, accepted).blocked
 
 
+def test_history_gate_accept_matches_a_prefix_of_the_run_id_or_commit():
+    """accept = ["<sha prefix>"] accepts the step of the run whose commit starts with it; an entry
+    longer than the sha (or one that only starts with the sha) does not. Catches the prefix match
+    reversed (entry.startswith(sha)), which the full-id accept above cannot tell apart."""
+    hist = history([1.0] * 15 + [1.08] * 10)
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    hist = [
+        dataclasses.replace(h, info=dataclasses.replace(h.info, git_sha=sha if i == 15 else f"{i:040x}"))
+        for i, h in enumerate(hist)
+    ]
+    cur = run([timed("softmax", samples(np.random.default_rng(98), 1.08))])
+    step_run = hist[15].info.run_id
+
+    def blocked(*accept: str) -> bool:
+        return gate_history(hist, cur, GatePolicy(against="history", accept=accept)).blocked
+
+    assert blocked()  # the step itself blocks
+    assert not blocked(sha[:10]) and not blocked(sha) and not blocked(step_run[:5])
+    assert blocked(sha + "0") and blocked(step_run + "x")  # longer than what it names: no match
+    assert blocked("1234567")  # a substring that is no prefix
+
+
 def test_history_gate_speedups_relevel_and_single_outliers_do_not_block():
     levels = [1.0] * 12 + [0.9] * 12
     hist = history(levels)

@@ -13,15 +13,11 @@ import numpy as np
 import pytest
 from conftest import needs_gpu
 
-from kperf_ci.capture import proton_trace
-from kperf_ci.capture.instrument import (
-    RegionConfig,
-    aggregate_units,
-    build_result,
-    insert_regions,
-    load_timeline,
-    regions_in_ttgir,
-)
+from kperf_ci.capture.region_pass import RegionConfig, insert_regions, regions_in_ttgir
+from kperf_ci.capture.region_result import aggregate_units, build_result
+from kperf_ci.traces import clock as trace_clock
+from kperf_ci.traces import proton_chrome
+from kperf_ci.traces.timeline_file import read_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "instrument"
@@ -320,7 +316,7 @@ def _cta(cta, sm, init_ns, clock_ghz=2.0, loop=8000, warps=4, base=10**9):
 
 def test_parse_recovers_cycles_per_cta():
     ctas = [_cta(0, 3, 5_000_000), _cta(1, 7, 5_000_123, base=7 * 10**9), _cta(2, 3, 5_004_000, loop=16000)]
-    kts = proton_trace.parse_events(synthetic_trace(ctas)["traceEvents"])
+    kts = proton_chrome.parse_events(synthetic_trace(ctas)["traceEvents"])
     kt = kts["k"]
     assert kt.names == ["kernel", "prologue", "loop0", "epilogue"]
     assert kt.n_events == 3 * 4 * 4
@@ -335,8 +331,8 @@ def test_parse_recovers_cycles_per_cta():
 def test_clock_span_stats_and_metrics():
     clock = 1.75
     ctas = [_cta(i, i % 4, 1_000_000 + 3000 * i, clock_ghz=clock, loop=150_000) for i in range(64)]
-    kt = proton_trace.parse_events(synthetic_trace(ctas)["traceEvents"])["k"]
-    ghz = proton_trace.measured_clock_ghz(kt)
+    kt = proton_chrome.parse_events(synthetic_trace(ctas)["traceEvents"])["k"]
+    ghz = trace_clock.measured_clock_ghz(kt)
     assert ghz == pytest.approx(clock, rel=2e-3)
     r = build_result(kt, RegionConfig(granularity="warp"), nvml_mhz=1980, grid=(64, 1, 1))
     assert r.clock_source == "trace" and r.dropped_events == 0
@@ -358,7 +354,7 @@ def test_clock_span_stats_and_metrics():
     } <= set(names)
     assert names["region.loop0.cycles"].kind == "region" and names["region.loop0.cycles"].unit == "cycles"
     assert names["region.kernel.ms"].value == pytest.approx(150_500 / r.clock_ghz / 1e6)
-    header, arrays = load_timeline(r.timeline_bytes())
+    header, arrays = read_npz(r.timeline_bytes())
     assert header["names"] == kt.names and header["kernel"] == "k"
     assert np.array_equal(arrays["dur"], kt.dur) and arrays["cta_init_ns"].dtype == np.int64
     assert len(r.timeline_bytes()) < kt.n_events * 16  # compact
@@ -368,9 +364,9 @@ def test_triton_3_6_trace_without_init_args():
     """Proton 3.6 writes no Init Time: CTA starts come from ts, the clock from NVML."""
     clock = 1.6
     ctas = [_cta(i, i % 4, 1_000_000 + 3000 * i, clock_ghz=clock, loop=150_000) for i in range(16)]
-    kt = proton_trace.parse_events(synthetic_trace(ctas, fmt="3.6")["traceEvents"])["k"]
+    kt = proton_chrome.parse_events(synthetic_trace(ctas, fmt="3.6")["traceEvents"])["k"]
     assert list(kt.cta_init_ns) == [3000 * i for i in range(16)]  # relative to the earliest CTA
-    assert (kt.cta_final_ns == -1).all() and proton_trace.measured_clock_ghz(kt) is None
+    assert (kt.cta_final_ns == -1).all() and trace_clock.measured_clock_ghz(kt) is None
     r = build_result(kt, RegionConfig(granularity="warp"), nvml_mhz=clock * 1000, grid=(16, 1, 1))
     assert r.clock_source == "nvml" and r.clock_ghz == pytest.approx(clock)
     total_cyc = 30 + 200 + 150_000 + 300
@@ -382,12 +378,12 @@ def test_triton_3_6_trace_without_init_args():
 def test_drops_missing_ctas_and_log_are_reported():
     ctas = [_cta(i, 0, 1000 * i) for i in range(4)]
     del ctas[2]["warps"][3][2]  # warp 3 of CTA 2 lost its loop0 slice
-    kt = proton_trace.parse_events(synthetic_trace(ctas)["traceEvents"])["k"]
+    kt = proton_chrome.parse_events(synthetic_trace(ctas)["traceEvents"])["k"]
     r = build_result(kt, RegionConfig(granularity="warp"), grid=(5, 1, 1))
     assert r.dropped_events == 1 + 4 * 4  # one slice, plus a CTA of 4 warps x 4 regions never seen
     assert any("CTAs recorded nothing" in w for w in r.warnings) and any("dropped" in w for w in r.warnings)
     assert (
-        proton_trace.dropped_from_log(
+        proton_chrome.dropped_from_log(
             "Warning (cta0, warp1): first 12 events are dropped due to ...\n"
             "Warning (cta3, warp0): first 3 events are dropped"
         )
@@ -401,7 +397,7 @@ def test_drops_missing_ctas_and_log_are_reported():
 
 def test_cta_and_warp_group_granularity_aggregate_warps():
     ctas = [_cta(0, 0, 0, warps=8), _cta(1, 1, 500, warps=8)]
-    kt = proton_trace.parse_events(synthetic_trace(ctas)["traceEvents"])["k"]
+    kt = proton_chrome.parse_events(synthetic_trace(ctas)["traceEvents"])["k"]
     cta = aggregate_units(kt, "cta")
     k = cta.region == cta.region_id("kernel")
     assert k.sum() == 2 and cta.dur[k].tolist() == [70 + 8500] * 2  # earliest start to latest end
@@ -415,10 +411,10 @@ def test_load_trace_accepts_files_and_json_lines(tmp_path):
     t = synthetic_trace([_cta(0, 0, 0)])
     p = tmp_path / "a.chrome_trace"
     p.write_text(json.dumps(t))
-    assert len(proton_trace.load_trace(p)) == 16
+    assert len(proton_chrome.load_trace(p)) == 16
     q = tmp_path / "b.chrome_trace"
     q.write_text(json.dumps(t) + "\n" + json.dumps(t) + "\n")
-    assert len(proton_trace.load_trace(q)) == 32
+    assert len(proton_chrome.load_trace(q)) == 32
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kperf_ci.plausibility import PEAKS, check, derive_bytes, device_peak
+from kperf_ci.hardware import PEAKS, device_peak
+from kperf_ci.plausibility import check, derive_bytes
 
 
 @pytest.mark.parametrize(

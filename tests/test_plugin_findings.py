@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json
-from kperf_ci.analysis.launch_gaps import KernelRecord, records_from_json, records_to_json
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin import finish, gpu_bench
+from kperf_ci.traces.kernel_records import KernelRecord, records_from_json, records_to_json
 
 
 def _ks() -> SimpleNamespace:
@@ -185,10 +185,11 @@ def test_analyze_db_shows_launch_gaps_of_a_stored_callable(tmp_path):
 
 
 def test_analyze_db_makes_no_sequence_of_different_tests_timelines(tmp_path):
+    from fixtures.synthetic import grid_timeline
+
     from kperf_ci import store
-    from kperf_ci.analysis.synthetic import grid_timeline
-    from kperf_ci.analysis.timeline import save_timeline
     from kperf_ci.commands.analyze import run
+    from kperf_ci.traces.timeline_file import save_timeline
 
     db = tmp_path / "run.db"
     info = RunInfo("r1", "2026-11-22T00:00:00+00:00", "gpu", Fingerprint(gpu="NVIDIA H100", sm_count=132))

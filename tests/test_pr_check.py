@@ -304,7 +304,7 @@ def test_reports_name_kernel_test_and_what_moved(planted):
 def test_the_database_holds_both_static_runs_and_the_document(planted):
     _, _, repo = planted
     from kperf_ci import store
-    from kperf_ci.commands.ab import load_ab_document
+    from kperf_ci.prcheck.document import load_ab_document
 
     runs = store.list_runs(repo / "reports/ab.db")
     assert len(runs) == 2

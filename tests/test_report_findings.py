@@ -15,19 +15,19 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fixtures.sample import FINDINGS, synthetic_runs
+from fixtures.synthetic import grid_timeline
 from test_report_html import Browser, needs_chromium
 from test_report_markdown import _check_details, _check_tables, _tables
 
 from kperf_ci import store
 from kperf_ci.analysis import analyze_timeline, to_metrics
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json, findings_to_json
-from kperf_ci.analysis.synthetic import grid_timeline
 from kperf_ci.cli import main
 from kperf_ci.compare import compare_runs
 from kperf_ci.model import RunRecord
 from kperf_ci.report import build_report, render_markdown, render_summary
 from kperf_ci.report.markdown import MAX_FINDINGS
-from kperf_ci.report.sample import FINDINGS, synthetic_runs
 from kperf_ci.report.view import load_findings
 
 HOSTILE = "<script>alert('finding')</script>"

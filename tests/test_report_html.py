@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fixtures.sample import synthetic_runs
 
 from kperf_ci import store
 from kperf_ci.cli import main
-from kperf_ci.report.sample import synthetic_runs
 
 CHROMIUM = "/usr/bin/chromium"
 HOSTILE = "<script>alert(1)</script>"

@@ -6,11 +6,11 @@ import re
 from dataclasses import replace
 
 import pytest
+from fixtures.sample import synthetic_runs
 
 from kperf_ci.compare import compare_runs
 from kperf_ci.report import build_report, render_markdown, render_summary
 from kperf_ci.report.markdown import COMMENT_LIMIT, MARKER, md_escape
-from kperf_ci.report.sample import synthetic_runs
 
 HOSTILE = "<script>alert(1)</script>"
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 from conftest import make_info, make_result
+from fixtures.sample import synthetic_runs, timeline_blob, timeline_npz
 
 from kperf_ci import store
 from kperf_ci.cli import main
@@ -17,7 +18,6 @@ from kperf_ci.compare import compare_runs
 from kperf_ci.model import Fingerprint, Metric, RunRecord
 from kperf_ci.report import build_report, plots, write_site
 from kperf_ci.report.html import asm_diff, region_segments
-from kperf_ci.report.sample import synthetic_runs, timeline_blob, timeline_npz
 
 HOSTILE = "<script>alert(1)</script>"
 

@@ -139,14 +139,14 @@ def test_pending_migration_applied_in_order(db_path, monkeypatch):
         db.execute("ALTER TABLE runs ADD COLUMN other TEXT")
         raise RuntimeError("migration bug")
 
-    monkeypatch.setattr(store, "MIGRATIONS", [*store.MIGRATIONS, m2, m3_fails])
-    monkeypatch.setattr(store, "SCHEMA_VERSION", len(store.MIGRATIONS))
+    monkeypatch.setattr(store.schema, "MIGRATIONS", [*store.schema.MIGRATIONS, m2, m3_fails])
+    monkeypatch.setattr(store.schema, "SCHEMA_VERSION", len(store.schema.MIGRATIONS))
     with pytest.raises(RuntimeError, match="migration bug"):
         store.open_db(db_path)
     with sqlite3.connect(db_path) as c:
         # m2 committed on its own, m3 rolled back whole
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-        assert version == str(store.SCHEMA_VERSION - 1)  # all but the failing one
+        assert version == str(store.schema.SCHEMA_VERSION - 1)  # all but the failing one
         cols = {r[1] for r in c.execute("PRAGMA table_info(runs)")}
     assert "note" in cols and "other" not in cols
 
@@ -158,17 +158,17 @@ def test_migration_script_runs_inside_its_transaction(db_path, monkeypatch):
     store.save_run(db_path, make_info("r1"), [])
 
     def m_half(db):
-        store._execute_script(db, "CREATE TABLE half_done (x);\nCREATE TABLE half_done (x);\n")
+        store.schema._execute_script(db, "CREATE TABLE half_done (x);\nCREATE TABLE half_done (x);\n")
 
-    monkeypatch.setattr(store, "MIGRATIONS", [*store.MIGRATIONS, m_half])
-    monkeypatch.setattr(store, "SCHEMA_VERSION", len(store.MIGRATIONS))
+    monkeypatch.setattr(store.schema, "MIGRATIONS", [*store.schema.MIGRATIONS, m_half])
+    monkeypatch.setattr(store.schema, "SCHEMA_VERSION", len(store.schema.MIGRATIONS))
     with pytest.raises(sqlite3.OperationalError, match="already exists"):
         store.open_db(db_path)
     with sqlite3.connect(db_path) as c:
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     c.close()
-    assert "half_done" not in tables and version == str(store.SCHEMA_VERSION - 1)
+    assert "half_done" not in tables and version == str(store.schema.SCHEMA_VERSION - 1)
 
 
 def test_newer_schema_refused_and_untouched(db_path):
@@ -441,9 +441,9 @@ def test_blobs_are_written_with_the_run(db_path):
 
 @pytest.fixture
 def short_lock_waits(monkeypatch):
-    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.2)
-    monkeypatch.setattr(store, "LOCK_ATTEMPTS", 2)
-    monkeypatch.setattr(store, "LOCK_BACKOFF_S", 0.01)
+    monkeypatch.setattr(store.db, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(store.locks, "LOCK_ATTEMPTS", 2)
+    monkeypatch.setattr(store.locks, "LOCK_BACKOFF_S", 0.01)
 
 
 def _hold_write_lock(path) -> sqlite3.Connection:

@@ -9,7 +9,8 @@ import pytest
 from conftest import needs_gpu
 
 from kperf_ci.capture import timing
-from kperf_ci.capture.timing import TimingConfig, median_ci, time_callable, time_interleaved
+from kperf_ci.capture.timing import TimingConfig, time_callable, time_interleaved
+from kperf_ci.stats import median, median_ci
 
 
 class FakeDevice:
@@ -148,8 +149,8 @@ def test_time_floor_and_drift_gate():
     r = time_callable(dev.kernel("k", drifting), cfg, backend=dev)
     assert r.stopped_by == "budget"
     first = r.samples_ms[:100]
-    lo, hi = timing.median_ci(first)
-    assert (hi - lo) / timing.median(first) < cfg.ci_rel_width  # the CI alone would have stopped here
+    lo, hi = median_ci(first)
+    assert (hi - lo) / median(first) < cfg.ci_rel_width  # the CI alone would have stopped here
 
 
 def test_pacing_keeps_the_device_busy_at_most_duty_cycle():
@@ -393,7 +394,7 @@ def test_gpu_short_kernel_uses_a_graph():
 
 def test_graph_replay_check_compares_every_output_tensor():
     torch = pytest.importorskip("torch")
-    from kperf_ci.capture.timing import _same_tensors, _tensors
+    from kperf_ci.capture.backend import _same_tensors, _tensors
 
     a = torch.arange(6.0).reshape(2, 3)
     out = {"y": a, "aux": (a.sum(), 3, "text")}

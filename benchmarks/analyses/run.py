@@ -45,8 +45,10 @@ from kperf_ci.analysis import (  # noqa: E402
     prologue_epilogue,
     wave_quantization,
 )
-from kperf_ci.analysis.launch_gaps import KernelRecord, load_records, records_document  # noqa: E402
-from kperf_ci.analysis.timeline import Timeline, load_proton_traces, timeline_document  # noqa: E402
+from kperf_ci.traces.kernel_records import KernelRecord, load_records, records_document  # noqa: E402
+from kperf_ci.traces.proton_chrome import load_proton_traces  # noqa: E402
+from kperf_ci.traces.records import Timeline  # noqa: E402
+from kperf_ci.traces.timeline_file import timeline_document  # noqa: E402
 
 pl.enable_semantic("triton")
 DEV = "cuda"

@@ -24,7 +24,7 @@ from typing import Any
 from kperf_ci import ab, plausibility
 from kperf_ci.agent import checks, guards
 from kperf_ci.agent.targets import get_target
-from kperf_ci.capture import timing
+from kperf_ci.capture import backend, timing, timing_steps  # noqa: F401 - loaded: their entry points are watched
 
 
 def _load(path: str, name: str) -> Any:
@@ -37,16 +37,31 @@ def _load(path: str, name: str) -> Any:
     return mod
 
 
+#: kperf's own timing entry points a candidate could replace to fake a speedup (module, dotted
+#: attribute); looked up by name so that a function moved to another module is reported, not a crash
+_TIMING_ENTRY_POINTS = (
+    ("kperf_ci.capture.timing", "time_callable"),
+    ("kperf_ci.capture.timing", "time_interleaved"),
+    ("kperf_ci.capture.timing", "sample_batch"),
+    ("kperf_ci.capture.timing_steps", "sample_batch"),
+    ("kperf_ci.capture.timing_steps", "warmup"),
+    ("kperf_ci.capture.backend", "CudaBackend.elapsed_ms"),
+    ("kperf_ci.capture.backend", "CudaBackend.marker"),
+    ("kperf_ci.ab", "adaptive_ab"),
+    ("kperf_ci.agent.checks", "check_outputs"),
+    ("kperf_ci.agent.checks", "check_record"),
+    ("kperf_ci.agent.checks", "run_case"),
+)
+
+
 def _timer_objects() -> dict[str, Any]:
-    return {
-        "kperf_ci.capture.timing.time_callable": timing.time_callable,
-        "kperf_ci.capture.timing.time_interleaved": timing.time_interleaved,
-        "kperf_ci.capture.timing._sample_batch": timing._sample_batch,
-        "kperf_ci.capture.timing.CudaBackend.elapsed_ms": timing.CudaBackend.elapsed_ms,
-        "kperf_ci.ab.adaptive_ab": ab.adaptive_ab,
-        "checks.check_outputs": checks.check_outputs,
-        "checks.check_record": checks.check_record,
-    }
+    out: dict[str, Any] = {}
+    for mod, attr in _TIMING_ENTRY_POINTS:
+        obj: Any = sys.modules.get(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part, None)
+        out[f"{mod}.{attr}"] = obj
+    return out
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT, findings_from_json
-from kperf_ci.commands.ab import load_ab_document
+from kperf_ci.prcheck.document import load_ab_document
 
 STATIC_PREFIXES = ("registers", "spills", "shared_bytes", "sass.", "ptx.instructions", "region.", "time")
 MAX_HISTORY = 30
@@ -79,9 +79,11 @@ def context_from_db(
                 continue
             ctx.regression += [f"{t.get('test')}: {c}" for c in launches]
             for x in rows:
+                moved = x.get("regions_moved") or "n/a"
+                moved = ", ".join(map(str, moved)) if isinstance(moved, list) else moved
                 ctx.regression.append(
                     f"{t.get('test')}: A/B {x.get('verdict')} ratio {x.get('ratio')} "
-                    f"(CI {x.get('ci_low')} .. {x.get('ci_high')}); moved: {x.get('regions_moved') or 'n/a'}"
+                    f"(CI {x.get('ci_low')} .. {x.get('ci_high')}); moved: {moved}"
                 )
     return ctx
 

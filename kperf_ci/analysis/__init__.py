@@ -11,7 +11,9 @@ explanation and a suggestion), stored as ``Metric(kind="analysis", name="analysi
 - overlap.overlap                -> memory_exposed_fraction (flagged), pipeline_bubble_fraction,
                                     mma_busy_fraction, memory_compute_overlap
 - launch_gaps.launch_gaps        -> launch_gap_fraction, launch_gap_median_ns, kernel_median_ns
-- perfetto.write_chrome_trace    -> Chrome-trace/Perfetto JSON with per-SM tracks
+
+Reading and writing trace files (Proton, kperf timelines, kernel records, Perfetto) is
+:mod:`kperf_ci.traces`.
 """
 
 from __future__ import annotations
@@ -29,11 +31,10 @@ from .launch_gaps import KernelRecord, launch_gaps
 from .occupancy import sm_utilization
 from .overlap import overlap
 from .phases import prologue_epilogue
-from .timeline import Timeline, from_region_result, load_proton_trace, load_proton_traces, load_timelines
-from .waves import ArchLimits, arch_limits, occupancy, wave_quantization
+from .timeline import Timeline, from_region_result
+from .waves import wave_quantization
 
 __all__ = [
-    "ArchLimits",
     "Finding",
     "KernelRecord",
     "LaunchConfig",
@@ -41,15 +42,10 @@ __all__ = [
     "analyze_timeline",
     "analysis_metrics",
     "apply_cost_floor",
-    "arch_limits",
     "flagged",
     "from_region_result",
     "launch_gaps",
     "load_imbalance",
-    "load_proton_trace",
-    "load_proton_traces",
-    "load_timelines",
-    "occupancy",
     "overlap",
     "prologue_epilogue",
     "sm_utilization",

@@ -11,8 +11,8 @@ Two hooks, both removed in ``finally``:
   seen by the enter hook during that call are completed with these.
 
 ``LaunchInfo`` carries the compiled kernel's registers, spills, shared memory and its ``asm``
-dict; static metrics come from :func:`kperf_ci.capture.sass.static_metrics` when that module
-is present (computed once per compiled kernel).
+dict; static metrics come from :func:`kperf_ci.capture.sass.static_metrics` (computed once per
+compiled kernel).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hardware import normalize_arch
 from ..model import Metric
+from .sass import static_metrics
 
 
 @dataclass
@@ -193,8 +195,8 @@ def capture_launches(
     """Run ``fn(*args, **kwargs)`` once; return its result and the launches it made, in order.
 
     With ``static=True`` each distinct compiled kernel also gets its static metrics from
-    ``kperf_ci.capture.sass.static_metrics`` (if that module is present; failures are kept in
-    ``LaunchInfo.static_error``, never raised).
+    ``kperf_ci.capture.sass.static_metrics`` (failures are kept in ``LaunchInfo.static_error``,
+    never raised).
     """
     with launch_capture(keep_args=keep_args) as launches:
         result = fn(*args, **kwargs)
@@ -234,19 +236,14 @@ def kernel_records(call: Callable[[], Any], calls: int = 1) -> list[Any]:
 
 
 def arch_of(kernel: Any) -> str:
+    """The arch a compiled kernel targets ("sm_90"); its backend's own name when not a number."""
     target = getattr(getattr(kernel, "metadata", None), "target", None)
     arch = getattr(target, "arch", None)
-    return f"sm_{arch}" if isinstance(arch, int) else str(arch or "")
+    return normalize_arch(arch) if isinstance(arch, int) else str(arch or "")
 
 
 def add_static_metrics(launches: list[LaunchInfo]) -> None:
-    try:
-        from . import sass
-    except ImportError:
-        return
-    fn = getattr(sass, "static_metrics", None)
-    if fn is None:
-        return
+    """Static metrics and SASS hash of each distinct compiled kernel among ``launches``."""
     done: dict[int, tuple[list[Metric], str | None, str | None]] = {}
     for info in launches:
         if info.kernel is None:
@@ -254,57 +251,10 @@ def add_static_metrics(launches: list[LaunchInfo]) -> None:
         key = id(info.kernel)
         if key not in done:
             try:
-                metrics, _normalized, digest = fn(info.kernel.asm, info.kernel.metadata, arch_of(info.kernel))
+                metrics, _normalized, digest = static_metrics(
+                    info.kernel.asm, info.kernel.metadata, arch_of(info.kernel)
+                )
                 done[key] = (list(metrics), digest, None)
             except Exception as e:  # keep going: static metrics are a bonus in GPU mode
                 done[key] = ([], None, f"{type(e).__name__}: {e}"[:300])
         info.static, info.sass_hash, info.static_error = done[key]
-
-
-def device_fingerprint(device: Any = None) -> dict[str, Any]:
-    """GPU name, SM count, L2, driver, CUDA/torch/triton versions: recorded with every result."""
-    import platform
-
-    import torch
-    import triton
-
-    d: dict[str, Any] = {
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-    }
-    if not torch.cuda.is_available():
-        return d
-    idx = torch.cuda.current_device() if device is None else torch.device(device).index or 0
-    p = torch.cuda.get_device_properties(idx)
-    d.update(
-        gpu=p.name,
-        sm_count=p.multi_processor_count,
-        capability=f"{p.major}.{p.minor}",
-        memory_gb=round(p.total_memory / 2**30, 1),
-        l2_bytes=getattr(p, "L2_cache_size", None),
-        cuda=torch.version.cuda,
-    )
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        drv = pynvml.nvmlSystemGetDriverVersion()
-        d["driver"] = drv.decode() if isinstance(drv, bytes) else drv
-    except Exception:
-        import subprocess
-
-        try:
-            d["driver"] = (
-                subprocess.run(
-                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                    capture_output=True,
-                    text=True,
-                    timeout=10,
-                )
-                .stdout.strip()
-                .splitlines()[0]
-            )
-        except Exception:
-            d["driver"] = None
-    return d

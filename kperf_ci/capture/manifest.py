@@ -20,22 +20,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..hardware import normalize_arch
+from ..metrics import CODE_METRICS as CODE_METRICS  # static metrics copied into the manifest
 from ..model import VariantResult
 from .record import LaunchSpec
-from .static import normalize_arch, source_location, variant_key
+from .static import source_location, variant_key
 
 BLOB = "launches"
 #: launches kept per test: a test that sweeps sizes is described by its first launches
 MAX_LAUNCHES_PER_TEST = 64
-#: static metrics copied into the manifest: what a reviewer reads in "what moved"
-CODE_METRICS = (
-    "registers",
-    "spills",
-    "spill_loads",
-    "shared_bytes",
-    "sass.instructions",
-    "ptx.instructions",
-)
 
 
 def _arg_text(a: Any) -> str | None:

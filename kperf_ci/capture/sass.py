@@ -9,7 +9,8 @@ Uses the NVIDIA binaries shipped inside the Triton wheel (``triton/backends/nvid
   when the worker captured it (``metadata["kperf_ptxas"]``), otherwise by running
   ``ptxas -v`` on the PTX once more (cheap for Triton-sized kernels).
 
-All metric names follow ``.helpers/METRICS.md``. The same input gives byte-identical output.
+Metric names, units and directions come from the catalogue (:mod:`kperf_ci.metrics`,
+``docs/METRICS.md``). The same input gives byte-identical output.
 
 Instruction classes (SASS opcode without modifiers / PTX mnemonic): global_load (LDG, generic LD;
 ld.global), global_store (STG, ST; st.global), shared_load (LDS, LDSM; ld.shared, ldmatrix),
@@ -35,6 +36,8 @@ from collections import Counter
 from functools import cache
 from typing import Any
 
+from ..hardware import arch_capability
+from ..metrics import metric
 from ..model import Metric
 
 CLASSES = (
@@ -77,16 +80,6 @@ def tool(name: str) -> str:
     if p:
         return p
     raise FileNotFoundError(f"{name} not found (install triton, or put it on PATH)")
-
-
-def arch_capability(arch: str | int) -> int:
-    """ "sm_90" / "sm_90a" / "90" / 90 -> 90."""
-    if isinstance(arch, int):
-        return arch
-    m = re.search(r"(\d+)", str(arch))
-    if not m:
-        raise ValueError(f"bad arch {arch!r}: expected e.g. 'sm_90'")
-    return int(m.group(1))
 
 
 def _run(cmd: list[str], data: bytes | None = None, suffix: str = ".cubin") -> str:
@@ -453,22 +446,18 @@ def static_metrics(compiled_asm: dict[str, Any], metadata: Any, arch: str) -> tu
     shared = int(_meta(metadata, "shared", 0) or 0) + int(res.get("SHARED", 0))
     regs = res.get("REG", ptxas.get("registers", 0))
     metrics = [
-        Metric("registers", float(regs), "count", "static", "lower"),
-        Metric("spills", float(ptxas.get("spill_stores", 0)), "bytes", "static", "lower"),
-        Metric("spill_loads", float(ptxas.get("spill_loads", 0)), "bytes", "static", "lower"),
-        Metric(
-            "stack_bytes", float(res.get("STACK", ptxas.get("stack_frame", 0))), "bytes", "static", "lower"
-        ),
-        Metric("local_bytes", float(res.get("LOCAL", 0)), "bytes", "static", "lower"),
-        Metric("shared_bytes", float(shared), "bytes", "static", "lower"),
-        Metric("num_warps", float(_meta(metadata, "num_warps", 0) or 0), "count", "static", "none"),
-        Metric("num_stages", float(_meta(metadata, "num_stages", 0) or 0), "count", "static", "none"),
-        Metric("cubin_bytes", float(len(cubin)), "bytes", "static", "lower"),
-        Metric("ptx.instructions", float(n_ptx), "count", "static", "lower"),
-        Metric("sass.instructions", float(n_sass), "count", "static", "lower"),
+        metric("registers", regs),
+        metric("spills", ptxas.get("spill_stores", 0)),
+        metric("spill_loads", ptxas.get("spill_loads", 0)),
+        metric("stack_bytes", res.get("STACK", ptxas.get("stack_frame", 0))),
+        metric("local_bytes", res.get("LOCAL", 0)),
+        metric("shared_bytes", shared),
+        metric("num_warps", _meta(metadata, "num_warps", 0) or 0),
+        metric("num_stages", _meta(metadata, "num_stages", 0) or 0),
+        metric("cubin_bytes", len(cubin)),
+        metric("ptx.instructions", n_ptx),
+        metric("sass.instructions", n_sass),
     ]
-    for cls in CLASSES:
-        metrics.append(Metric(f"sass.{cls}", float(smix.get(cls, 0)), "count", "static", "none"))
-    for cls in CLASSES:
-        metrics.append(Metric(f"ptx.{cls}", float(pmix.get(cls, 0)), "count", "static", "none"))
+    metrics += [metric(f"sass.{cls}", smix.get(cls, 0)) for cls in CLASSES]
+    metrics += [metric(f"ptx.{cls}", pmix.get(cls, 0)) for cls in CLASSES]
     return metrics, normalized, digest

@@ -16,15 +16,10 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from ..hardware import normalize_arch
 from ..model import Metric, VariantKey, VariantResult
 from .aot import WorkerPool
 from .record import LaunchSpec
-from .sass import arch_capability
-
-
-def normalize_arch(arch: str | int) -> str:
-    """ "90" / 90 / "sm_90" / "sm_90a" -> "sm_90"."""
-    return f"sm_{arch_capability(arch)}"
 
 
 def source_location(launch: LaunchSpec, rootdir: str | None = None) -> str:

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import click
 
+from kperf_ci.config import ENV_TRACEBACK, env_switch
 from kperf_ci.units import fmt_value  # noqa: F401 - re-exported for the commands
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -70,7 +71,7 @@ class KperfCrash(click.ClickException):
         return msg if len(msg) <= 600 else msg[:600] + "..."
 
     def show(self, file: Any = None) -> None:
-        if os.environ.get("KPERF_TRACEBACK"):
+        if env_switch(ENV_TRACEBACK):
             import traceback
 
             traceback.print_exception(self.exc, file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from kperf_ci.ab import ABError
 from kperf_ci.agent import output
 from kperf_ci.agent.configsearch import ConfigSearchProposer, SourceError
 from kperf_ci.agent.llm import LLMProposer, endpoint_from_env
@@ -20,7 +21,7 @@ from kperf_ci.agent.loop import Agent, Budget, LoopConfig
 from kperf_ci.agent.population import Population
 from kperf_ci.agent.prompts import context_from_db, jit_names
 from kperf_ci.agent.targets import TARGETS, get_target
-from kperf_ci.commands.ab import load_ab_document
+from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from . import KperfError, user_errors
@@ -140,7 +141,10 @@ def run_cmd(
     if not seed_list:
         raise KperfError("--seeds: give at least one seed, e.g. 11,23")
     rootp = Path(root)
-    names = [kernel] if kernel else (_kernels_from_ab(ab_db, rootp) if ab_db else [])
+    try:
+        names = [kernel] if kernel else (_kernels_from_ab(ab_db, rootp) if ab_db else [])
+    except ABError as e:
+        raise KperfError(str(e)) from None
     if not names:
         raise KperfError(
             "name a kernel (" + ", ".join(sorted(TARGETS)) + ") or give --from-ab with a slower kernel"

@@ -22,14 +22,19 @@ from typing import Any
 import click
 import numpy as np
 
+from kperf_ci import store
 from kperf_ci.analysis import DEFAULT_THRESHOLDS, LaunchConfig, analyze_timeline
 from kperf_ci.analysis.findings import Finding, flagged
-from kperf_ci.analysis.launch_gaps import launch_gaps, load_records, records_from_timelines
+from kperf_ci.analysis.launch_gaps import launch_gaps
+from kperf_ci.analysis.occupancy import busy_sm_series
 from kperf_ci.analysis.overlap import largest_bubbles
-from kperf_ci.analysis.perfetto import write_chrome_trace
-from kperf_ci.analysis.timeline import Timeline, load_timelines, timeline_from_json, timeline_from_npz
 from kperf_ci.commands import KperfError, read_run, user_errors
 from kperf_ci.report.safe_text import terminal_safe
+from kperf_ci.traces.kernel_records import load_records, records_from_json, records_from_timelines
+from kperf_ci.traces.perfetto import write_chrome_trace
+from kperf_ci.traces.proton_chrome import load_proton_traces
+from kperf_ci.traces.records import Timeline
+from kperf_ci.traces.timeline_file import load_timelines, timeline_from_json, timeline_from_npz
 
 #: What the parsers raise on a document of the wrong shape: they index, call methods on and
 #: recurse into whatever JSON they are given. For a file or an artifact that is bad input (the
@@ -124,8 +129,6 @@ def _timelines_from_text(text: str, kernel: str | None, num_sms: int | None) -> 
     obj = _json_document(text)
     if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
         return [timeline_from_json(obj)]
-    from kperf_ci.analysis.timeline import load_proton_traces
-
     return load_proton_traces(obj, kernel=kernel, num_sms=num_sms)
 
 
@@ -135,8 +138,6 @@ def _artifact_timelines(
     """A trace artifact as timelines: Chrome-trace/kperf JSON text, or the capture stage's binary
     npz (``RegionResult.timeline_bytes``, read back as bytes). Never a path to open: a database
     is data, and a crafted one must not make ``kperf analyze`` read local files."""
-    from kperf_ci import store
-
     stripped = text.strip()
     if stripped.startswith(("{", "[")):
         try:
@@ -182,8 +183,6 @@ def _from_db(
         m = {x.name: x.value for x in res.metrics}
         cfg = _launch_config(m, m.get("grid") or m.get("launch.grid"), res.key.arch, sms)
         if "kernel_records" in res.artifacts:  # a callable that launched several kernels
-            from kperf_ci.analysis.launch_gaps import records_from_json
-
             try:
                 recs = records_from_json(res.artifacts["kernel_records"])
                 gaps = launch_gaps(recs, threshold=(thresholds or DEFAULT_THRESHOLDS)["launch_gap_fraction"])
@@ -313,7 +312,9 @@ def run(
         report.sequence = launch_gaps(recs, threshold=th["launch_gap_fraction"])
     if perfetto:
         all_f = [f for lr in report.launches for f in lr.findings] + report.sequence
-        write_chrome_trace(perfetto, timelines, findings=all_f, records=recs, per_warp=per_warp)
+        write_chrome_trace(
+            perfetto, timelines, findings=all_f, records=recs, per_warp=per_warp, busy_series=busy_sm_series
+        )
     return report
 
 

@@ -3,12 +3,13 @@ stores the run and compares it with the baseline), then the reports of that run.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import click
+
+from kperf_ci.config import ENV_NO_REPORT, env_switch
 
 
 @click.command(
@@ -21,7 +22,7 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
     markdown under [tool.kperf] report (skip with KPERF_NO_REPORT=1). Exits with pytest's code:
     1 when a test failed, a kernel did not compile, or a metric crossed its threshold."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "--kperf", *pytest_args], check=False)
-    if proc.returncode in (0, 1) and os.environ.get("KPERF_NO_REPORT", "") not in ("1", "true"):
+    if proc.returncode in (0, 1) and not env_switch(ENV_NO_REPORT):
         _reports()
     raise SystemExit(proc.returncode)
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from kperf_ci.config import ConfigError, load_settings, may_be_enabled, resolve_setting
+from kperf_ci.device import cuda_available
 from kperf_ci.plugin import options
 from kperf_ci.plugin.fixture import KperfFixture
-from kperf_ci.plugin.marker import MARKER_HELP, parse_marker
+from kperf_ci.plugin.marker import MARKER_HELP, KperfMarker, default_name, parse_marker
 
 SESSION_KEY = pytest.StashKey["KperfSession"]()  # noqa: F821  (forward ref, imported lazily)
 MARKER_KEY = pytest.StashKey[Any]()
@@ -33,54 +35,28 @@ def pytest_load_initial_conftests(
     ns = early_config.known_args_namespace
     if not _enabled(early_config, getattr(ns, "kperf", None)):
         return
-    mode = getattr(ns, "kperf_mode", None) or _mode_in_pyproject(early_config) or "auto"
-    if mode == "gpu":
-        return
-    from kperf_ci.plugin.session import cuda_available
-
-    if mode == "static" and not cuda_available() or mode == "auto" and not cuda_available():
+    try:  # the mode by the one precedence chain (CLI > KPERF_MODE > [tool.kperf] > auto)
+        mode = resolve_setting(early_config.rootpath, "mode", getattr(ns, "kperf_mode", None))
+    except ConfigError as e:
+        raise pytest.UsageError(f"kperf: {e}") from None
+    # static mode on a GPU runs the tests for real and captures their launches on the way
+    if mode != "gpu" and not cuda_available():
         os.environ["TRITON_INTERPRET"] = "1"
 
 
-def _pyproject_kperf(config: pytest.Config) -> dict[str, Any]:
-    # A text check first: a disabled plugin must not pay for importing the settings machinery.
-    path = config.rootpath / "pyproject.toml"
-    try:
-        if "tool.kperf" not in path.read_text(encoding="utf-8"):
-            return {}
-    except OSError:
-        return {}
-    try:
-        from kperf_ci.config import read_pyproject
-
-        return read_pyproject(config.rootpath)
-    except Exception:  # a bad file is reported by pytest_configure, with its reason
-        return {}
-
-
-def _enabled(config: pytest.Config, cli: bool | None) -> bool:
-    """Whether kperf is on: --kperf > env KPERF_ENABLED > [tool.kperf] enabled, each parsed by
-    the same parser as load_settings uses (kperf_ci.config.parse_bool), so the plugin does what
-    the validator accepts. A bad value is a usage error naming it."""
+def _enabled(pytest_config: pytest.Config, cli: bool | None) -> bool:
+    """Whether kperf is on: --kperf > env KPERF_ENABLED > [tool.kperf] enabled, resolved and
+    parsed as load_settings does (kperf_ci.config), so the plugin does what the validator
+    accepts. A bad value is a usage error naming it."""
     if cli:
         return True
-    # Nothing to import while kperf is nowhere mentioned: a disabled plugin costs nothing.
-    if "KPERF_ENABLED" not in os.environ and "enabled" not in _pyproject_kperf(config):
+    # Nothing more to read while kperf is nowhere mentioned: a disabled plugin costs nothing.
+    if not may_be_enabled(pytest_config.rootpath):
         return False
-    from kperf_ci.config import ConfigError, env_bool, find_pyproject, parse_bool
-
     try:
-        from_env = env_bool("KPERF_ENABLED", "enabled")
-        if from_env is not None:
-            return from_env
-        source = f"[tool.kperf] in {find_pyproject(config.rootpath)}"
-        return parse_bool(_pyproject_kperf(config)["enabled"], key="enabled", source=source)
+        return resolve_setting(pytest_config.rootpath, "enabled")
     except ConfigError as e:
         raise pytest.UsageError(f"kperf: {e}") from None
-
-
-def _mode_in_pyproject(config: pytest.Config) -> str | None:
-    return _pyproject_kperf(config).get("mode")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,7 +64,6 @@ def pytest_configure(config: pytest.Config) -> None:
     overrides = options.cli_overrides(config)
     if not _enabled(config, overrides.get("enabled")):
         return
-    from kperf_ci.config import ConfigError, load_settings
     from kperf_ci.plugin.session import KperfSession
 
     overrides["enabled"] = True
@@ -179,6 +154,4 @@ def kperf(request: pytest.FixtureRequest) -> KperfFixture:
 
 
 def parse_marker_or_default(item: pytest.Item) -> Any:
-    from kperf_ci.plugin.marker import KperfMarker, default_name
-
     return parse_marker(item) or KperfMarker(name=default_name(item))

@@ -89,6 +89,7 @@ def cli_overrides(config: pytest.Config) -> dict[str, Any]:
         "kperf_save": "save",
         "kperf_jobs": "jobs",
         "kperf_label": "label",
+        "kperf_base_tree": "base_tree",
     }
     out: dict[str, Any] = {}
     for opt, key in names.items():

@@ -1,6 +1,6 @@
 """Reports of a same-job A/B (`kperf ab`): PR comment, job summary and one HTML page.
 
-Input is the A/B document stored in the A/B database (``kperf_ci.commands.ab.AB_BLOB``): plain
+Input is the A/B document stored in the A/B database (``kperf_ci.prcheck.document.AB_BLOB``): plain
 JSON, treated as data.  Every string from it is escaped for its medium: markdown gets no links,
 no HTML and no table breaks; HTML is rendered by jinja2 with autoescaping.
 

@@ -31,7 +31,11 @@ import jinja2
 from markupsafe import Markup, escape
 
 from .. import __version__
+from ..analysis.occupancy import busy_sm_series
 from ..model import VariantResult
+from ..traces.perfetto import write_chrome_trace
+from ..traces.proton_chrome import load_proton_trace
+from ..traces.timeline_file import timeline_from_json, timeline_from_npz
 from ..units import fmt_ci, fmt_rel, fmt_value
 from . import plots
 from .safe_text import terminal_safe  # warnings quote stored names and reach the terminal
@@ -281,15 +285,11 @@ def _region_order(name: str) -> tuple:
 
 
 def _timeline(report: Report, side: str, r: VariantResult | None) -> Any:
-    """The launch timeline of one side (``kperf_ci.analysis.timeline.Timeline``), when there is a
+    """The launch timeline of one side (``kperf_ci.traces.records.Timeline``), when there is a
     parseable artifact: kperf-timeline JSON, a Proton Chrome trace (its text), or the capture
     stage's binary npz, which is read as bytes through ``report.blob``."""
     found = _artifact(r, *TIMELINE_ARTIFACTS)
     if r is None or found is None:
-        return None
-    try:
-        from ..analysis import timeline as tlmod  # the analysis stage is optional: guarded
-    except ImportError:  # pragma: no cover
         return None
     name, value = found
     try:
@@ -299,15 +299,15 @@ def _timeline(report: Report, side: str, r: VariantResult | None) -> Any:
         if raw is not None:
             if raw[:2] != b"PK":
                 raise ValueError(f"artifact {name!r} is neither JSON nor a timeline npz")
-            return tlmod.timeline_from_npz(raw, num_sms=_sm_count(report, side))
+            return timeline_from_npz(raw, num_sms=_sm_count(report, side))
         obj = json.loads(value)
         if not isinstance(obj, (dict, list)):  # the loaders would open() any other value
             raise ValueError(f"artifact {name!r} is JSON but not a trace")
         if isinstance(obj, dict) and obj.get("format") == "kperf-timeline":
-            return tlmod.timeline_from_json(obj)
+            return timeline_from_json(obj)
         if isinstance(obj, dict) and obj.get("format") == "kperf-timelines":
-            return tlmod.timeline_from_json(obj["timelines"][-1])
-        return tlmod.load_proton_trace(obj)
+            return timeline_from_json(obj["timelines"][-1])
+        return load_proton_trace(obj)
     except Exception as e:  # a malformed artifact costs its chart, never the report
         log.warning("timeline of %s (%s) not shown: %s", terminal_safe(r.key.label()), side, terminal_safe(e))
         return None
@@ -332,7 +332,7 @@ def gantt_lanes(tl: Any) -> list[tuple[str, list[tuple[float, float, str]]]]:
 
 def _trace_link(v: VariantView, out_dir: Path, timelines: dict[str, Any]) -> dict[str, str] | None:
     """A Perfetto-loadable trace next to the page: the run's own trace artifact (its JSON text
-    written out), else one exported from the timeline by kperf_ci.analysis.perfetto."""
+    written out), else one exported from the timeline by kperf_ci.traces.perfetto."""
     for side, r in (("current", v.cur), ("baseline", v.base)):
         found = _artifact(r, *TRACE_ARTIFACTS)
         if found is None or isinstance(found[1], bytes):
@@ -347,12 +347,8 @@ def _trace_link(v: VariantView, out_dir: Path, timelines: dict[str, Any]) -> dic
         tl = timelines.get(side)
         if tl is None or len(tl) > MAX_TRACE_RECORDS:
             continue
-        try:
-            from ..analysis.perfetto import write_chrome_trace
-        except ImportError:  # pragma: no cover
-            return None
         target = out_dir / "k" / f"{v.id}.{side}.trace.json"
-        write_chrome_trace(target, tl)
+        write_chrome_trace(target, tl, busy_series=busy_sm_series)
         return {"href": target.name, "side": side, "note": "exported from the stored timeline"}
     return None
 
@@ -395,13 +391,11 @@ def _history(report: Report, v: VariantView) -> list[dict[str, Any]]:
 
 
 def change_points(values: list[float], labels: list[str]) -> list[dict[str, Any]]:
-    """Change points from kperf_ci.changepoint when it is there (guarded: optional stage)."""
+    """Change points of a metric's history (kperf_ci.changepoint)."""
     if len(values) < 6:
         return []
-    try:
-        from ..changepoint import detect_change_points
-    except ImportError:  # pragma: no cover
-        return []
+    from ..changepoint import detect_change_points
+
     try:
         cps = detect_change_points(values, labels=labels, log=all(x > 0 for x in values))
     except Exception as e:

@@ -16,45 +16,25 @@ from typing import Any
 from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
 from ..analysis.findings import Finding, findings_from_json, flagged
 from ..capture.sass import CLASSES
+from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
+from ..metrics import (
+    VERDICT_RANK,
+    direction_of,
+    headline,
+    row_verdict_of_timing,
+    variant_verdict_of_time_row,
+)
+from ..metrics import VERDICTS as VERDICTS
 from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from ..units import fmt_ci, fmt_rel, fmt_value
 from .safe_text import terminal_safe
 
 log = logging.getLogger(__name__)
 
-#: Variant verdicts, in the order the summary counts them. slower/faster/unchanged/inconclusive
-#: come from timing; a variant without timing (static mode) is worse/better/unchanged by its
-#: static metrics; new/removed have no counterpart; error: the current run failed to build it.
-VERDICTS = ("slower", "faster", "unchanged", "inconclusive", "worse", "better", "new", "removed", "error")
-#: Always counted on the summary, even when zero.
-MAIN_VERDICTS = ("slower", "faster", "unchanged", "inconclusive")
-#: Sort rank: worst first.
-_RANK = {
-    "error": 0,
-    "slower": 1,
-    "worse": 2,
-    "inconclusive": 3,
-    "new": 4,
-    "removed": 5,
-    "faster": 6,
-    "better": 7,
-    "unchanged": 8,
-}
 _KIND_ORDER = {"time": 0, "region": 1, "analysis": 2, "static": 3}
-#: Static metrics shown first, in this order, in the static diff.
-STATIC_HEADLINE = (
-    "registers",
-    "spills",
-    "shared_bytes",
-    "stack_bytes",
-    "local_bytes",
-    "num_warps",
-    "num_stages",
-    "cubin_bytes",
-    "sass.instructions",
-    "ptx.instructions",
-)
-INSTRUCTION_CLASSES = CLASSES  # sass.<class> / ptx.<class> metric names (METRICS.md)
+#: Static metrics shown first, in this order, in the static diff (the catalogue's headline).
+STATIC_HEADLINE = headline("static")
+INSTRUCTION_CLASSES = CLASSES  # sass.<class> / ptx.<class> metric names (docs/METRICS.md)
 
 HistoryFn = Callable[[str, str], list[tuple[RunInfo, float]]]
 BlobFn = Callable[[str, str, str], "bytes | None"]
@@ -121,7 +101,7 @@ class VariantView:
     @property
     def rank(self) -> int:
         """0 = worst; regressions come before everything else."""
-        return (0 if self.regression else 1) * 10 + _RANK.get(self.verdict, 9)
+        return (0 if self.regression else 1) * 10 + VERDICT_RANK.get(self.verdict, 9)
 
     @property
     def page(self) -> str:
@@ -349,12 +329,14 @@ def _rel(base: float | None, cur: float | None) -> float | None:
 
 
 def _plain_rows(base: VariantResult | None, cur: VariantResult | None) -> list[MetricRow]:
-    """Rows from the metrics alone (no comparison policy): direction of change, no gate."""
+    """Rows from the metrics alone (no comparison policy): direction of change, no gate. The
+    direction is the catalogue's (kperf_ci.metrics), as compare judges, not the one stored."""
     bm: dict[str, Metric] = {m.name: m for m in base.metrics} if base else {}
     cm: dict[str, Metric] = {m.name: m for m in cur.metrics} if cur else {}
     rows = []
     for name in list(cm) + [n for n in bm if n not in cm]:
         m = cm.get(name) or bm[name]
+        better = direction_of(name, m.better)
         b, c = (bm[name].value if name in bm else None), (cm[name].value if name in cm else None)
         if b is None:
             verdict = "new"
@@ -362,21 +344,16 @@ def _plain_rows(base: VariantResult | None, cur: VariantResult | None) -> list[M
             verdict = "removed"
         elif b == c:
             verdict = "same"
-        elif m.better == "none":
+        elif better == "none":
             verdict = "changed"
         else:
-            verdict = "worse" if (c > b) == (m.better == "lower") else "better"
-        rows.append(MetricRow(name, m.unit, m.kind, m.better, b, c, verdict, rel=_rel(b, c)))
+            verdict = "worse" if (c > b) == (better == "lower") else "better"
+        rows.append(MetricRow(name, m.unit, m.kind, better, b, c, verdict, rel=_rel(b, c)))
     rows.sort(key=_row_order)
     return rows
 
 
-_TIME_ORDER = {
-    name: i
-    for i, name in enumerate(
-        ("time.median", "time.mean", "time.min", "time.ci_low", "time.ci_high", "time.iqr", "time.cv")
-    )
-}
+_TIME_ORDER = {name: i for i, name in enumerate(headline("time"))}
 
 
 def _row_order(r: MetricRow) -> tuple:
@@ -433,16 +410,13 @@ def plain_verdict(base: VariantResult | None, cur: VariantResult | None, rows: l
         return "error"
     t = next((r for r in rows if r.name == "time.median"), None)
     if t is not None:
-        return _TIME_VERDICT.get(t.verdict, "inconclusive")
+        return variant_verdict_of_time_row(t.verdict)
     static = [r for r in rows if r.kind == "static"]
     if any(r.regression or r.verdict == "worse" for r in static):
         return "worse"
     if any(r.verdict == "better" for r in static):
         return "better"
     return "unchanged"
-
-
-_TIME_VERDICT = {"worse": "slower", "better": "faster", "same": "unchanged", "inconclusive": "inconclusive"}
 
 
 def build_report(
@@ -560,9 +534,7 @@ def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
             else:
                 r.verdict = _DIRECTION.get(ch.direction, r.verdict)
         if ch.verdict:  # timing decided on samples
-            r.verdict = {"slower": "worse", "faster": "better", "unchanged": "same"}.get(
-                ch.verdict, "inconclusive"
-            )
+            r.verdict = row_verdict_of_timing(ch.verdict)
         if ch.rel is not None and not math.isnan(ch.rel):
             r.rel = ch.rel
         if ch.ci and not any(math.isnan(x) for x in ch.ci):

@@ -9,8 +9,8 @@ from pathlib import Path
 from kperf_ci import store
 from kperf_ci.agent.prompts import PromptContext, build_messages, context_from_db
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_to_json
-from kperf_ci.commands.ab import AB_BLOB
 from kperf_ci.commands.agent import _kernels_from_ab
+from kperf_ci.prcheck.document import AB_BLOB
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import make_info, make_result  # noqa: E402
@@ -39,7 +39,7 @@ def _dbs(tmp_path: Path) -> tuple[Path, Path]:
                         "ratio": 1.42,
                         "ci_low": 1.40,
                         "ci_high": 1.44,
-                        "regions_moved": "epilogue 4% -> 9% of CTA time",
+                        "regions_moved": ["epilogue 4% -> 9% of CTA time"],
                     }
                 ],
             }

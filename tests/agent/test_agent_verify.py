@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from llm_server import FakeLLM, reply_with
 
-from kperf_ci.agent import cheats, checks
+from kperf_ci.agent import cheats, checks, harness
 from kperf_ci.agent import population as pop
 from kperf_ci.agent.llm import Endpoint, LLMProposer
 from kperf_ci.agent.loop import Agent, Budget, LoopConfig
@@ -106,3 +106,9 @@ def test_sandbox_env_has_no_secrets_and_a_dead_proxy():
     assert "KPERF_LLM_API_KEY" not in env and "OPENAI_API_KEY" not in env and "GITHUB_TOKEN" not in env
     assert "KPERF_HOST_SALT" not in env and env["PATH"] == "/bin"
     assert env["https_proxy"] == env["HTTP_PROXY"] == "http://127.0.0.1:9"
+
+
+def test_every_watched_timing_entry_point_exists():
+    # a function moved elsewhere must fail here, not silently drop out of the patched-timer check
+    missing = [name for name, obj in harness._timer_objects().items() if obj is None]
+    assert missing == []

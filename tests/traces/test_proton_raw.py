@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
-from kperf_ci.capture import proton_trace as pt
+from kperf_ci.capture import instrument as ins
+from kperf_ci.capture import region_result
+from kperf_ci.capture.region_pass import RegionConfig
+from kperf_ci.traces import clock
+from kperf_ci.traces import proton_raw as pt
 
 NAMES = {0: "kernel", 1: "prologue", 2: "loop0"}
 GT0 = 1_795_382_920_392_000_000  # beyond float64's exact integers: the fit must subtract a base
@@ -93,12 +99,12 @@ def test_parse_raw_buffer_recovers_records():
 def test_clock_fit_and_spans_match_truth(ghz):
     blocks, truth = synthetic_buffer(ghz=ghz, seed=int(ghz * 100))
     kt = pt.parse_raw_buffer(blocks, 4, NAMES)
-    fit = pt.fit_clock(kt)
+    fit = clock.fit_clock(kt)
     assert fit is not None and fit.n_sms == 8
     assert fit.ghz == pytest.approx(ghz, rel=1e-3)
     assert fit.ghz_median_sm == pytest.approx(ghz, rel=3e-3)
     assert fit.rms_residual_ns < 32
-    spans = pt.spans_from_raw(kt, fit)
+    spans = clock.spans_from_raw(kt, fit)
     assert spans["regions"] == pytest.approx(truth["regions"], abs=64)
     assert spans["cta"] == pytest.approx(truth["cta"], abs=1)
     assert spans["cta"] >= spans["regions_plus_edges"] - 64 >= spans["regions"] - 64
@@ -118,17 +124,13 @@ def test_invalid_headers_and_overflow_are_reported():
 
 def test_clock_fit_needs_two_ctas_on_an_sm():
     blocks, _ = synthetic_buffer(n_sms=4, per_sm=1)
-    assert pt.fit_clock(pt.parse_raw_buffer(blocks, 4, NAMES)) is None
+    assert clock.fit_clock(pt.parse_raw_buffer(blocks, 4, NAMES)) is None
 
 
 def test_session_buffers_give_build_result_a_measured_clock():
     """The plugin's path: buffers kept through a session pair with the instrumented launches,
     are parsed, and build_result takes the clock and span from them (not from NVML)."""
     torch = pytest.importorskip("torch")
-    from types import SimpleNamespace
-
-    from kperf_ci.capture import instrument as ins
-
     blocks, truth = synthetic_buffer(ghz=1.6)
     n, width = blocks.shape
     scratch = 640
@@ -143,7 +145,7 @@ def test_session_buffers_give_build_result_a_measured_clock():
     raws = ins._read_kept(kept, launches)
     assert set(raws) == {"k"} and kept == []
     kt = raws["k"]
-    rr = ins.build_result(kt, ins.RegionConfig(), nvml_mhz=1980.0, grid=(n, 1, 1), raw=kt)
+    rr = region_result.build_result(kt, RegionConfig(), nvml_mhz=1980.0, grid=(n, 1, 1), raw=kt)
     assert rr.clock_source == "trace" and rr.clock_ghz == pytest.approx(1.6, rel=1e-3)
     assert rr.span_ns == pytest.approx(truth["regions"], abs=64)
     assert rr.clock_fit["n_sms"] == 8 and set(rr.spans_ns) == {"regions", "cta", "regions_plus_edges"}

@@ -1,25 +1,40 @@
-"""Export timelines and findings as Chrome-trace JSON (opens in Perfetto and chrome://tracing).
+"""The Perfetto writer: timelines, findings and kernel records as Chrome-trace JSON (opens in
+Perfetto and chrome://tracing).
 
 Layout: one process per SM ("SM 007"), one thread per concurrently resident CTA slot; each
 CTA is a slice with its regions (from its lowest warp, or CTA-level records) nested inside. A
-"kperf analysis" process carries a busy-SM counter track and one instant event per finding;
-a "GPU stream" process carries kernel records (launch gaps) when given. With
-``per_warp=True`` every CTA also gets its own process with one thread per warp.
+"kperf analysis" process carries a busy-SM counter track (when given ``busy_series``, e.g.
+:func:`kperf_ci.analysis.occupancy.busy_sm_series`: the writer computes nothing) and one
+instant event per finding; a "GPU stream" process carries kernel records (launch gaps) when
+given. With ``per_warp=True`` every CTA also gets its own process with one thread per warp.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
-from .findings import Finding
-from .launch_gaps import KernelRecord
-from .occupancy import busy_sm_series
-from .timeline import KERNEL_REGION, Timeline, group_slices
+from .kernel_records import KernelRecord
+from .records import KERNEL_REGION, Timeline, group_slices
+
+#: (timeline, bins) -> (times in ns, busy SMs): the counter track's values
+BusySeries = Callable[..., tuple[np.ndarray, np.ndarray]]
+
+
+class FindingLike(Protocol):
+    """What the writer reads of a finding (kperf_ci.analysis.findings.Finding)."""
+
+    name: str
+    value: float
+    unit: str
+    flagged: bool
+    explanation: str
+    suggestion: str
+
 
 _SM_PID_BASE = 100_000
 _CTA_PID_BASE = 1_000_000
@@ -95,10 +110,11 @@ def _nest(slices: list[tuple[str, float, float]]) -> list[tuple[str, float, floa
 def to_chrome_trace(
     timelines: Timeline | Sequence[Timeline],
     *,
-    findings: Sequence[Finding] = (),
+    findings: Sequence[FindingLike] = (),
     records: Sequence[KernelRecord] = (),
     per_warp: bool = False,
     counter_bins: int = 200,
+    busy_series: BusySeries | None = None,
 ) -> dict[str, Any]:
     tls = [timelines] if isinstance(timelines, Timeline) else list(timelines)
     events: list[dict] = []
@@ -176,7 +192,9 @@ def to_chrome_trace(
                             "args": {"name": f"warp {int(w)}" if w >= 0 else "CTA"},
                         }
                     )
-        t, busy = busy_sm_series(tl, bins=counter_bins)
+        if busy_series is None:
+            continue
+        t, busy = busy_series(tl, bins=counter_bins)
         for a, v in zip(t, busy, strict=True):
             events.append(
                 {

@@ -1,0 +1,158 @@
+"""The A/B document: what `kperf ab` stores (blob ``ab_report``) and renders from."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kperf_ci import store
+from kperf_ci.ab import ABError
+from kperf_ci.metrics import is_regression
+
+#: the blob that holds the A/B document, on the run labelled "ab"
+AB_BLOB = "ab_report"
+AB_LABEL = "ab"
+DOC_VERSION = 1
+
+
+@dataclass
+class ABReport:
+    base_rev: str
+    base_sha: str
+    head_sha: str = ""
+    static: Any = None  # kperf_ci.ab.StaticDiff (variant level)
+    tests: list[Any] = field(default_factory=list)  # kperf_ci.ab.TestDiff, one per test
+    timed: list[dict[str, Any]] = field(default_factory=list)  # one per variant with an A/B verdict
+    messages: list[str] = field(default_factory=list)
+    static_regressions: list[dict[str, Any]] = field(default_factory=list)
+    device: str | None = None
+    gpu_seconds: float = 0.0
+    wall_s: float = 0.0
+    db: str | None = None
+
+    @property
+    def slower(self) -> list[dict[str, Any]]:
+        return [t for t in self.timed if is_regression(t["verdict"])]  # never "inconclusive"
+
+    def tests_to_time(self) -> list[str]:
+        return [t.test for t in self.tests if t.status == "changed"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.slower or self.static_regressions else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        def keys(rs: list) -> list[dict[str, str]]:
+            return [
+                {"kernel": r.key.kernel, "arch": r.key.arch, "config": r.key.config, "test": r.key.test}
+                for r in rs
+            ]
+
+        s = self.static
+        timed_by_test: dict[str, list[dict[str, Any]]] = {}
+        for t in self.timed:
+            timed_by_test.setdefault(t["test"], []).append(t)
+        counts: dict[str, int] = {}
+        for t in self.tests:
+            counts[t.status] = counts.get(t.status, 0) + 1
+        for t in self.timed:
+            counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
+        return {
+            "version": DOC_VERSION,
+            "base": {"rev": self.base_rev, "sha": self.base_sha},
+            "head": {"sha": self.head_sha},
+            "device": self.device,
+            "counts": counts,
+            "exit_code": self.exit_code,
+            "tests": [{**t.to_dict(), "timed": timed_by_test.get(t.test, [])} for t in self.tests],
+            "static": None
+            if s is None
+            else {
+                "identical": keys(s.identical),
+                "changed": keys(s.changed),
+                "added": keys(s.added),
+                "removed": keys(s.removed),
+                "unknown": keys(s.unknown),
+                "identical_tests": [t.test for t in self.tests if t.status == "identical"],
+                "tests_to_time": self.tests_to_time(),
+            },
+            "timed": self.timed,
+            "static_regressions": self.static_regressions,
+            "messages": self.messages,
+            "gpu_seconds": self.gpu_seconds,
+            "wall_s": self.wall_s,
+            "db": self.db,
+        }
+
+
+def _region_moves(base: dict[str, dict[str, float]], metrics: dict[str, float], kernel: str) -> list[str]:
+    """Region shares of CTA time that moved by 2 points or more, base -> head."""
+    b = base.get(kernel) or (next(iter(base.values())) if len(base) == 1 else None)
+    if not b:
+        return []
+    out = []
+    for name, bv in sorted(b.items()):
+        if not name.endswith(".fraction") or name not in metrics:
+            continue
+        hv = metrics[name]
+        if abs(hv - bv) >= 0.02:
+            out.append(f"{name[len('region.') : -len('.fraction')]} {bv:.0%} -> {hv:.0%} of CTA time")
+    return out
+
+
+def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
+    rows = []
+    for r in results:
+        verdict = next((t.split(":", 1)[1] for t in r.tags if t.startswith("ab:")), None)
+        if verdict is None:
+            continue
+        m = {x.name: x.value for x in r.metrics}
+        extra = json.loads(r.artifacts.get("ab") or "{}")
+        kernel_name = r.key.kernel.rsplit("/", 1)[-1]
+        base_ms, head_ms = extra.get("base_ms") or [], extra.get("head_ms") or []
+        rows.append(
+            {
+                "kernel": r.key.kernel,
+                "arch": r.key.arch,
+                "config": r.key.config,
+                "test": r.key.test,
+                "verdict": verdict,
+                "ratio": m.get("ab.ratio"),
+                "ci_low": m.get("ab.ci_low"),
+                "ci_high": m.get("ab.ci_high"),
+                "pairs": m.get("ab.pairs"),
+                "seconds": m.get("ab.seconds"),
+                "threshold": m.get("ab.threshold"),
+                "method": extra.get("method"),
+                "base_median_ms": sorted(base_ms)[len(base_ms) // 2] if base_ms else None,
+                "head_median_ms": sorted(head_ms)[len(head_ms) // 2] if head_ms else None,
+                "regions_moved": _region_moves(extra.get("base_regions") or {}, m, kernel_name),
+            }
+        )
+    return rows
+
+
+def timed_line(t: dict[str, Any]) -> str:
+    ci = "" if t["ci_low"] is None else f" [{t['ci_low'] - 1:+.2%}, {t['ci_high'] - 1:+.2%}]"
+    rel = "" if t["ratio"] is None else f" {t['ratio'] - 1:+.2%}"
+    moved = f"; {', '.join(t['regions_moved'])}" if t.get("regions_moved") else ""
+    return (
+        f"{t['verdict']:<12} {t['kernel']}{rel}{ci} ({int(t['pairs'] or 0)} pairs, {t['seconds'] or 0:.2f} s)"
+        f"  {t['test']}{moved}"
+    )
+
+
+def load_ab_document(db: str | Path) -> dict[str, Any] | None:
+    """The newest A/B document in ``db`` (None when the database holds none)."""
+    for info in sorted(store.list_runs(db), key=lambda i: i.started_at, reverse=True):
+        data = store.load_blob(db, info.run_id, "", AB_BLOB)
+        if data:
+            try:
+                doc = json.loads(data)
+            except ValueError as e:
+                raise ABError(f"{db}: the A/B document of run {info.run_id} is not JSON ({e})") from None
+            if isinstance(doc, dict):
+                return doc
+    return None

@@ -1,0 +1,161 @@
+"""The pytest passes of the PR check, each a subprocess in one tree (head or base)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kperf_ci import store
+from kperf_ci.ab import ABError, diff_static, diff_tests, tests_from_variants
+from kperf_ci.capture.manifest import load_manifest
+
+
+class PassFailed(ABError):
+    """A pass that cannot go on; ``output`` holds pytest's output for context."""
+
+    def __init__(self, message: str, output: str):
+        super().__init__(message)
+        self.output = output
+
+
+def _env_for(root: Path) -> dict[str, str]:
+    """The tree's own sources first on sys.path, so an installed (head) copy of the project
+    does not shadow the base tree's modules."""
+    env = os.environ.copy()
+    paths = [str(root)] + ([str(root / "src")] if (root / "src").is_dir() else [])
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _pytest(
+    root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str
+) -> tuple[int, str]:
+    # One rootdir for every pass (the invocation directory, unless the user names one): node ids
+    # are relative to it, and the static passes' ids select the tests of the timing pass.  Left
+    # to pytest, a repository without a pytest config gets a rootdir from the arguments, which
+    # differ between the passes.
+    rootdir = (
+        []
+        if any(a == "--rootdir" or a.startswith("--rootdir=") for a in args)
+        else [f"--rootdir={root / rel_cwd}"]
+    )
+    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *rootdir, "--kperf", *kperf_args, *args]
+    p = subprocess.run(cmd, cwd=root / rel_cwd, env=_env_for(root), capture_output=True, text=True)
+    return p.returncode, (p.stdout + p.stderr)
+
+
+def _tail(text: str, n: int = 15) -> str:
+    return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
+
+
+def _failed_count(out: str) -> int:
+    """Failed tests as pytest's closing line counts them (0 when it names none)."""
+    for line in reversed(out.strip().splitlines()[-5:]):
+        m = re.search(r"(\d+) failed", line)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+def _fail(message: str, out: str) -> None:
+    raise PassFailed(message, out)
+
+
+def _base_args(args: list[str], base_cwd: Path) -> tuple[list[str], list[str]]:
+    """Drop path arguments that do not exist in the base tree (a test file new in head)."""
+    keep, dropped = [], []
+    for a in args:
+        path = a.split("::", 1)[0]
+        if not a.startswith("-") and ("/" in path or path.endswith(".py")) and not (base_cwd / path).exists():
+            dropped.append(a)
+        else:
+            keep.append(a)
+    return keep, dropped
+
+
+@dataclass
+class StaticSide:
+    db: Path
+    run: Any  # RunRecord
+    manifest: dict[str, list[dict[str, Any]]] | None
+    rc: int
+    output: str
+
+
+def _static_side(
+    side: str, root: Path, rel_cwd: Path, args: list[str], workdir: Path, python: str, messages: list[str]
+) -> StaticSide:
+    db = workdir / f"{side}.db"
+    rc, out = _pytest(
+        root,
+        rel_cwd,
+        args,
+        # only options every kperf version has: in kperf-ci's own repository the base tree's
+        # copy of the plugin is the one imported there
+        ["--kperf-mode", "static", "--kperf-db", str(db), "--kperf-label", f"ab-{side}-static"],
+        python,
+    )
+    if not db.exists():
+        _fail(f"static pass in the {side} tree stored no run (pytest exit {rc})", out)
+    run = store.load_run(db)
+    failed = _failed_count(out)
+    # kperf's own errors (a kernel that does not compile, one defined inside a function) make
+    # pytest exit 1 with every test passed: those tests are listed, the check goes on
+    kperf_errors = [line.strip() for line in out.splitlines() if line.startswith("kperf ERROR ")]
+    if side == "head":
+        if rc == 5:
+            _fail(f"static pass in the head tree ({root / rel_cwd}) collected no test", out)
+        if rc != 0 and (failed or not kperf_errors):
+            # failing tests: the head is broken, not slower
+            _fail(
+                f"static pass in the head tree: {failed or 'some'} test(s) failed (pytest exit {rc}); "
+                "fix them first",
+                out,
+            )
+        if not [r for r in run.results if r.key.arch != "host"]:
+            _fail(
+                "static pass in the head tree captured no Triton launch: mark the tests that launch "
+                "kernels (@pytest.mark.kperf or the kperf fixture)",
+                out,
+            )
+    elif rc not in (0, 5):
+        messages.append(
+            f"static pass in the base tree: pytest exit {rc}; its failing tests read as new in head"
+        )
+    messages += [f"{side}: {e}" for e in kperf_errors if "captured no Triton launch" not in e]
+    return StaticSide(db, run, load_manifest(str(db), run.info.run_id), rc, out)
+
+
+def static_pass(
+    head_root: Path,
+    base_root: Path,
+    rel_cwd: Path,
+    args: list[str],
+    workdir: Path,
+    python: str = sys.executable,
+) -> tuple[Any, list[Any], list[str], dict[str, StaticSide]]:
+    """Run the static pass in both trees; (variant-level StaticDiff, per-test diffs, messages,
+    the two sides)."""
+    messages: list[str] = []
+    sides = {}
+    for side, root in (("base", base_root), ("head", head_root)):
+        side_args = args
+        if side == "base":
+            side_args, dropped = _base_args(args, base_root / rel_cwd)
+            if dropped:
+                messages.append(f"not in the base revision, skipped there: {' '.join(dropped)}")
+        sides[side] = _static_side(side, root, rel_cwd, side_args, workdir, python, messages)
+    diff = diff_static(sides["base"].run.results, sides["head"].run.results)
+    if sides["base"].manifest is not None and sides["head"].manifest is not None:
+        tests = diff_tests(sides["base"].manifest, sides["head"].manifest)
+    else:  # a base made by a kperf-ci without launch manifests: variant level only
+        messages.append("the base run has no launch manifest: tests compared by their variants only")
+        tests = tests_from_variants(diff)
+    return diff, tests, messages, sides

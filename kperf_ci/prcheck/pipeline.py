@@ -1,0 +1,151 @@
+"""The whole PR check: both static passes, the timing pass on a GPU, the stored document."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kperf_ci import store
+from kperf_ci.ab import ABError, materialize, repo_root, resolve_rev, static_regressions
+from kperf_ci.compare import ThresholdPolicy
+from kperf_ci.config import load_settings
+from kperf_ci.device import cuda_available
+from kperf_ci.report.safe_text import terminal_safe as safe
+
+from .document import AB_BLOB, ABReport, _ab_rows, timed_line
+from .passes import StaticSide, _fail, _pytest, _tail, static_pass
+
+
+def _gpu_available() -> bool:
+    return cuda_available()
+
+
+def _static_regressions(settings: Any, tests: list[Any]) -> list[dict[str, Any]]:
+    return static_regressions(tests, ThresholdPolicy.from_settings(settings))
+
+
+def _copy_runs(sides: dict[str, StaticSide], timed_db: Path | None, db: Path) -> str:
+    """Both static runs and the timed run into ``db``; returns the run id the A/B document goes on."""
+    for side in sides.values():
+        store.copy_run(side.db, db, side.run.info.run_id)
+    if timed_db is not None:
+        return store.copy_run(timed_db, db)
+    return sides["head"].run.info.run_id
+
+
+def run_ab(
+    base: str,
+    args: list[str],
+    *,
+    repo: str | Path = ".",
+    gpu: bool | None = None,
+    python: str = sys.executable,
+    echo: Any = print,
+    time_all: bool = False,
+    db: str | Path | None = None,
+    settings: Any = None,
+) -> ABReport:
+    """The whole A/B job; prints as it goes through ``echo`` and returns the report."""
+    t_start = time.monotonic()
+    try:
+        root = repo_root(repo)
+        sha = resolve_rev(base, root)
+        head_sha = resolve_rev("HEAD", root)
+    except ABError:
+        raise
+    settings = settings or load_settings(Path(repo).resolve())
+    rel_cwd = Path(os.path.relpath(Path(repo).resolve(), root.resolve()))
+    report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha)
+    echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
+    with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
+        diff, tests, msgs, sides = static_pass(root, base_root, rel_cwd, list(args), Path(tmp), python)
+        report.static, report.tests = diff, tests
+        report.messages += msgs
+        for m in msgs:
+            echo(f"  note: {m}")
+        counts = {
+            s: sum(1 for t in tests if t.status == s) for s in ("identical", "changed", "added", "removed")
+        }
+        echo(
+            f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
+            f"{counts['changed']} changed, {counts['added']} new, {counts['removed']} gone"
+        )
+        # test ids and kernel names come from the pull request's code: printed inert
+        for t in tests:
+            if t.status == "identical":
+                echo(f"  identical {safe(t.test)}")
+                continue
+            echo(f"  {t.status:<9} {safe(t.test)}")
+            for line in t.changes:
+                echo(f"      {safe(line)}")
+        to_time = [t.test for t in tests if t.status == "changed" or (time_all and t.status == "identical")]
+        timed_db: Path | None = None
+        if gpu is None:
+            gpu = _gpu_available()
+        if not to_time:
+            msg = "timing: every test launches identical code and work on both sides; no GPU time spent"
+            echo(msg)
+            report.messages.append(msg)
+        elif not gpu:
+            msg = (
+                f"timing: skipped, no CUDA GPU on this machine ({len(to_time)} test(s) with changed launches "
+                f"would be timed A/B on one); the static verdicts above stand"
+            )
+            echo(msg)
+            report.messages.append(msg)
+        else:
+            timed_db = Path(tmp) / "ab.db"
+            rc, out = _pytest(
+                root,
+                rel_cwd,
+                to_time,
+                [
+                    "--kperf-mode",
+                    "gpu",
+                    "--kperf-base-tree",
+                    str(base_root),
+                    "--kperf-db",
+                    str(timed_db),
+                    "--kperf-label",
+                    "head",
+                ],
+                python,
+            )
+            if not timed_db.exists():
+                _fail(f"A/B timing stored no run (pytest exit {rc})", out)
+            timed_run = store.load_run(timed_db)
+            report.device = timed_run.info.fingerprint.gpu
+            report.timed = _ab_rows(timed_run.results)
+            report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
+            timed_tests = {t["test"] for t in report.timed}
+            for test in to_time:
+                if test not in timed_tests:
+                    msg = f"not timed: {test} (no kperf.bench callable with a base version; see the log)"
+                    report.messages.append(msg)
+                    echo(f"  {safe(msg)}")
+            if rc not in (0, 1):
+                report.messages.append(f"timing pass: pytest exit {rc}")
+                echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
+            for t in report.timed:
+                echo("  " + safe(timed_line(t)))
+        if not gpu or not report.timed:
+            report.static_regressions = _static_regressions(settings, tests)
+            for r in report.static_regressions:
+                echo(safe(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}"))
+        report.wall_s = time.monotonic() - t_start
+        if db is not None:
+            db = Path(db)
+            db.parent.mkdir(parents=True, exist_ok=True)
+            run_id = _copy_runs(sides, timed_db, db)
+            report.db = str(db)
+            doc = report.to_dict()
+            doc["created_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            doc["run_id"] = run_id
+            store.save_blob(db, run_id, "", AB_BLOB, json.dumps(doc, default=str))
+    return report

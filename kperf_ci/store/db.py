@@ -1,0 +1,301 @@
+"""Opening a run database: validation (header, quick_check, schema version), WAL, migration,
+and the one write transaction every save uses."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlite_utils
+
+from . import schema
+from .errors import (
+    CorruptDatabaseError,
+    DatabaseLockedError,
+    MissingDatabaseError,
+    NewerSchemaError,
+    ReadOnlyDatabaseError,
+    StoreError,
+)
+
+BUSY_TIMEOUT_S = 30.0
+CACHE_KIB = 64 * 1024
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_header(path: Path) -> bool:
+    """True if the file is empty (a fresh database), False if it has a valid header; raise otherwise."""
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if not head:
+        return True
+    if not head.startswith(_SQLITE_HEADER):
+        raise CorruptDatabaseError(
+            path,
+            "not a SQLite database (bad header)",
+            "point --db/--baseline at a kperf run database or delete it",
+        )
+    if len(head) < 100:
+        raise CorruptDatabaseError(path, "truncated SQLite file", "restore the file from git or delete it")
+    return False
+
+
+def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
+    """Open and validate; never writes. Raises StoreError subclasses."""
+    if not path.exists():
+        if not write:
+            raise MissingDatabaseError(
+                path,
+                "no such run database",
+                "check the path, or create it with `pytest --kperf` / `kperf import`",
+            )
+        parent = path.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ReadOnlyDatabaseError(
+                path,
+                f"cannot create directory {parent} ({e.strerror})",
+                "choose a writable path (--db / KPERF_DB)",
+            ) from None
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ReadOnlyDatabaseError(
+                path, f"directory {parent} is not writable", "choose a writable path (--db / KPERF_DB)"
+            )
+    elif path.is_dir():
+        raise CorruptDatabaseError(path, "is a directory, not a database file", "give the path of a .db file")
+    else:
+        _check_header(path)
+        if write and not os.access(path, os.W_OK):
+            raise ReadOnlyDatabaseError(
+                path,
+                "file is read-only",
+                "make it writable (chmod u+w) or choose another path (--db / KPERF_DB)",
+            )
+        if write and not os.access(path.parent, os.W_OK | os.X_OK):  # WAL needs its -wal/-shm files
+            raise ReadOnlyDatabaseError(
+                path, f"directory {path.parent} is not writable", "choose a writable path (--db / KPERF_DB)"
+            )
+    check = _VALIDATED.get(str(path.resolve())) != _signature(path)
+    try:
+        return _checked_conn(path, str(path), uri=False, check=check)
+    except sqlite3.OperationalError as e:
+        if write or not _is_readonly_error(e):
+            raise _translate(e, path) from None
+    # Reading a WAL database in a directory we cannot write (no -shm can be made): open it
+    # immutable. Safe because nobody can be writing it from here either.
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
+    return _checked_conn(path, uri, uri=True, check=check)
+
+
+# Files this process validated (quick_check) or wrote itself, with their stat signature at that
+# time: unchanged since, they are not checked again (quick_check reads the whole file).
+_VALIDATED: dict[str, tuple] = {}
+
+
+def _signature(path: Path) -> tuple | None:
+    sig = []
+    for p in (path, Path(str(path) + "-wal")):
+        try:
+            st = p.stat()
+        except OSError:
+            sig.append(None)
+            continue
+        sig.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sig) if sig[0] is not None else None
+
+
+def _checked_conn(path: Path, target: str, *, uri: bool, check: bool = True) -> sqlite3.Connection:
+    """Connect and run ``PRAGMA quick_check`` (unless ``check`` is False: then only the schema
+    is read, which still fails on a broken header). OperationalError (locks, permissions) propagates."""
+    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        check = conn.execute("PRAGMA quick_check").fetchall() if check else [("ok",)]
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if check != [("ok",)]:
+            detail = str(check[0][0]) if check else "no result"
+            raise CorruptDatabaseError(
+                path, f"integrity check failed ({detail[:120]})", "restore the file from git or delete it"
+            )
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if "malformed" in str(e) or "not a database" in str(e):
+            raise _corrupt(path, e) from None
+        raise
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise _corrupt(path, e) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _corrupt(path: Path, e: Exception) -> CorruptDatabaseError:
+    return CorruptDatabaseError(
+        path, f"corrupt SQLite database ({e})", "restore the file from git or delete it"
+    )
+
+
+def _is_readonly_error(e: sqlite3.Error) -> bool:
+    msg = str(e)
+    return "readonly" in msg or "read-only" in msg or "unable to open" in msg
+
+
+def _migrate(db: sqlite_utils.Database, path: Path) -> None:
+    """Apply pending migrations, each in its own BEGIN IMMEDIATE transaction, recorded in meta."""
+    conn = db.conn
+    while True:
+        with _write_txn(db, path):
+            version = schema.schema_version(conn, path)
+            if version is None:  # re-checked inside the lock: another process may have written
+                raise _not_ours(path)
+            if version > schema.SCHEMA_VERSION:
+                raise _newer(path, version)
+            if version == schema.SCHEMA_VERSION:
+                return
+            if version == 0:
+                conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            schema.MIGRATIONS[version](db)
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(version + 1),),
+            )
+
+
+def _not_ours(path: Path) -> CorruptDatabaseError:
+    return CorruptDatabaseError(
+        path,
+        "a SQLite database but not a kperf run database (no meta table)",
+        "use another path; it was left as is",
+    )
+
+
+def _newer(path: Path, version: int) -> NewerSchemaError:
+    return NewerSchemaError(
+        path,
+        f"schema version {version} is newer than this kperf-ci supports ({schema.SCHEMA_VERSION})",
+        "upgrade kperf-ci (pip install -U kperf-ci); the file was left untouched",
+    )
+
+
+def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_utils.Database:
+    """Open a run database, validated and migrated to the current schema.
+
+    ``create=False``: the file must exist (:class:`MissingDatabaseError` otherwise).
+    ``create=True``: open for writing, creating the file (and its directory) if missing;
+    a path that cannot be written raises :class:`ReadOnlyDatabaseError`.
+    Nothing is written to a file that failed validation. Close the result with ``db.close()``.
+    """
+    p = Path(path)
+    conn = _connect(p, write=create)
+    try:
+        version = schema.schema_version(conn, p)
+        if version is None:
+            raise _not_ours(p)
+        if version > schema.SCHEMA_VERSION:
+            raise _newer(p, version)
+        if version == 0 and not create:
+            raise MissingDatabaseError(p, "empty database, holds no runs", "write a run into it first")
+        db = sqlite_utils.Database(conn, execute_plugins=False)
+        if create:
+            # 64 MiB of page cache instead of SQLite's 2 MiB for a writer: a run of 100,000
+            # variants writes indexes far larger than that (import 12.2 s -> 10.2 s); readers
+            # gain nothing from it and would hold the memory
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        if create or version < schema.SCHEMA_VERSION:
+            # Validated: from here on writing is allowed.
+            _enable_wal(conn, p)
+            _migrate(db, p)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return db
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.OperationalError as e:
+        raise _translate(e, path) from None
+
+
+def _translate(e: sqlite3.Error, path: Path) -> Exception:
+    """A StoreError for what the environment did (read-only, locked, corrupt); other errors as they are."""
+    msg = str(e)
+    if _is_readonly_error(e):
+        return ReadOnlyDatabaseError(
+            path, f"cannot write ({msg})", "choose a writable path (--db / KPERF_DB)"
+        )
+    if "locked" in msg or "busy" in msg:
+        return DatabaseLockedError(
+            path,
+            f"database stayed locked for {BUSY_TIMEOUT_S:.0f} s ({msg})",
+            "retry, or stop the other writer",
+        )
+    if "disk" in msg and ("full" in msg or "I/O" in msg):
+        return StoreError(path, f"cannot write ({msg})", "free disk space or choose another path")
+    if "malformed" in msg or "not a database" in msg:
+        return _corrupt(path, e)
+    return e
+
+
+@contextlib.contextmanager
+def _write_txn(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.Database]:
+    """One BEGIN IMMEDIATE transaction: takes the write lock up front (waiting up to the busy
+    timeout), so concurrent writers serialise instead of failing on lock upgrade."""
+    conn = db.conn
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as e:
+        raise _translate(e, path) from None
+    try:
+        yield db
+        conn.execute("COMMIT")
+    except sqlite3.Error as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise _translate(e, path) from None
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextlib.contextmanager
+def _opened(path: str | os.PathLike[str], *, create: bool = False) -> Iterator[sqlite_utils.Database]:
+    db = open_db(path, create=create)
+    try:
+        yield db
+    finally:
+        db.close()
+    p = Path(path)
+    _VALIDATED[str(p.resolve())] = _signature(p)  # validated on open; since then only our writes
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one database file (after symlinks; hard links too when both exist)."""
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.exists() and pb.exists():
+            return os.path.samefile(pa, pb)
+    except OSError:
+        pass
+    return pa.resolve() == pb.resolve()
+
+
+def _insert_row(conn: sqlite3.Connection, table: str, row: dict) -> None:
+    conn.execute(
+        f"INSERT INTO {table}({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
+    )
