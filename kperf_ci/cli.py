@@ -9,6 +9,7 @@ import click
 from kperf_ci import __version__
 from kperf_ci.commands import CLICK_EXITS, exit_error
 from kperf_ci.commands.ab import ab_cmd
+from kperf_ci.commands.agent import agent_group
 from kperf_ci.commands.analyze import analyze_cmd
 from kperf_ci.commands.baseline import baseline_group
 from kperf_ci.commands.compare import compare_cmd
@@ -48,6 +49,7 @@ for _cmd in (
     analyze_cmd,
     ab_cmd,
     gate_cmd,
+    agent_group,
 ):
     main.add_command(_cmd)
 

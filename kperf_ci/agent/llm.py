@@ -1,0 +1,172 @@
+"""A proposer backed by any OpenAI-compatible chat-completions endpoint.
+
+``KPERF_LLM_BASE_URL`` (e.g. ``https://api.openai.com/v1``), ``KPERF_LLM_MODEL``, and the key
+from ``KPERF_LLM_API_KEY`` or ``OPENAI_API_KEY``. The key goes into one request header and
+nowhere else: not into messages, exceptions, ``repr`` or the population store. 429 and 5xx are
+retried with exponential backoff (``Retry-After`` honoured up to a cap), timeouts too; every
+HTTP attempt counts against the LLM-call budget. A reply without exactly the expected parts (a
+hypothesis line and one python block defining the launcher) is rejected as malformed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kperf_ci.agent.configsearch import Proposal
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_S = 30.0
+_CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+_HYP = re.compile(r"^\s*(?:\*\*)?hypothesis(?:\*\*)?\s*:\s*(.+)$", re.I | re.M)
+
+
+class ProposerError(Exception):
+    """One line, never with the key: why no proposal came back (``kind``: malformed, http, ...)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    model: str
+    api_key: str = ""
+
+    def __repr__(self) -> str:  # the key never reaches a log through repr()
+        key = "set" if self.api_key else "unset"
+        return f"Endpoint(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>)"
+
+
+def endpoint_from_env(env: Mapping[str, str] | None = None) -> Endpoint | None:
+    """The configured endpoint, or None when ``KPERF_LLM_BASE_URL`` is unset (offline search)."""
+    env = os.environ if env is None else env
+    base = env.get("KPERF_LLM_BASE_URL", "").strip()
+    if not base:
+        return None
+    if not base.startswith(("http://", "https://")):
+        raise ValueError(
+            "KPERF_LLM_BASE_URL must start with http:// or https:// (e.g. https://api.openai.com/v1)"
+        )
+    model = env.get("KPERF_LLM_MODEL", "").strip()
+    if not model:
+        raise ValueError("KPERF_LLM_BASE_URL is set but KPERF_LLM_MODEL is not; set the model name")
+    key = env.get("KPERF_LLM_API_KEY") or env.get("OPENAI_API_KEY") or ""
+    return Endpoint(base.rstrip("/"), model, key)
+
+
+def parse_reply(content: str, launcher: str) -> tuple[str, str]:
+    """(hypothesis, source) from a reply; ProposerError("malformed") when a part is missing."""
+    blocks = _CODE.findall(content or "")
+    if len(blocks) != 1:
+        raise ProposerError("malformed", f"reply has {len(blocks)} python code blocks, expected exactly 1")
+    source = blocks[0]
+    if "@triton.jit" not in source:
+        raise ProposerError("malformed", "the code block has no @triton.jit kernel")
+    if not re.search(rf"^def {re.escape(launcher)}\(", source, re.M):
+        raise ProposerError("malformed", f"the code block defines no launcher {launcher}()")
+    try:
+        compile(source, "<candidate>", "exec")
+    except SyntaxError as e:
+        raise ProposerError("malformed", f"the code block is not valid Python (line {e.lineno})") from None
+    m = _HYP.search(content)
+    if not m:
+        raise ProposerError("malformed", "reply has no 'Hypothesis:' line")
+    return m.group(1).strip()[:500], source
+
+
+class LLMProposer:
+    """Chat-completions client with retries; ``calls`` counts HTTP attempts."""
+
+    name = "llm"
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        backoff_s: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+        max_calls: int | None = None,
+    ):
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.sleep = sleep
+        self.max_calls = max_calls
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"LLMProposer({self.endpoint!r})"
+
+    def propose(self, messages: list[dict[str, str]], launcher: str) -> Proposal:
+        content = self._complete(messages)
+        hyp, source = parse_reply(content, launcher)
+        return Proposal(source=source, hypothesis=hyp, proposer=f"llm:{self.endpoint.model}")
+
+    def _complete(self, messages: list[dict[str, str]]) -> str:
+        body = json.dumps({"model": self.endpoint.model, "messages": messages, "temperature": 0.2}).encode()
+        url = self.endpoint.base_url + "/chat/completions"
+        last = ""
+        for attempt in range(self.retries + 1):
+            if self.max_calls is not None and self.calls >= self.max_calls:
+                raise ProposerError("budget", f"LLM call budget ({self.max_calls}) spent{last}")
+            self.calls += 1
+            req = urllib.request.Request(
+                url, data=body, method="POST", headers={"Content-Type": "application/json"}
+            )
+            if self.endpoint.api_key:
+                req.add_header("Authorization", "Bearer " + self.endpoint.api_key)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    raw = resp.read()
+                return _content(raw)
+            except urllib.error.HTTPError as e:
+                if e.code not in RETRY_STATUS:
+                    raise ProposerError(
+                        "http", f"{url} answered HTTP {e.code}; check the URL, model and key"
+                    ) from None
+                last = f" (last: HTTP {e.code})"
+                wait = _retry_after(e.headers.get("Retry-After")) if e.code == 429 else None
+            except TimeoutError:
+                last, wait = f" (last: no answer within {self.timeout_s:.0f} s)", None
+            except urllib.error.URLError as e:
+                if isinstance(e.reason, (TimeoutError, socket.timeout)):
+                    last, wait = f" (last: no answer within {self.timeout_s:.0f} s)", None
+                else:
+                    raise ProposerError("http", f"cannot reach {url}: {e.reason}") from None
+            if attempt < self.retries:
+                self.sleep(wait if wait is not None else self.backoff_s * (2**attempt))
+        raise ProposerError("http", f"{url}: gave up after {self.retries + 1} attempts{last}")
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER_S) if value else None
+    except ValueError:
+        return None
+
+
+def _content(raw: bytes) -> str:
+    try:
+        data: Any = json.loads(raw)
+        content = data["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ProposerError(
+            "malformed", "the endpoint's answer is not a chat-completions JSON object"
+        ) from None
+    if not isinstance(content, str):
+        raise ProposerError("malformed", "the reply's message content is not text")
+    return content

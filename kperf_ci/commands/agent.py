@@ -1,0 +1,271 @@
+"""`kperf agent run KERNEL | --from-ab reports/ab.db`: propose, verify, benchmark, open a PR.
+
+Without ``KPERF_LLM_BASE_URL`` the offline config search proposes; with it, the endpoint does.
+Every candidate runs in a separate harness process (never in this one). Exit 0 whether or not a
+faster variant was found (the agent is not a check); 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kperf_ci.ab import ABError
+from kperf_ci.agent import output
+from kperf_ci.agent.configsearch import ConfigSearchProposer, SourceError
+from kperf_ci.agent.llm import LLMProposer, endpoint_from_env
+from kperf_ci.agent.loop import Agent, Budget, LoopConfig
+from kperf_ci.agent.population import Population
+from kperf_ci.agent.prompts import context_from_db, jit_names
+from kperf_ci.agent.targets import TARGETS, get_target
+from kperf_ci.prcheck.document import load_ab_document
+from kperf_ci.report.safe_text import terminal_safe as safe
+
+from . import KperfError, user_errors
+
+
+@click.group("agent")
+def agent_group() -> None:
+    """Optimization agent: profile-guided proposals, verified in a sandbox, opened as pull requests."""
+
+
+def _kernels_from_ab(ab_db: str, root: Path) -> list[str]:
+    """Targets whose kernels the A/B document calls slower (or statically regressed)."""
+    doc = load_ab_document(ab_db)
+    if doc is None:
+        raise KperfError(f"{ab_db}: holds no A/B document; run `kperf ab --base REV` first")
+    slow = {
+        str(r.get("kernel", "")).rsplit("/", 1)[-1]
+        for r in doc.get("timed", [])
+        if r.get("verdict") == "slower"
+    }
+    slow |= {str(r.get("kernel", "")).rsplit("/", 1)[-1] for r in doc.get("static_regressions", [])}
+    out = []
+    for name, t in TARGETS.items():
+        p = t.path(root)
+        if p.is_file() and set(jit_names(p.read_text(encoding="utf-8"))) & slow:
+            out.append(name)
+    return out
+
+
+def _device(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    try:
+        import torch  # heavy, optional here
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+@agent_group.command("run")
+@click.argument("kernel", required=False)
+@click.option(
+    "--from-ab",
+    "ab_db",
+    type=click.Path(dir_okay=False),
+    help="optimize the kernels this kperf ab database calls slower",
+)
+@click.option(
+    "--db",
+    default="reports/agent.db",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="population database",
+)
+@click.option(
+    "--run-db",
+    type=click.Path(dir_okay=False),
+    help="run database with the kernel's static metrics and findings",
+)
+@click.option(
+    "--root", default=".", show_default=True, type=click.Path(file_okay=False), help="repository root"
+)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--max-llm-calls", type=click.IntRange(0), default=20, show_default=True)
+@click.option("--max-gpu-seconds", type=click.FloatRange(0), default=600.0, show_default=True)
+@click.option("--max-wall-s", type=click.FloatRange(0), default=1800.0, show_default=True)
+@click.option("--max-rounds", type=click.IntRange(0), default=40, show_default=True)
+@click.option(
+    "--patience", type=click.IntRange(1), default=6, show_default=True, help="rounds without progress"
+)
+@click.option("--seeds", default="11,23", show_default=True, help="verification seeds, comma-separated")
+@click.option("--timeout-s", type=click.FloatRange(1), default=300.0, show_default=True, help="per candidate")
+@click.option("--bench-budget-s", type=click.FloatRange(0.1), default=3.0, show_default=True)
+@click.option("--no-value-check", is_flag=True, help="skip the zeros-vs-random timing check")
+@click.option(
+    "--out",
+    default="reports/agent",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="dry-run output",
+)
+@click.option(
+    "--pr", "open_pr", is_flag=True, help="push a kperf-agent/* branch and open a pull request (else dry run)"
+)
+@click.option("--repo", help="OWNER/NAME for --pr")
+@click.option("--base", default="main", show_default=True, help="base branch of the pull request")
+@user_errors
+def run_cmd(
+    kernel: str | None,
+    ab_db: str | None,
+    db: str,
+    run_db: str | None,
+    root: str,
+    device: str,
+    max_llm_calls: int,
+    max_gpu_seconds: float,
+    max_wall_s: float,
+    max_rounds: int,
+    patience: int,
+    seeds: str,
+    timeout_s: float,
+    bench_budget_s: float,
+    no_value_check: bool,
+    out: str,
+    open_pr: bool,
+    repo: str | None,
+    base: str,
+) -> None:
+    """Optimize KERNEL (one of the targets) or the kernels a kperf ab database names."""
+    if open_pr and not repo:
+        raise KperfError("--pr needs --repo OWNER/NAME (or drop --pr for a dry run)")
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise KperfError(f"--seeds {seeds!r}: expected integers separated by commas, e.g. 11,23") from None
+    if not seed_list:
+        raise KperfError("--seeds: give at least one seed, e.g. 11,23")
+    rootp = Path(root)
+    try:
+        names = [kernel] if kernel else (_kernels_from_ab(ab_db, rootp) if ab_db else [])
+    except ABError as e:
+        raise KperfError(str(e)) from None
+    if not names:
+        raise KperfError(
+            "name a kernel (" + ", ".join(sorted(TARGETS)) + ") or give --from-ab with a slower kernel"
+        )
+    try:
+        endpoint = endpoint_from_env()
+        targets = [get_target(n) for n in names]
+    except ValueError as e:
+        raise KperfError(str(e)) from None
+    dev = _device(device)
+    pop = Population(db)
+    try:
+        for target in targets:
+            _one(
+                target,
+                rootp,
+                pop,
+                endpoint,
+                dev,
+                ab_db,
+                run_db,
+                seed_list,
+                timeout_s,
+                bench_budget_s,
+                not no_value_check,
+                Budget(max_llm_calls, max_gpu_seconds, max_wall_s, max_rounds, patience),
+                Path(out),
+                open_pr,
+                repo,
+                base,
+            )
+    finally:
+        pop.close()
+
+
+def _one(
+    target: Any,
+    root: Path,
+    pop: Population,
+    endpoint: Any,
+    dev: str,
+    ab_db: str | None,
+    run_db: str | None,
+    seeds: list[int],
+    timeout_s: float,
+    bench_budget_s: float,
+    value_check: bool,
+    budget: Budget,
+    out: Path,
+    open_pr: bool,
+    repo: str | None,
+    base: str,
+) -> None:
+    path = target.path(root)
+    if not path.is_file():
+        raise KperfError(f"{path}: no such kernel module; run from the repository root or pass --root")
+    source = path.read_text(encoding="utf-8")
+    ctx = context_from_db(target.name, target.launcher, source, run_db=run_db, ab_db=ab_db)
+    if endpoint is None:
+        try:
+            proposer: Any = ConfigSearchProposer(target, source)
+        except SourceError as e:
+            raise KperfError(f"{path}: {e}") from None
+    else:
+        proposer = LLMProposer(endpoint)
+    trigger = f"kperf ab {ab_db}" if ab_db else "by hand"
+    click.echo(f"kperf agent: {target.name} ({target.module}), proposer {proposer.name}, device {dev}")
+    agent = Agent(
+        target,
+        path,
+        pop,
+        proposer,
+        ctx,
+        LoopConfig(dev, seeds, timeout_s, bench_budget_s, value_check=value_check),
+        budget,
+        progress=lambda s: click.echo("  " + safe(s)),
+    )
+    res = agent.run(trigger)
+    click.echo(
+        f"stopped: {safe(res.stop_reason)}; {res.rounds} rounds, {res.llm_calls} LLM calls, "
+        f"{res.gpu_seconds:.1f} GPU s, {res.wall_s:.1f} s"
+    )
+    if res.best is None:
+        click.echo(
+            "no verified variant faster than the original"
+            + ("" if dev == "cuda" else " (no GPU: nothing was timed)")
+        )
+        return
+    best = res.best
+    title = output.pr_title(target.name, best)
+    body = output.pr_body(target.name, target.module, source, best, ctx.motivation(), {"id": res.session_id})
+    patch = output.diff(source, best.code, target.module)
+    if not open_pr:
+        files = output.write_dry_run(out / target.name, title, body, patch)
+        click.echo(f"best: ratio {best.ratio:.4f} ({safe(best.hypothesis)}); dry run, PR body: {files[0]}")
+        return
+    branch = output.branch_name(target.name, res.session_id, best.id)
+    sha = output.push_branch(root, target.module, best.code, branch, title, base=base)
+    pr = output.open_pr(repo or "", branch, base, title, body)
+    click.echo(f"pushed {branch} ({sha[:10]}); pull request: {safe(getattr(pr, 'html_url', pr))}")
+
+
+@agent_group.command("show")
+@click.option(
+    "--db", default="reports/agent.db", show_default=True, type=click.Path(dir_okay=False, exists=False)
+)
+@user_errors
+def show_cmd(db: str) -> None:
+    """Agent sessions and their variants."""
+    if not os.path.exists(db):
+        raise KperfError(f"{db}: no such agent database; run `kperf agent run` first")
+    pop = Population(db)
+    try:
+        for s in pop.sessions():
+            click.echo(
+                f"session {s['id']} {safe(s['kernel'])} [{safe(s['proposer'])}, {s['device']}] "
+                f"{s['started_at']}: {safe(s['stop_reason'] or 'running')}"
+            )
+            for v in pop.variants(s["id"]):
+                ratio = "" if v.ratio is None else f" ratio {v.ratio:.4f}"
+                why = f" ({safe(v.hack)}: {safe(v.reason)})" if v.reason else ""
+                click.echo(f"  #{v.id} round {v.round} {v.verdict}{ratio}: {safe(v.hypothesis)}{why}")
+    finally:
+        pop.close()

@@ -1,0 +1,90 @@
+"""`kperf agent` as a subprocess, against the local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from llm_server import FakeLLM, reply_with
+
+from kperf_ci.agent import cheats
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = (ROOT / "examples/kernels/vector_add.py").read_text()
+KEY = "sk-e2e-SECRET-abcdef987654"
+
+
+def kperf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_LLM_", "OPENAI_"))}
+    e["PYTHONPATH"] = str(ROOT)
+    e.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "agent", *args],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_end_to_end_with_an_llm_endpoint(tmp_path):
+    torch_cheat = next(c for c in cheats.cheats(SRC) if c.name == "torch_compute")
+    script = [
+        ("status", 429, {"Retry-After": "0"}),
+        ("reply", reply_with(cheats.good(SRC), "blocks of 2048")),
+        ("reply", reply_with(torch_cheat.source, "let torch do it")),
+        ("reply", "Sure! Bigger blocks."),
+    ]
+    db = tmp_path / "agent.db"
+    with FakeLLM(script) as srv:
+        env = {"KPERF_LLM_BASE_URL": srv.base_url, "KPERF_LLM_MODEL": "fake-model", "KPERF_LLM_API_KEY": KEY}
+        p = kperf(
+            "run",
+            "vector_add",
+            "--db",
+            str(db),
+            "--device",
+            "cpu",
+            "--max-llm-calls",
+            "4",
+            "--seeds",
+            "3",
+            "--no-value-check",
+            "--out",
+            str(tmp_path / "out"),
+            env=env,
+        )
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert KEY not in out
+    assert all(r["headers"].get("Authorization") == f"Bearer {KEY}" for r in srv.requests)
+    assert "proposer llm" in out
+    assert "blocks of 2048 -> verified" in out
+    assert "let torch do it -> rejected (torch_compute: " in out
+    assert "no proposal (reply has 0 python code blocks" in out
+    assert "stopped: LLM call budget (4) spent" in out
+    shown = kperf("show", "--db", str(db))
+    assert shown.returncode == 0 and "verified: blocks of 2048" in shown.stdout
+    assert "rejected: let torch do it (torch_compute:" in shown.stdout
+    assert KEY not in db.read_bytes().decode("latin-1")  # nor in the population
+
+
+@pytest.mark.parametrize(
+    "args, env, msg",
+    [
+        (["run", "nope"], {}, "unknown kernel 'nope'; known: layernorm, softmax, vector_add"),
+        (["run", "vector_add", "--pr"], {}, "--pr needs --repo OWNER/NAME"),
+        (["run", "vector_add", "--seeds", "a"], {}, "--seeds 'a': expected integers"),
+        (["run", "vector_add"], {"KPERF_LLM_BASE_URL": "http://127.0.0.1:9/v1"}, "KPERF_LLM_MODEL is not"),
+        (["run"], {}, "name a kernel"),
+        (["show", "--db", "/nonexistent/agent.db"], {}, "no such agent database"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, env, msg):
+    p = kperf(*args, "--db", str(tmp_path / "a.db"), env=env) if args[0] == "run" else kperf(*args, env=env)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert msg in p.stderr and len(p.stderr.strip().splitlines()) == 1
