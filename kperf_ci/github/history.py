@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from github3 import exceptions as gh_exc
+
 from kperf_ci.github.client import Client, GitHubUserError
 
 BRANCH = "kperf-history"
@@ -28,12 +30,20 @@ def history_path(gpu_class: str) -> str:
     return f"{gpu_class}.db"
 
 
+def _ref(repo: Any, branch: str) -> Any:
+    """The branch's ref, or None before the first push (GitHub answers 404)."""
+    try:
+        return repo.ref(f"heads/{branch}")
+    except gh_exc.NotFoundError:
+        return None
+
+
 def pull(client: Client, repo: Any, gpu_class: str, dest: Path, branch: str = BRANCH) -> bool:
     """Write the class's history database to ``dest``; False when there is none yet."""
     path = history_path(gpu_class)
 
     def op() -> bytes | None:
-        ref = repo.ref(f"heads/{branch}")
+        ref = _ref(repo, branch)
         if ref is None:
             return None
         commit = repo.git_commit(ref.object.sha)
@@ -63,7 +73,7 @@ def push(client: Client, repo: Any, gpu_class: str, src: Path, message: str, bra
     content = base64.b64encode(src.read_bytes()).decode("ascii")
 
     def op() -> str:
-        ref = repo.ref(f"heads/{branch}")
+        ref = _ref(repo, branch)
         parents: list[str] = []
         base_tree = None
         if ref is not None:
