@@ -11,6 +11,7 @@ from kperf_ci.commands.baseline import baseline_group
 from kperf_ci.commands.compare import compare_cmd
 from kperf_ci.commands.github import github_group
 from kperf_ci.commands.import_ import import_cmd
+from kperf_ci.commands.merge import merge_cmd
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.commands.run import run_cmd
 from kperf_ci.commands.show import show_cmd
@@ -37,7 +38,7 @@ def main() -> None:
     """kperf-ci: continuous performance for Triton kernels."""
 
 
-for _cmd in (compare_cmd, show_cmd, baseline_group, import_cmd, run_cmd, report_cmd, github_group):
+for _cmd in (compare_cmd, show_cmd, baseline_group, import_cmd, run_cmd, report_cmd, github_group, merge_cmd):
     main.add_command(_cmd)
 main.add_command(__import__("kperf_ci.commands.analyze", fromlist=["analyze_cmd"]).analyze_cmd)
 main.add_command(__import__("kperf_ci.commands.ab", fromlist=["ab_cmd"]).ab_cmd)
