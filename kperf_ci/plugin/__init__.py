@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from kperf_ci.plugin import options
+from kperf_ci.plugin import fleet, options
 from kperf_ci.plugin.fixture import KperfFixture
 from kperf_ci.plugin.marker import MARKER_HELP, parse_marker
+
+pytest_plugins = ("kperf_ci.plugin.fleet",)  # GPU per xdist worker, --kperf-shard
 
 SESSION_KEY = pytest.StashKey["KperfSession"]()  # noqa: F821  (forward ref, imported lazily)
 MARKER_KEY = pytest.StashKey[Any]()
@@ -33,6 +35,7 @@ def pytest_load_initial_conftests(
     ns = early_config.known_args_namespace
     if not _enabled(early_config, getattr(ns, "kperf", None)):
         return
+    fleet.pin_worker_gpu()  # before anything below (cuda_available) or any import can initialise CUDA
     mode = getattr(ns, "kperf_mode", None) or _mode_in_pyproject(early_config) or "auto"
     if mode == "gpu":
         return
