@@ -61,7 +61,13 @@ def _class_opt(fn: F) -> F:
 def _inputs(fn: F) -> F:
     for opt in reversed(
         [
-            click.option("--ab-db", type=click.Path(dir_okay=False), help="database written by `kperf ab`"),
+            click.option(
+                "--ab-db",
+                "ab_db",
+                multiple=True,
+                type=click.Path(dir_okay=False),
+                help="database written by `kperf ab` (repeatable: one section each)",
+            ),
             click.option(
                 "--db", type=click.Path(dir_okay=False), help="run database (`kperf run`, merged shards)"
             ),
@@ -92,10 +98,13 @@ def _existing(path: str | None, option: str) -> Path | None:
     return p
 
 
-def _verdict(gpu_class: str, ab_db: str | None, db: str | None, baseline: str | None, link: str | None):
+def _verdict(
+    gpu_class: str, ab_db: tuple[str, ...], db: str | None, baseline: str | None, link: str | None
+) -> bodies.Verdict:
     parts = []
-    ab = _existing(ab_db, "--ab-db")
-    if ab is not None:
+    for path in ab_db:
+        ab = _existing(path, "--ab-db")
+        assert ab is not None
         parts.append(bodies.from_ab(ab))
     run = _existing(db, "--db")
     if run is not None:
@@ -135,7 +144,7 @@ def comment_cmd(
     expect_head_sha: str | None,
     workflow: str,
     gpu_class: str,
-    ab_db: str | None,
+    ab_db: tuple[str, ...],
     db: str | None,
     baseline: str | None,
     link: str | None,
@@ -169,6 +178,7 @@ def comment_cmd(
     "--state", type=click.Choice(status.STATES), help="override the state derived from the databases"
 )
 @click.option("--target-url", help="where the status links to (the report artifact or the run page)")
+@click.option("--description", help="override the one-line summary derived from the databases")
 @_class_opt
 @_inputs
 @_dry_opt
@@ -178,8 +188,9 @@ def status_cmd(
     sha: str,
     state: str | None,
     target_url: str | None,
+    description: str | None,
     gpu_class: str,
-    ab_db: str | None,
+    ab_db: tuple[str, ...],
     db: str | None,
     baseline: str | None,
     link: str | None,
@@ -189,10 +200,14 @@ def status_cmd(
     repo = _need_repo(repo)
     if not sha:
         raise KperfError("no commit: pass --sha (Actions sets $GITHUB_SHA)")
-    verdict = _verdict(gpu_class, ab_db, db, baseline, link)
-    state = state or ("failure" if verdict.regression else "success")
+    if state and description:  # e.g. the release gate: its verdict comes from `kperf gate`
+        regression, summary = state != "success", description
+    else:
+        verdict = _verdict(gpu_class, ab_db, db, baseline, link)
+        regression, summary = verdict.regression, description or verdict.summary
+    state = state or ("failure" if regression else "success")
     ctx = status.context(gpu_class)
-    description = status.one_line(verdict.summary)
+    description = status.one_line(summary)
     if dry_run:
         _plan(
             f"set status {ctx} on {repo}@{sha}", state=state, description=description, target_url=target_url
@@ -220,7 +235,7 @@ def label_cmd(
     present: bool | None,
     name: str,
     gpu_class: str,
-    ab_db: str | None,
+    ab_db: tuple[str, ...],
     db: str | None,
     baseline: str | None,
     link: str | None,
