@@ -200,7 +200,7 @@ def status_cmd(
     repo = _need_repo(repo)
     if not sha:
         raise KperfError("no commit: pass --sha (Actions sets $GITHUB_SHA)")
-    if state and description:  # e.g. the release gate: its verdict comes from `kperf gate`
+    if state and description is not None:  # e.g. the release gate: its verdict comes from `kperf gate`
         regression, summary = state != "success", description
     else:
         verdict = _verdict(gpu_class, ab_db, db, baseline, link)
