@@ -102,13 +102,16 @@ def _verdict(
     gpu_class: str, ab_db: tuple[str, ...], db: str | None, baseline: str | None, link: str | None
 ) -> bodies.Verdict:
     parts = []
+    # each section gets an equal share of what GitHub accepts for one comment (the renderers'
+    # minimum is 2,000 characters each)
+    share = max(2000, (bodies.COMMENT_BUDGET - 200) // max(1, len(ab_db) + (db is not None)))
     for path in ab_db:
         ab = _existing(path, "--ab-db")
         assert ab is not None
-        parts.append(bodies.from_ab(ab))
+        parts.append(bodies.from_ab(ab, share))
     run = _existing(db, "--db")
     if run is not None:
-        parts.append(bodies.from_run(run, _existing(baseline, "--baseline"), link))
+        parts.append(bodies.from_run(run, _existing(baseline, "--baseline"), link, share))
     return bodies.combine(gpu_class, parts)
 
 

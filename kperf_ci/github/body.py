@@ -29,16 +29,20 @@ class Verdict:
     summary: str  # one line for the commit status
 
 
-def from_ab(db: Path) -> Verdict:
+# GitHub refuses a comment body over 65,536 characters; the parts of one comment share this budget.
+COMMENT_BUDGET = 65_000
+
+
+def from_ab(db: Path, max_chars: int = COMMENT_BUDGET) -> Verdict:
     doc = load_ab_document(db)
     if doc is None:
         raise KperfError(f"{db}: holds no A/B document; pass the database `kperf ab` wrote (reports/ab.db)")
     counts = doc.get("counts") or {}
     regression = bool(int(counts.get("slower", 0) or 0) or doc.get("static_regressions"))
-    return Verdict(ab_report.render_markdown(doc), regression, ab_report.headline(doc))
+    return Verdict(ab_report.render_markdown(doc, max_chars=max_chars), regression, ab_report.headline(doc))
 
 
-def from_run(db: Path, baseline: Path | None, link: str | None) -> Verdict:
+def from_run(db: Path, baseline: Path | None, link: str | None, max_chars: int = COMMENT_BUDGET) -> Verdict:
     settings = load_settings(db=str(db), baseline=str(baseline) if baseline else None)
     current, base, base_path = load_pair(settings.db, settings.baseline, None, None, artifacts=(FINDINGS,))
     with bulk_objects():
@@ -48,7 +52,11 @@ def from_run(db: Path, baseline: Path | None, link: str | None) -> Verdict:
         report = build_report(
             current, base, comparison, blob=blob_reader(settings.db, current, base_path, base), link=link
         )
-    return Verdict(render_markdown(report), bool(report.regressions), f"static: {report.verdict_line}")
+    return Verdict(
+        render_markdown(report, max_chars=max_chars),
+        bool(report.regressions),
+        f"static: {report.verdict_line}",
+    )
 
 
 def combine(gpu_class: str, parts: list[Verdict]) -> Verdict:
@@ -57,6 +65,10 @@ def combine(gpu_class: str, parts: list[Verdict]) -> Verdict:
         raise KperfError("nothing to post: pass --ab-db (kperf ab's database) and/or --db (a run database)")
     head = f"### kperf-ci · {markdown_safe(gpu_class)}"
     text = "\n".join([head, ""] + [p.markdown.rstrip() + "\n" for p in parts])
+    if len(text) > COMMENT_BUDGET:  # many sections at their renderers' minimum size
+        text = (
+            text[: COMMENT_BUDGET - 200].rsplit("\n", 1)[0] + "\n\n… (truncated: see the job's artifacts)\n"
+        )
     return Verdict(text, any(p.regression for p in parts), "; ".join(p.summary for p in parts))
 
 

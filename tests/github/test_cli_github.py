@@ -206,3 +206,12 @@ def test_token_in_a_server_message_is_redacted(fake_gh, kperf_gh, tmp_path):
     fake_gh.fail("POST", COMMENTS, 422, body={"message": f"bad header token {TOKEN}"})
     r = kperf_gh("comment", "--pr", "7", "--ab-db", str(ab_db(tmp_path, slower=0)))
     assert r.code == 2 and "***" in r.err
+
+
+def test_comment_fits_githubs_size_limit(fake_gh, kperf_gh, tmp_path, run_db, baseline_db):
+    db = str(ab_db(tmp_path, slower=1))
+    many = [arg for _ in range(200) for arg in ("--ab-db", db)]
+    r = kperf_gh("comment", "--pr", "7", *many, "--db", str(run_db), "--baseline", str(baseline_db))
+    assert r.code == 0, r.err
+    (body,) = fake_gh.issue_comments(7)
+    assert len(body) <= 65_536 and "truncated" in body
