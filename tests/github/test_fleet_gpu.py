@@ -30,14 +30,8 @@ def test_one_real_gpu_per_worker(pytester: pytest.Pytester, monkeypatch: pytest.
     n = torch.cuda.device_count()
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("FLEET_OUT", str(pytester.path / "seen"))
-    # one probe per worker: -n N with N probes and --dist each is not what users run, so instead
-    # N parametrized probes and loadgroup scheduling one per worker
-    pytester.makepyfile(
-        test_probe=PROBE.replace(
-            "def test_probe():",
-            f"import pytest\n\n@pytest.mark.parametrize('i', range({4 * n}))\ndef test_probe(i):",
-        )
-    )
+    monkeypatch.setenv("FLEET_PROBES", str(4 * n))  # enough probes that every worker runs some
+    pytester.makepyfile(test_probe=PROBE)
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kperf", "--kperf-no-save", "-n", "auto")
     seen = {p.name: p.read_text().split() for p in (pytester.path / "seen").iterdir()}
     assert all(count == "1" for count, _ in seen.values()), seen  # each worker sees one GPU
