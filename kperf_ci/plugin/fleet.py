@@ -93,6 +93,7 @@ def _timing_requested(config: pytest.Config) -> bool:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own (CPU count); None falls through to it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if not _timing_requested(config):
         return None

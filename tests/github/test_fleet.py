@@ -3,6 +3,8 @@ than GPUs refused, and --kperf-shard slices that cover the marked tests exactly 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kperf_ci.plugin import fleet
@@ -56,6 +58,16 @@ def test_each_worker_sees_one_distinct_gpu(
     seen = {p.name: p.read_text() for p in (fleet_dir.path / "seen").iterdir()}
     assert sorted(seen) == ["gw0", "gw1", "gw2"]
     assert sorted(seen.values()) == ["0", "1", "2"], seen  # one each, none shared, none unset
+
+
+def test_n_auto_is_one_worker_per_gpu(fleet_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one GPU more than CPUs, so xdist's own `auto` (CPU count) would give another answer
+    gpus = [str(i) for i in range((os.cpu_count() or 1) + 1)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(gpus))
+    r = _run(fleet_dir, "-n", "auto", "--kperf-mode", "auto")
+    assert r.ret == 0, r.stdout.str() + r.stderr.str()
+    assert f"created: {len(gpus)}/{len(gpus)} workers" in r.stdout.str()
+    assert sorted(p.read_text() for p in (fleet_dir.path / "seen").iterdir()) == sorted(gpus)
 
 
 def test_gpu_uuids_are_handed_out_too(fleet_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
