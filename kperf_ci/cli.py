@@ -14,7 +14,9 @@ from kperf_ci.commands.analyze import analyze_cmd
 from kperf_ci.commands.baseline import baseline_group
 from kperf_ci.commands.compare import compare_cmd
 from kperf_ci.commands.gate import gate_cmd
+from kperf_ci.commands.github import github_group
 from kperf_ci.commands.import_ import import_cmd
+from kperf_ci.commands.merge import merge_cmd
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.commands.run import run_cmd
 from kperf_ci.commands.show import show_cmd
@@ -50,6 +52,8 @@ for _cmd in (
     ab_cmd,
     gate_cmd,
     agent_group,
+    github_group,
+    merge_cmd,
 ):
     main.add_command(_cmd)
 

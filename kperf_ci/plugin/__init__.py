@@ -13,9 +13,11 @@ import pytest
 
 from kperf_ci.config import ConfigError, load_settings, may_be_enabled, resolve_setting
 from kperf_ci.device import cuda_available
-from kperf_ci.plugin import options
+from kperf_ci.plugin import fleet, options
 from kperf_ci.plugin.fixture import KperfFixture
 from kperf_ci.plugin.marker import MARKER_HELP, KperfMarker, default_name, parse_marker
+
+pytest_plugins = ("kperf_ci.plugin.fleet",)  # GPU per xdist worker, --kperf-shard
 
 SESSION_KEY = pytest.StashKey["KperfSession"]()  # noqa: F821  (forward ref, imported lazily)
 MARKER_KEY = pytest.StashKey[Any]()
@@ -35,6 +37,7 @@ def pytest_load_initial_conftests(
     ns = early_config.known_args_namespace
     if not _enabled(early_config, getattr(ns, "kperf", None)):
         return
+    fleet.pin_worker_gpu()  # before anything below (cuda_available) or any import can initialise CUDA
     try:  # the mode by the one precedence chain (CLI > KPERF_MODE > [tool.kperf] > auto)
         mode = resolve_setting(early_config.rootpath, "mode", getattr(ns, "kperf_mode", None))
     except ConfigError as e:

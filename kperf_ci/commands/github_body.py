@@ -1,0 +1,83 @@
+"""What the comment, status and label say, rendered from the databases the jobs stored (used by
+`kperf github`; it lives beside the command because it reads databases the way the commands do).
+
+The databases are data from the PR's job (for a fork PR, from untrusted code): they are opened
+through :mod:`kperf_ci.store` (header, integrity and schema checked, never written) and rendered
+by the product's own renderers, which escape every stored string for markdown
+(:mod:`kperf_ci.report.safe_text`). No markdown file from the artifact is ever posted as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kperf_ci import store
+from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
+from kperf_ci.commands import KperfError, bulk_objects, load_settings
+from kperf_ci.commands.report import blob_reader, load_pair
+from kperf_ci.compare import ThresholdPolicy, compare_runs
+from kperf_ci.prcheck.document import load_ab_document
+from kperf_ci.report import ab as ab_report
+from kperf_ci.report import build_report, render_markdown
+from kperf_ci.report.safe_text import markdown_safe
+
+
+@dataclass(frozen=True)
+class Verdict:
+    markdown: str  # the comment body (without the sticky marker)
+    regression: bool  # what sets the perf-regression label and a failing status
+    summary: str  # one line for the commit status
+
+
+# GitHub refuses a comment body over 65,536 characters; the parts of one comment share this budget.
+COMMENT_BUDGET = 65_000
+
+
+def from_ab(db: Path, max_chars: int = COMMENT_BUDGET) -> Verdict:
+    doc = load_ab_document(db)
+    if doc is None:
+        raise KperfError(f"{db}: holds no A/B document; pass the database `kperf ab` wrote (reports/ab.db)")
+    counts = doc.get("counts") or {}
+    regression = bool(int(counts.get("slower", 0) or 0) or doc.get("static_regressions"))
+    return Verdict(ab_report.render_markdown(doc, max_chars=max_chars), regression, ab_report.headline(doc))
+
+
+def from_run(db: Path, baseline: Path | None, link: str | None, max_chars: int = COMMENT_BUDGET) -> Verdict:
+    settings = load_settings(db=str(db), baseline=str(baseline) if baseline else None)
+    current, base, base_path = load_pair(settings.db, settings.baseline, None, None, artifacts=(FINDINGS,))
+    with bulk_objects():
+        comparison = None
+        if base is not None:
+            comparison = compare_runs(base, current, ThresholdPolicy.from_settings(settings))
+        report = build_report(
+            current, base, comparison, blob=blob_reader(settings.db, current, base_path, base), link=link
+        )
+    return Verdict(
+        render_markdown(report, max_chars=max_chars),
+        bool(report.regressions),
+        f"static: {report.verdict_line}",
+    )
+
+
+def combine(gpu_class: str, parts: list[Verdict]) -> Verdict:
+    """One comment for a GPU class: the A/B section and the static compare under one heading."""
+    if not parts:
+        raise KperfError("nothing to post: pass --ab-db (kperf ab's database) and/or --db (a run database)")
+    head = f"### kperf-ci · {markdown_safe(gpu_class)}"
+    text = "\n".join([head, ""] + [p.markdown.rstrip() + "\n" for p in parts])
+    if len(text) > COMMENT_BUDGET:  # many sections at their renderers' minimum size
+        text = (
+            text[: COMMENT_BUDGET - 200].rsplit("\n", 1)[0] + "\n\n… (truncated: see the job's artifacts)\n"
+        )
+    return Verdict(text, any(p.regression for p in parts), "; ".join(p.summary for p in parts))
+
+
+def check_database(path: Path) -> None:
+    """Opened and checked (header, integrity, schema) like any input; StoreError is exit 2.
+    A pending write-ahead log is folded into the file: the file's bytes are what gets pushed."""
+    db = store.open_db(path)
+    try:
+        db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()

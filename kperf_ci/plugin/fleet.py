@@ -1,0 +1,153 @@
+"""The GPU-runner fleet: one pytest-xdist worker per visible GPU, and ``--kperf-shard i/n``.
+
+**One GPU per worker.** Two processes timing kernels on one GPU disturb each other's numbers, so
+under xdist every worker gets exactly one GPU: the controller lists the GPUs it sees
+(``CUDA_VISIBLE_DEVICES``, or else ``nvidia-smi``'s UUIDs) and hands the list to the workers in
+:data:`ENV_GPUS`; worker ``gwN`` then sets ``CUDA_VISIBLE_DEVICES`` to the N-th entry in
+``pytest_load_initial_conftests``, before any conftest or test module is imported and so before
+torch or Triton can initialise CUDA (which reads the variable once). More workers than GPUs is a
+usage error, not a silent sharing of GPUs; ``-n auto`` means one worker per GPU. Static mode
+times nothing and is not restricted.
+
+**Shards.** ``--kperf-shard i/n`` keeps the i-th of n deterministic slices of the marked tests
+(sorted node ids, round-robin), so n runners split a large suite between them; unmarked tests run
+in shard 1 only, so the whole suite still runs exactly once. ``kperf merge --shards`` joins the
+shards' databases into one run per machine class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+from collections.abc import MutableMapping
+
+import pytest
+
+ENV_GPUS = "KPERF_FLEET_GPUS"
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        i = n = 0
+    if not (n >= 1 and 1 <= i <= n):
+        raise argparse.ArgumentTypeError(
+            f"--kperf-shard must be i/n with 1 <= i <= n (e.g. 2/4), got {value!r}"
+        )
+    return i, n
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("kperf").addoption(
+        "--kperf-shard",
+        dest="kperf_shard",
+        type=parse_shard,
+        default=None,
+        metavar="I/N",
+        help="run the I-th of N deterministic slices of the kperf-marked tests (unmarked tests: shard 1)",
+    )
+
+
+def visible_gpus(env: MutableMapping[str, str] | None = None) -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries; [] without any."""
+    env = os.environ if env is None else env
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:  # UUIDs: unlike indices they do not depend on CUDA_DEVICE_ORDER
+        out = subprocess.run(
+            [smi, "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def pin_worker_gpu(env: MutableMapping[str, str] | None = None) -> str | None:
+    """In xdist worker gwN, restrict CUDA to the controller's N-th GPU; the GPU, or None when
+    this is not a worker of a kperf fleet."""
+    env = os.environ if env is None else env
+    worker, gpus = env.get("PYTEST_XDIST_WORKER", ""), env.get(ENV_GPUS)
+    if not worker.startswith("gw") or gpus is None:
+        return None
+    listed = [g for g in gpus.split(",") if g]
+    index = int(worker[2:])
+    if index >= len(listed):
+        raise pytest.UsageError(
+            f"kperf: xdist worker {worker} has no GPU of its own ({len(listed)} visible); "
+            f"run with -n {len(listed)} or fewer (or -n auto)"
+        )
+    env["CUDA_VISIBLE_DEVICES"] = listed[index]
+    return listed[index]
+
+
+def _timing_requested(config: pytest.Config) -> bool:
+    return (
+        bool(getattr(config.option, "kperf", False))
+        and getattr(config.option, "kperf_mode", None) != "static"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own (CPU count); None falls through to it
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if not _timing_requested(config):
+        return None
+    gpus = visible_gpus()
+    return len(gpus) or None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Controller of an xdist session with kperf on: check workers against GPUs, hand them out."""
+    if hasattr(config, "workerinput") or not config.pluginmanager.has_plugin("kperf-session"):
+        return
+    workers = getattr(config.option, "numprocesses", None)
+    if not isinstance(workers, int) or workers < 1:
+        return
+    session = config.pluginmanager.get_plugin("kperf-session").session
+    if session.settings.mode == "static":
+        return
+    gpus = visible_gpus()
+    if not gpus:
+        return
+    if workers > len(gpus):
+        raise pytest.UsageError(
+            f"kperf: -n {workers} starts {workers} workers but {len(gpus)} GPU(s) are visible; two workers "
+            f"timing on one GPU disturb each other: use -n {len(gpus)} (or -n auto, one worker per GPU)"
+        )
+    os.environ[ENV_GPUS] = ",".join(gpus)  # inherited by the workers xdist starts next
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        os.environ.pop(ENV_GPUS, None)
+
+
+def _marked(item: pytest.Item) -> bool:
+    return item.get_closest_marker("kperf") is not None or "kperf" in getattr(item, "fixturenames", ())
+
+
+def select_shard(items: list[pytest.Item], i: int, n: int) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """(kept, deselected): marked tests round-robin over sorted node ids; unmarked in shard 1."""
+    marked = sorted(it.nodeid for it in items if _marked(it))
+    mine = {nid for k, nid in enumerate(marked) if k % n == i - 1}
+    kept, dropped = [], []
+    for it in items:
+        keep = it.nodeid in mine if _marked(it) else i == 1
+        (kept if keep else dropped).append(it)
+    return kept, dropped
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shard = getattr(config.option, "kperf_shard", None)
+    if not shard:
+        return
+    kept, dropped = select_shard(items, *shard)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
