@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import click
 
+from kperf_ci.report.terminal import console  # noqa: F401 - re-exported for the commands
 from kperf_ci.units import fmt_value  # noqa: F401 - re-exported for the commands
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -137,19 +138,6 @@ def load_settings(**cli: Any) -> Any:
     from kperf_ci.config import load_settings as _load
 
     return _load(Path.cwd(), {k: v for k, v in cli.items() if v is not None})
-
-
-def console() -> Any:
-    """A rich console for stdout; wide when not a terminal, so CI logs do not wrap tables."""
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-    try:
-        width = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        width = 0
-    return Console(width=max(width, 160), soft_wrap=False)
 
 
 # --------------------------------------------------------------------------- reading runs
