@@ -1,6 +1,6 @@
-"""`kperf.bench` in GPU mode: the test's marker and parameters turned into a
-:class:`kperf_ci.measure.Request`, the measurement done by :mod:`kperf_ci.measure`, and what it
-produced handed to the session."""
+"""GPU mode of the plugin: `kperf.bench` calls, and kernel replay of the launches a marked test
+made without it. The test's marker and parameters become a :class:`kperf_ci.measure.Request`,
+:mod:`kperf_ci.measure` measures, and what it produced is handed to the session."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kperf_ci import measure
+from kperf_ci.capture.replay import LaunchCopier, ReplayDevice
 from kperf_ci.model import VariantResult
 
 if TYPE_CHECKING:
@@ -68,3 +69,12 @@ def bench_on_gpu(
     m = measure.bench(request_for(ks, item, marker), fns, args, kwargs, call_index=call_index)
     keep(ks, m)
     return m.results, m.variants
+
+
+def replay_on_gpu(
+    ks: KperfSession, item: pytest.Item, marker: KperfMarker, copier: LaunchCopier
+) -> list[VariantResult]:
+    """Each distinct launch the test made, replayed on copies of its arguments and measured."""
+    m = measure.replay(request_for(ks, item, marker), copier, ReplayDevice.cuda())
+    keep(ks, m)
+    return m.variants

@@ -7,7 +7,7 @@ import datetime as _dt
 import os
 import statistics
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,14 +17,16 @@ import pytest
 from kperf_ci import __version__, compare, store
 from kperf_ci.capture.manifest import BLOB, build_manifest, manifest_json
 from kperf_ci.capture.record import LaunchRecorder
+from kperf_ci.capture.replay import LaunchCopier, ReplayLimits
 from kperf_ci.capture.static import compile_variants
 from kperf_ci.fingerprint import git_info, machine_fingerprint
 from kperf_ci.model import Metric, RunInfo, VariantKey, VariantResult
-from kperf_ci.plugin.gpu_bench import bench_on_gpu
+from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker
 
 RESULTS_KEY = pytest.StashKey[list]()
 LAUNCHES_KEY = pytest.StashKey[list]()
+BENCHED_KEY = pytest.StashKey[bool]()  # the test called kperf.bench: it measured what it wanted
 
 
 def cuda_available() -> bool:
@@ -62,6 +64,7 @@ class KperfSession:
     stored_status: str | None = None  # the runs.status this session left in the database
     comparison: Any = None
     recorder: Any = None
+    copier: LaunchCopier | None = None  # GPU mode: copies of each launch's arguments, for replay
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one line)
     blobs: list[tuple[str, str, bytes]] = field(default_factory=list)  # (variant id, name, data)
     ab_results: list[tuple[str, str, str, str]] = field(default_factory=list)
@@ -84,6 +87,8 @@ class KperfSession:
         self = cls(config=config, settings=settings, mode=mode, run_id=run_id, is_worker=bool(workerinput))
         if mode == "static":
             self.recorder = LaunchRecorder()
+        if mode == "gpu" and settings.replay_copy_mb > 0 and settings.replay_launches > 0:
+            self.copier = LaunchCopier(ReplayLimits.from_settings(settings))
         return self
 
     def run_info(self) -> RunInfo:
@@ -123,6 +128,31 @@ class KperfSession:
         self.recorder.clear()
         return _name_per_kernel(launches)
 
+    @contextlib.contextmanager
+    def replaying(self, item: pytest.Item) -> Iterator[None]:
+        """GPU mode, around a marked test's call: the arguments of each distinct Triton launch
+        are copied before it runs (kperf_ci.capture.replay), for :meth:`replay` after the test."""
+        if self.copier is None:
+            yield
+            return
+        self.copier.clear()
+        try:
+            with self.copier.capturing():
+                yield
+        except BaseException:
+            self.copier.clear()  # a failed test is not measured: free the copies now
+            raise
+
+    def replay(self, item: pytest.Item, marker: KperfMarker) -> None:
+        """After a marked test that did not call kperf.bench: its launches replayed and timed."""
+        copier = self.copier
+        if copier is None:
+            return
+        if item.stash.get(BENCHED_KEY, False) or not (copier.launches or copier.left_out):
+            copier.clear()
+            return
+        item.stash.setdefault(RESULTS_KEY, []).extend(replay_on_gpu(self, item, marker, copier))
+
     def bench(
         self,
         item: pytest.Item,
@@ -136,7 +166,9 @@ class KperfSession:
         if self.mode == "static":
             # The wrapper around the whole test records launches; one plain call each suffices.
             return {name: fn(*args, **kwargs) for name, fn in fns.items()}
-        results, variants = bench_on_gpu(self, item, marker, fns, args, kwargs, call_index=call_index)
+        item.stash[BENCHED_KEY] = True
+        with self.copier.paused() if self.copier is not None else contextlib.nullcontext():
+            results, variants = bench_on_gpu(self, item, marker, fns, args, kwargs, call_index=call_index)
         item.stash.setdefault(RESULTS_KEY, []).extend(variants)
         return results
 
@@ -152,7 +184,11 @@ class KperfSession:
             else:
                 self.warn(item.nodeid, "no Triton launch captured in this marked test")
         if self.mode == "gpu" and not measured:
-            self.warn(item.nodeid, "nothing measured: in GPU mode only kperf.bench(fn, ...) calls are timed")
+            self.warn(
+                item.nodeid,
+                "nothing measured: the test made no Triton launch that could be replayed and did not "
+                "call kperf.bench(fn, ...)",
+            )
 
     # -- end of session ---------------------------------------------------------------------
 
