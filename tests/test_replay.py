@@ -212,3 +212,96 @@ def test_a_launch_that_fails_to_replay_is_reported_and_the_rest_measured(kernels
     m = measure.replay(request(), copier, fake_device([]))
     assert [v.key.kernel for v in m.variants] == ["norm/atomic_sum"]
     assert any(w.startswith("replay of double_inplace failed") for _, w in m.warnings)
+
+
+FAKE_DEVICE_CONFTEST = """
+import pytest
+from kperf_ci.capture import gpu
+from kperf_ci.capture.replay import ReplayDevice
+
+
+class FakeEvents:
+    t = host = 0.0
+    def marker(self):
+        self.t += 0.01
+        self.host += 0.005
+        return self.t
+    def elapsed_ms(self, a, b):
+        return round(b - a, 9)
+    def synchronize(self): pass
+    def flush(self): pass
+    def l2_bytes(self): return 50 << 20
+    def capture_graph(self, call): return call
+    def state(self): return {}
+    def host_time(self): return self.host
+    def sleep(self, s): self.host += s
+
+
+def capture(call):
+    call()
+    return [gpu.LaunchInfo(name="?")]
+
+
+ReplayDevice.cuda = classmethod(
+    lambda cls: cls(capture, "FAKE GPU", 132, backend=FakeEvents(), regions=lambda out, call: {})
+)
+"""
+
+PLUGIN_TEST = """
+import importlib.util
+import pytest, torch
+
+spec = importlib.util.spec_from_file_location("k", {kernels!r})
+k = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(k)
+STATE = {{}}
+
+
+@pytest.fixture
+def tensors():
+    x, out = torch.arange(64, dtype=torch.float32), torch.zeros(1)
+    yield x, out
+    # teardown: after kperf replayed the launches
+    assert torch.equal(x, torch.arange(64, dtype=torch.float32) * 2), "replay wrote the test's tensor"
+    assert out.item() == 2 * sum(range(64)), "replay added to the test's accumulator"
+
+
+@pytest.mark.kperf(name="norm")
+def test_norm(tensors):
+    x, out = tensors
+    k.double_inplace[(1,)](x, 64, BLOCK=64)
+    k.atomic_sum[(4,)](x, out, 64, BLOCK=16)
+
+
+@pytest.mark.kperf(name="broken")
+def test_fails_after_a_launch():
+    k.double_inplace[(1,)](torch.ones(64), 64, BLOCK=64)
+    assert False, "a failed test is not measured"
+"""
+
+
+def test_plugin_replays_a_marked_test_that_never_calls_the_fixture(pytester, monkeypatch):
+    """GPU mode through the plugin's hooks, the device faked in the sample's conftest."""
+    import sqlite3
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    pytester.makeconftest(FAKE_DEVICE_CONFTEST)
+    pytester.makepyfile(test_sample=PLUGIN_TEST.format(kernels=str(KERNELS)))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--kperf", "--kperf-mode", "gpu", "--kperf-db", "run.db"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    rows = (
+        sqlite3.connect(pytester.path / "run.db")
+        .execute(
+            "select k.name, m.value from metrics m join variants v on v.id = m.variant_id "
+            "join kernels k on k.id = v.kernel_id where m.name = 'time.median'"
+        )
+        .fetchall()
+    )
+    # the failed test's launch is not measured; the passing test's two are, its tensors intact
+    assert sorted(rows) == [
+        ("norm/atomic_sum", pytest.approx(0.01)),
+        ("norm/double_inplace", pytest.approx(0.01)),
+    ]
+    assert "nothing measured" not in result.stdout.str()
