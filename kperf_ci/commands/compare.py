@@ -6,6 +6,9 @@ import json
 
 import click
 
+from kperf_ci import store
+from kperf_ci.compare import COMPARED, ThresholdPolicy, compare_runs
+
 # the table lives with the plugin's summary, which prints it too; re-exported for callers
 from kperf_ci.report.terminal import print_table, variant_labels  # noqa: F401
 
@@ -50,9 +53,6 @@ def compare_cmd(
     or 2 with --require-baseline; a regression among the few that compared still exits 1.
     """
     from pathlib import Path
-
-    from kperf_ci import store
-    from kperf_ci.compare import COMPARED, ThresholdPolicy, compare_runs
 
     settings = load_settings(db=db, baseline=baseline)
     if not settings.baseline:
