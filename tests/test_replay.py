@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
 
 from kperf_ci import measure  # noqa: E402
 from kperf_ci.capture import gpu  # noqa: E402
@@ -305,3 +305,15 @@ def test_plugin_replays_a_marked_test_that_never_calls_the_fixture(pytester, mon
         ("norm/double_inplace", pytest.approx(0.01)),
     ]
     assert "nothing measured" not in result.stdout.str()
+
+
+def test_only_the_autotuners_chosen_config_is_copied(kernels):
+    copier = LaunchCopier()
+    x = torch.ones(64)
+    with copier.capturing():
+        kernels.tuned_double[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](x, 64)
+    # the autotuner ran both configs while benchmarking (each doubled x once), then the chosen one
+    assert torch.equal(x, torch.full((64,), 8.0))
+    (launch,) = copier.launches
+    assert launch.kwargs["BLOCK"] == 16 and launch.grid_seen == (4, 1, 1)
+    assert torch.equal(launch.args[0], torch.full((64,), 4.0))  # the state before the chosen launch
