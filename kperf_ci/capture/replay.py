@@ -160,10 +160,11 @@ class LaunchCopier:
     left_out: dict[str, int] = field(default_factory=dict)  # limit -> launches it left out
     copy_bytes: int = 0
     _seen: dict[Any, CapturedLaunch] = field(default_factory=dict)
+    _refused: set[Any] = field(default_factory=set)  # launches a limit left out, counted once
     _local: threading.local = field(default_factory=threading.local)
 
     def clear(self) -> None:
-        self.launches, self.left_out, self.copy_bytes, self._seen = [], {}, 0, {}
+        self.launches, self.left_out, self.copy_bytes, self._seen, self._refused = [], {}, 0, {}, set()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -241,14 +242,19 @@ class LaunchCopier:
         if key in self._seen:
             self._seen[key].count += 1
             return None
-        if len(self.launches) >= self.limits.launches:
-            self.left_out["launches"] = self.left_out.get("launches", 0) + 1
+        if key in self._refused:
             return None
         storages: dict[int, int] = {}
         _storages((args, tuple(kwargs.values())), storages)
         need = sum(storages.values())
-        if self.copy_bytes + need > self.limits.copy_bytes:
-            self.left_out["copy memory"] = self.left_out.get("copy memory", 0) + 1
+        limit = None
+        if len(self.launches) >= self.limits.launches:
+            limit = "launches"
+        elif self.copy_bytes + need > self.limits.copy_bytes:
+            limit = "copy memory"
+        if limit is not None:  # counted once per distinct launch, as replays are
+            self._refused.add(key)
+            self.left_out[limit] = self.left_out.get(limit, 0) + 1
             return None
         memo: dict[int, Any] = {}
         launch = CapturedLaunch(
