@@ -28,11 +28,11 @@ from kperf_ci.analysis import (
     launch_gaps,
 )
 from kperf_ci.analysis.findings import ARTIFACT, findings_from_json, findings_to_json, flagged, to_metrics
-from kperf_ci.analysis.launch_gaps import records_to_json
 from kperf_ci.capture import gpu, instrument, timing
 from kperf_ci.capture.record import describe_args
 from kperf_ci.capture.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
 from kperf_ci.model import Metric, VariantKey, VariantResult, canonical_json
+from kperf_ci.traces.kernel_records import records_to_json
 
 
 @dataclass
