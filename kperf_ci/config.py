@@ -53,6 +53,13 @@ class Settings:
     thresholds: dict[str, float] = field(default_factory=dict)  # metric name (or "time") -> rel / abs
     time_floor_ms: float = 0.001
     timing_budget_s: float = 2.0  # GPU mode: host seconds of measurement per variant
+    # GPU mode, kernel replay of the launches a marked test makes outside kperf.bench
+    # (kperf_ci/capture/replay.py): per test, device memory for the argument copies taken before
+    # each launch, distinct launches replayed, and host seconds spent replaying; each limit that
+    # bites is reported for the test
+    replay_copy_mb: float = 4096.0
+    replay_launches: int = 32
+    replay_seconds: float = 120.0
     # Same-job A/B (`kperf ab`): the smallest change in time that counts.  The verdict also needs
     # the 99% interval of the paired ratio to exclude 1, so noise is handled by the interval;
     # this is the practical floor (0.5%: a +1% change is called with its interval inside +-0.5%).
@@ -203,6 +210,9 @@ _VALIDATORS = {
     "thresholds": _thresholds,
     "time_floor_ms": lambda k, v, s: _number(k, v, s),
     "timing_budget_s": lambda k, v, s: _number(k, v, s, positive=True),
+    "replay_copy_mb": lambda k, v, s: _number(k, v, s),
+    "replay_launches": lambda k, v, s: int(_number(k, v, s, integer=True)),
+    "replay_seconds": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_threshold": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_precision": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_floor_ms": lambda k, v, s: _number(k, v, s),

@@ -217,8 +217,8 @@ def test_run_passes_args_and_exit_code(project):
 
 
 def test_variant_labels_tell_variants_apart():
-    from kperf_ci.commands.compare import variant_labels
     from kperf_ci.model import VariantKey
+    from kperf_ci.report.terminal import variant_labels
 
     cfg = "num_warps=4,num_stages=3,num_ctas=1"
     a = VariantKey("softmax", "sm_90", "x:*fp16:D, n:i32, BLOCK=1024", cfg)

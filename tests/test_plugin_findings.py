@@ -8,14 +8,22 @@ from types import SimpleNamespace
 
 import pytest
 
+from kperf_ci import measure
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
-from kperf_ci.plugin import finish, gpu_bench
+from kperf_ci.plugin import finish
 from kperf_ci.traces.kernel_records import KernelRecord, records_from_json, records_to_json
 
+ITEM = SimpleNamespace(nodeid="test_layer.py::test_layer")
 
-def _ks() -> SimpleNamespace:
-    """What the helpers use of KperfSession."""
+
+def _ks() -> measure.Measurement:
+    """Where the measurement's helpers leave warnings and flagged findings."""
+    return measure.Measurement(ITEM.nodeid)
+
+
+def _plugin_session() -> SimpleNamespace:
+    """What finish's worker hand-over uses of KperfSession."""
     s = SimpleNamespace(warnings=[], findings=[], interrupted=None, marked_passed=0, marked_with_launches=0)
     s.warn = lambda nodeid, msg: s.warnings.append((nodeid, msg))
     return s
@@ -24,9 +32,6 @@ def _ks() -> SimpleNamespace:
 @pytest.fixture
 def session():
     return _ks()
-
-
-ITEM = SimpleNamespace(nodeid="test_layer.py::test_layer")
 
 
 def _chain(n: int, kernel_ns: float, gap_ns: float) -> list[KernelRecord]:
@@ -46,8 +51,8 @@ def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
         return _chain(12 * calls_, 2_000, 20_000)
 
     monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: profiled(call, calls))
-    findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 12)
-    assert calls == [gpu_bench.GAP_CALLS] and len(records) == 12 * (gpu_bench.GAP_CALLS - 1)
+    findings, records = measure.measure_launch_gaps(session, lambda: None, 12)
+    assert calls == [measure.GAP_CALLS] and len(records) == 12 * (measure.GAP_CALLS - 1)
     f = {x.name: x for x in findings}["launch_gap_fraction"]
     n = len(records)
     assert f.flagged and f.value == pytest.approx((n - 1) * 20_000 / ((n - 1) * 22_000 + 2_000))
@@ -58,7 +63,7 @@ def test_back_to_back_chain_is_not_flagged(session, monkeypatch):
     from kperf_ci.capture import gpu
 
     monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: _chain(9 * calls, 500_000, 2_000))
-    findings, _ = gpu_bench._launch_gaps(session, ITEM, lambda: None, 9)
+    findings, _ = measure.measure_launch_gaps(session, lambda: None, 9)
     assert not {x.name: x for x in findings}["launch_gap_fraction"].flagged
 
 
@@ -69,22 +74,22 @@ def test_single_launch_is_not_profiled_and_a_failing_profiler_only_warns(session
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
     monkeypatch.setattr(gpu, "kernel_records", boom)
-    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 1) is None
+    assert measure.measure_launch_gaps(session, lambda: None, 1) is None
     assert session.warnings == []
-    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None
+    assert measure.measure_launch_gaps(session, lambda: None, 4) is None
     assert "torch.profiler failed" in session.warnings[0][1] and "CUPTI" in session.warnings[0][1]
     monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: _chain(calls + 1, 1_000, 0))
-    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None
+    assert measure.measure_launch_gaps(session, lambda: None, 4) is None
     assert "do not split into equal calls" in session.warnings[-1][1]
     monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: _chain(calls, 1_000, 0))
-    assert gpu_bench._launch_gaps(session, ITEM, lambda: None, 4) is None  # one kernel per call
+    assert measure.measure_launch_gaps(session, lambda: None, 4) is None  # one kernel per call
 
 
 def test_split_calls_needs_the_same_kernels_in_each_call():
     a, b = KernelRecord("a", 0, 1), KernelRecord("b", 2, 3)
-    assert gpu_bench.split_calls([a, b, a, b], 2) == [[a, b], [a, b]]
-    assert gpu_bench.split_calls([a, b, b, a], 2) is None
-    assert gpu_bench.split_calls([a, b, a], 2) is None and gpu_bench.split_calls([], 2) is None
+    assert measure.split_calls([a, b, a, b], 2) == [[a, b], [a, b]]
+    assert measure.split_calls([a, b, b, a], 2) is None
+    assert measure.split_calls([a, b, a], 2) is None and measure.split_calls([], 2) is None
 
 
 def test_the_first_call_is_dropped(session, monkeypatch):
@@ -98,9 +103,9 @@ def test_the_first_call_is_dropped(session, monkeypatch):
         return out
 
     monkeypatch.setattr(gpu, "kernel_records", profiled)
-    findings, records = gpu_bench._launch_gaps(session, ITEM, lambda: None, 4)
+    findings, records = measure.measure_launch_gaps(session, lambda: None, 4)
     f = {x.name: x for x in findings}["launch_gap_fraction"]
-    n = 4 * (gpu_bench.GAP_CALLS - 1)
+    n = 4 * (measure.GAP_CALLS - 1)
     assert len(records) == n and records[0].start_ns > 400_000
     assert not f.flagged and f.value == pytest.approx((n - 1) * 1_000 / ((n - 1) * 101_000 + 100_000))
 
@@ -113,10 +118,8 @@ def _finding(name, flagged, value=0.5):
 
 def test_attach_findings_adds_metrics_artifact_and_summary_lines(session):
     v = VariantResult(VariantKey("layer", "NVIDIA H100 80GB HBM3", test=ITEM.nodeid))
-    gpu_bench._attach_findings(
-        session, ITEM, v, [_finding("wave_idle", True), _finding("prologue_fraction", False)]
-    )
-    gpu_bench._attach_findings(session, ITEM, v, [_finding("launch_gap_fraction", True, value=float("nan"))])
+    measure.attach_findings(session, v, [_finding("wave_idle", True), _finding("prologue_fraction", False)])
+    measure.attach_findings(session, v, [_finding("launch_gap_fraction", True, value=float("nan"))])
     assert [m.name for m in v.metrics] == [
         "analysis.wave_idle",
         "analysis.prologue_fraction",
@@ -167,7 +170,7 @@ def test_analyze_db_shows_launch_gaps_of_a_stored_callable(tmp_path):
     from kperf_ci.analysis import launch_gaps
 
     recs = _chain(12, 2_000, 20_000)
-    gpu_bench._attach_findings(session, ITEM, v, launch_gaps(recs))
+    measure.attach_findings(session, v, launch_gaps(recs))
     v.artifacts["kernel_records"] = records_to_json(recs)
     store.save_run(db, info, [v])
     rec = store.load_run(db, "r1", artifacts=True)
@@ -207,13 +210,13 @@ def test_worker_output_round_trips_errors_warnings_and_findings():
     """xdist: what a worker hands the controller is plain data and comes back whole."""
     import json
 
-    worker = _ks()
+    worker = _plugin_session()
     worker.errors, worker.ab_results = [("t.py::a", "bad sm_90: ptxas error")], [("t", "k", "d", "slower")]
     worker.warn("t.py::b", "drift")
     worker.findings = [("t.py::c", "k sm_90", _finding("wave_idle", True))]
     out = finish.worker_output(worker)
     assert json.loads(json.dumps(out)) == out  # execnet carries plain types only
-    controller = _ks()
+    controller = _plugin_session()
     controller.errors, controller.ab_results = [], []
     finish.merge_worker_output(controller, out)
     assert controller.interrupted is None

@@ -27,7 +27,11 @@ from typing import Any, TypeVar
 
 import click
 
-from kperf_ci.config import ENV_TRACEBACK, env_switch
+from kperf_ci import config, store
+from kperf_ci.config import ENV_TRACEBACK, ConfigError, env_switch
+from kperf_ci.report.safe_text import terminal_safe
+from kperf_ci.report.terminal import console  # noqa: F401 - re-exported for the commands
+from kperf_ci.store import StoreError
 from kperf_ci.units import fmt_value  # noqa: F401 - re-exported for the commands
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,8 +48,6 @@ class KperfError(click.ClickException):
 
     def format_message(self) -> str:
         # Messages quote paths, run ids and stored names: one line, nothing a terminal obeys.
-        from kperf_ci.report.safe_text import terminal_safe
-
         return terminal_safe(self.message)
 
 
@@ -65,8 +67,6 @@ class KperfCrash(click.ClickException):
         )
 
     def format_message(self) -> str:
-        from kperf_ci.report.safe_text import terminal_safe
-
         msg = terminal_safe(self.message)
         return msg if len(msg) <= 600 else msg[:600] + "..."
 
@@ -95,9 +95,6 @@ def as_user_error(e: BaseException) -> KperfError | None:
     StoreError / ConfigError say file, problem and fix themselves; an OSError that names a file
     (unwritable report directory, a path that is a file where a directory must be) is the
     environment, not a bug."""
-    from kperf_ci.config import ConfigError
-    from kperf_ci.store import StoreError
-
     if isinstance(e, (StoreError, ConfigError)):
         return KperfError(str(e))
     if isinstance(e, OSError) and e.filename is not None:
@@ -135,22 +132,7 @@ def exit_error(e: Exception) -> click.ClickException:
 
 def load_settings(**cli: Any) -> Any:
     """Settings for the current directory; options given on the command line win."""
-    from kperf_ci.config import load_settings as _load
-
-    return _load(Path.cwd(), {k: v for k, v in cli.items() if v is not None})
-
-
-def console() -> Any:
-    """A rich console for stdout; wide when not a terminal, so CI logs do not wrap tables."""
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-    try:
-        width = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        width = 0
-    return Console(width=max(width, 160), soft_wrap=False)
+    return config.load_settings(Path.cwd(), {k: v for k, v in cli.items() if v is not None})
 
 
 # --------------------------------------------------------------------------- reading runs
@@ -191,8 +173,6 @@ def read_run(path: str | os.PathLike[str], run_id: str | None = None, **kw: Any)
     import sqlite3
     import zlib
 
-    from kperf_ci import store
-
     try:
         with bulk_objects():
             record = store.load_run(path, run_id, **kw)
@@ -210,8 +190,6 @@ def read_run(path: str | os.PathLike[str], run_id: str | None = None, **kw: Any)
 
 def read_runs(path: str | os.PathLike[str]) -> list[Any]:
     """``store.list_runs`` with :func:`read_run`'s treatment of rows that do not decode."""
-    from kperf_ci import store
-
     try:
         infos = store.list_runs(path)
     except _DECODE_ERRORS as e:

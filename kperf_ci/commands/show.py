@@ -14,10 +14,10 @@ from kperf_ci.compare import ThresholdPolicy, compare_runs
 from kperf_ci.group import KernelIndex, plural
 from kperf_ci.model import RunInfo, RunRecord, VariantResult
 from kperf_ci.report.safe_text import rich_safe, terminal_safe
+from kperf_ci.report.terminal import variant_labels, verdict_line
 from kperf_ci.report.view import load_findings
 
 from . import KperfError, console, fmt_value, load_settings, read_run, read_runs, user_errors
-from .compare import variant_labels, verdict_line
 
 # Every stored string below is printed through rich_safe: Rich parses both f-strings and table
 # cells as markup, and a database is data (a kernel named "x[/]" must print, not crash).

@@ -25,7 +25,8 @@ class KperfFixture:
       ahead of time for each target arch at the end of the session.
     - "gpu": the launches are captured, the callable is timed with CUDA events (adaptive
       repetitions, L2 flushed between them), and one extra launch runs instrumented to get
-      per-region times.
+      per-region times. A marked test that never calls `bench` has its launches replayed and
+      measured one by one instead (kperf_ci.capture.replay).
     """
 
     def __init__(

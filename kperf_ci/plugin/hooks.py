@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from kperf_ci.plugin import MARKER_KEY
+from kperf_ci.plugin.finish import finish_session, merge_worker_output, worker_output
 from kperf_ci.plugin.marker import MarkerError, parse_marker
 from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession
+from kperf_ci.report.terminal import write_summary
 
 
 class ActiveHooks:
@@ -40,6 +42,11 @@ class ActiveHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         marker = item.stash.get(MARKER_KEY, None)
+        if marker is not None and self.session.mode == "gpu":
+            with self.session.replaying(item):
+                result = yield
+            self.session.replay(item, marker)  # after the test, on copies: its results stand
+            return result
         if marker is None or self.session.mode != "static":
             return (yield)
         with self.session.recording(item, marker):
@@ -61,8 +68,6 @@ class ActiveHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from kperf_ci.plugin.finish import finish_session, worker_output
-
         status = finish_session(self.session)
         if self.session.is_worker:
             # a worker's exit status does not reach the controller: its errors must
@@ -72,13 +77,9 @@ class ActiveHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        from kperf_ci.plugin.finish import merge_worker_output
-
         merge_worker_output(self.session, getattr(node, "workeroutput", {}).get("kperf"))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.session.is_worker:
             return
-        from kperf_ci.plugin.finish import write_summary
-
         write_summary(self.session, terminalreporter)

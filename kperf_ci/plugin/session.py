@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
+import statistics
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kperf_ci import __version__
+from kperf_ci import __version__, compare, store
+from kperf_ci.capture.manifest import BLOB, build_manifest, manifest_json
+from kperf_ci.capture.record import LaunchRecorder
+from kperf_ci.capture.replay import LaunchCopier, ReplayLimits
+from kperf_ci.capture.static import compile_variants
+from kperf_ci.fingerprint import git_info, machine_fingerprint
 from kperf_ci.model import Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker
 
 RESULTS_KEY = pytest.StashKey[list]()
 LAUNCHES_KEY = pytest.StashKey[list]()
+BENCHED_KEY = pytest.StashKey[bool]()  # the test called kperf.bench: it measured what it wanted
 
 
 def cuda_available() -> bool:
@@ -55,6 +64,7 @@ class KperfSession:
     stored_status: str | None = None  # the runs.status this session left in the database
     comparison: Any = None
     recorder: Any = None
+    copier: LaunchCopier | None = None  # GPU mode: copies of each launch's arguments, for replay
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one line)
     blobs: list[tuple[str, str, bytes]] = field(default_factory=list)  # (variant id, name, data)
     ab_results: list[tuple[str, str, str, str]] = field(default_factory=list)
@@ -76,14 +86,12 @@ class KperfSession:
         run_id = workerinput["kperf_run_id"] if workerinput else uuid.uuid4().hex[:12]
         self = cls(config=config, settings=settings, mode=mode, run_id=run_id, is_worker=bool(workerinput))
         if mode == "static":
-            from kperf_ci.capture.record import LaunchRecorder
-
             self.recorder = LaunchRecorder()
+        if mode == "gpu" and settings.replay_copy_mb > 0 and settings.replay_launches > 0:
+            self.copier = LaunchCopier(ReplayLimits.from_settings(settings))
         return self
 
     def run_info(self) -> RunInfo:
-        from kperf_ci.fingerprint import git_info, machine_fingerprint
-
         sha, branch = git_info(str(self.config.rootpath))
         return RunInfo(
             run_id=self.run_id,
@@ -107,8 +115,6 @@ class KperfSession:
 
     def recording(self, item: pytest.Item, marker: KperfMarker):
         """Context manager active around a marked test's call in static mode."""
-        import contextlib
-
         if self.recorder is None:
             return contextlib.nullcontext()
         return self.recorder.recording(
@@ -121,6 +127,31 @@ class KperfSession:
         launches = self.recorder.unique()
         self.recorder.clear()
         return _name_per_kernel(launches)
+
+    @contextlib.contextmanager
+    def replaying(self, item: pytest.Item) -> Iterator[None]:
+        """GPU mode, around a marked test's call: the arguments of each distinct Triton launch
+        are copied before it runs (kperf_ci.capture.replay), for :meth:`replay` after the test."""
+        if self.copier is None:
+            yield
+            return
+        self.copier.clear()
+        try:
+            with self.copier.capturing():
+                yield
+        except BaseException:
+            self.copier.clear()  # a failed test is not measured: free the copies now
+            raise
+
+    def replay(self, item: pytest.Item, marker: KperfMarker) -> None:
+        """After a marked test that did not call kperf.bench: its launches replayed and timed."""
+        copier = self.copier
+        if copier is None:
+            return
+        if item.stash.get(BENCHED_KEY, False) or not (copier.launches or copier.left_out):
+            copier.clear()
+            return
+        item.stash.setdefault(RESULTS_KEY, []).extend(replay_on_gpu(self, item, marker, copier))
 
     def bench(
         self,
@@ -135,9 +166,9 @@ class KperfSession:
         if self.mode == "static":
             # The wrapper around the whole test records launches; one plain call each suffices.
             return {name: fn(*args, **kwargs) for name, fn in fns.items()}
-        from kperf_ci.plugin.gpu_bench import bench_on_gpu
-
-        results, variants = bench_on_gpu(self, item, marker, fns, args, kwargs, call_index=call_index)
+        item.stash[BENCHED_KEY] = True
+        with self.copier.paused() if self.copier is not None else contextlib.nullcontext():
+            results, variants = bench_on_gpu(self, item, marker, fns, args, kwargs, call_index=call_index)
         item.stash.setdefault(RESULTS_KEY, []).extend(variants)
         return results
 
@@ -153,7 +184,11 @@ class KperfSession:
             else:
                 self.warn(item.nodeid, "no Triton launch captured in this marked test")
         if self.mode == "gpu" and not measured:
-            self.warn(item.nodeid, "nothing measured: in GPU mode only kperf.bench(fn, ...) calls are timed")
+            self.warn(
+                item.nodeid,
+                "nothing measured: the test made no Triton launch that could be replayed and did not "
+                "call kperf.bench(fn, ...)",
+            )
 
     # -- end of session ---------------------------------------------------------------------
 
@@ -163,13 +198,9 @@ class KperfSession:
         launches, self.pending = self.pending, []
         if not launches:
             return
-        from kperf_ci.capture.static import compile_variants
-
         variants = compile_variants(
             launches, list(self.settings.arch), jobs=self.settings.jobs, rootdir=str(self.config.rootpath)
         )
-        from kperf_ci.capture.manifest import BLOB, build_manifest, manifest_json
-
         manifest = build_manifest(launches, variants, list(self.settings.arch), str(self.config.rootpath))
         worker = getattr(self.config, "workerinput", {}).get("workerid") if self.is_worker else None
         self.blobs.append(("", f"{BLOB}:{worker}" if worker else BLOB, manifest_json(manifest)))
@@ -199,8 +230,6 @@ class KperfSession:
 
         A database locked past all retries gets the results in a side file instead
         (store.write_or_divert): the raised error names it, nothing measured is lost."""
-        from kperf_ci import store
-
         path = self.db_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         interrupted = self.interrupted is not None
@@ -235,8 +264,6 @@ class KperfSession:
         baseline = self.settings.baseline
         if not baseline or self.is_worker or not self.saved_to:
             return
-        from kperf_ci import store
-
         if self.stored_status == store.INTERRUPTED:
             # part of a run against a whole baseline: "removed" variants, no real verdict
             self.warn("<baseline>", "run interrupted: not compared with the baseline")
@@ -253,8 +280,6 @@ class KperfSession:
                 )
             )
             return
-        from kperf_ci import compare
-
         current = store.load_run(self.saved_to, self.run_id)
         base = store.load_run(str(base_path))
         if base.skipped:
@@ -277,8 +302,6 @@ class KperfSession:
 
 def _name_per_kernel(launches: list[Any]) -> list[Any]:
     """A test that launches several kernels names each variant "<marker name>/<kernel>"."""
-    from dataclasses import replace
-
     kernels = {launch.qualname for launch in launches}
     if len(kernels) <= 1:
         return launches
@@ -294,8 +317,6 @@ def benchmark_fixture_results(item: pytest.Item, marker: KperfMarker) -> list[Va
     if not data:
         return []
     samples = [s * 1e3 for s in data]
-    import statistics
-
     metrics = [
         Metric("time.median", statistics.median(samples), "ms", "time", "lower"),
         Metric("time.mean", statistics.fmean(samples), "ms", "time", "lower"),
