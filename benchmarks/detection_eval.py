@@ -1,13 +1,13 @@
 """Detection quality of kperf's A/B verdicts on real kernels: false alarms, recall, effect error.
 
-Drives kperf's own comparison code -- ``kperf_ci.ab.adaptive_ab`` (interleaved pairs, adaptive
-stop) and ``kperf_ci.stats.compare_samples`` -- on the example kernels (examples/kernels) and on
-planted variants of them, in fresh processes. Writes detection_eval.json and .md.
+Drives kperf's own comparison code -- ``kperf_ci.capture.interleaved.adaptive_ab`` (interleaved
+pairs, adaptive stop) and ``kperf_ci.judge.stats.compare_samples`` -- on the example kernels
+(examples/kernels) and on planted variants of them, in fresh processes. Writes detection_eval.json and .md.
 
 Variants (base vs head):
 
 * A/A: the base is the example module loaded a second time from a copy of the tree through
-  ``kperf_ci.ab.load_base_callable`` (a distinct JITFunction, same code), the head the module
+  ``kperf_ci.capture.base_tree.load_base_callable`` (a distinct JITFunction, same code), the head the module
   itself; same inputs. Any "slower"/"faster" verdict is a false alarm.
 * extra work scaled to the kernel, at nominal +0.5, 1, 2, 3, 5%: memory-bound kernels (vector
   add, softmax, layernorm) process that many more elements/rows (extra memory traffic); the
@@ -19,7 +19,7 @@ Variants (base vs head):
 The true effect of each variant is measured once, independently of the evaluated comparisons,
 by a long interleaved reference (1000 pairs) in a calibration process; each comparison's error
 is its estimate minus that reference. The calibration process also runs 12 short A/A comparisons
-per kernel and derives the kernel's threshold with ``kperf_ci.changepoint.noise_model`` -- the
+per kernel and derives the kernel's threshold with ``kperf_ci.judge.changepoint.noise_model`` -- the
 per-kernel threshold kperf would derive from A/A history -- which every evaluated comparison
 then uses (with kperf's default absolute floor of 1 us).
 
@@ -40,7 +40,7 @@ Baselines, from the same processes:
 * ``interleaved_unpaired``: the adaptive comparison's own samples, pairing ignored;
 * ``interleaved_ratio_of_medians``: the same samples, ratio of medians vs the threshold, no CI.
 
-``history``: change-point detection (``kperf_ci.changepoint``) on run histories assembled from
+``history``: change-point detection (``kperf_ci.judge.changepoint``) on run histories assembled from
 the measured per-process medians (the sequential blocks are exactly what a stored run's
 time.median is): 30-run series with a planted step after run 20 made of the head medians of a
 variant, A/A series, and A/A series with one wild run.
@@ -116,7 +116,7 @@ class CudaBench:
         import torch
 
         from benchmarks._common import load_example
-        from kperf_ci.ab import load_base_callable
+        from kperf_ci.capture.base_tree import load_base_callable
 
         self.torch = torch
         self.dev = device
@@ -414,8 +414,8 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
     """Every variant of every kernel once through adaptive_ab, plus the sequential baseline."""
     if not simulate:
         import torch  # noqa: F401 - imported before the lock: the slow part runs in parallel
-    from kperf_ci.ab import adaptive_ab
-    from kperf_ci.stats import compare_samples
+    from kperf_ci.capture.interleaved import adaptive_ab
+    from kperf_ci.judge.stats import compare_samples
 
     rng = random.Random(index)
     rows: list[dict[str, Any]] = []
@@ -490,9 +490,9 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
 
 def calibrate(simulate: bool, aa_runs: int = 12, ref_pairs: int = 1000) -> dict[str, Any]:
     """Per-kernel thresholds from A/A comparisons (noise_model) and reference effects."""
-    from kperf_ci.ab import adaptive_ab
+    from kperf_ci.capture.interleaved import adaptive_ab
     from kperf_ci.capture.timing import TimingConfig
-    from kperf_ci.changepoint import noise_model
+    from kperf_ci.judge.changepoint import noise_model
 
     bench = SimBench(10_000) if simulate else CudaBench(seed=1234)
     be = bench.backend
@@ -571,7 +571,7 @@ def _fixed(ratio: float, t: float = FIXED_THRESHOLD) -> str:
 
 def history_eval(rows: list[dict[str, Any]], seed: int = 0, series: int = 40) -> dict[str, Any]:
     """Change points on 30-run histories made of measured per-process medians."""
-    from kperf_ci.changepoint import detect_change_points, noise_model
+    from kperf_ci.judge.changepoint import detect_change_points, noise_model
 
     rng = random.Random(seed)
     out: dict[str, Any] = {"series_length": 30, "step_at": 20, "per_kernel": {}}

@@ -290,7 +290,7 @@ def to_markdown(r: dict) -> str:
         if with_h and without:
             lines.append(
                 f"{mode}: the history charts (three metrics per page, with change-point detection by "
-                f"kperf_ci.changepoint) cost {with_h['cpu_s'] - without['cpu_s']:.2f} s of CPU."
+                f"kperf_ci.judge.changepoint) cost {with_h['cpu_s'] - without['cpu_s']:.2f} s of CPU."
             )
     libs = r.get("plot_libs_ms_per_chart")
     if libs:

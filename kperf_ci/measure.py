@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kperf_ci import ab as ab_mod
-from kperf_ci import plausibility
 from kperf_ci.analysis import (
     DEFAULT_THRESHOLDS,
     LaunchConfig,
@@ -29,8 +27,11 @@ from kperf_ci.analysis import (
 )
 from kperf_ci.analysis.findings import ARTIFACT, findings_from_json, findings_to_json, flagged, to_metrics
 from kperf_ci.capture import gpu, instrument, timing
+from kperf_ci.capture.base_tree import load_base_callable
+from kperf_ci.capture.interleaved import adaptive_ab
 from kperf_ci.capture.record import describe_args
 from kperf_ci.capture.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
+from kperf_ci.judge import plausibility
 from kperf_ci.model import Metric, VariantKey, VariantResult, canonical_json
 from kperf_ci.traces.kernel_records import records_to_json
 
@@ -184,7 +185,7 @@ def ab_against_base_tree(
     # head_root=None: the git work tree of the callable's own file (pytest's rootdir can be
     # above the repository when it has no pytest config)
     try:
-        base_fn = ab_mod.load_base_callable(fns[name], None, req.base_tree)
+        base_fn = load_base_callable(fns[name], None, req.base_tree)
     except Exception as e:  # the base tree's module does not import: say so, time nothing
         out.warn(f"A/B: the base version of {name} failed to import: {type(e).__name__}: {e}")
         out.ab_results.append((req.nodeid, req.name, "no base version (import failed)", "no-base"))
@@ -198,7 +199,7 @@ def ab_against_base_tree(
         out.ab_results.append((req.nodeid, req.name, "no base version found", "no-base"))
         return None
     threshold = float(req.thresholds.get("time", req.ab_threshold))
-    result = ab_mod.adaptive_ab(
+    result = adaptive_ab(
         lambda: base_fn(*args, **kwargs),
         calls[name],
         threshold=threshold,

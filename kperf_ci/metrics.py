@@ -271,7 +271,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "achieved FLOP/s from the declared FLOPs"),
     MetricSpec("analysis.flops_fraction", "fraction", _A, "none", "per call (time.median)",
                "achieved FLOP/s over the device's peak"),
-    # ---- ab: an interleaved A/B run, stored with the head variant (kperf_ci.ab)
+    # ---- ab: an interleaved A/B run, stored with the head variant (kperf_ci.capture.interleaved)
     MetricSpec("ab.ratio", "ratio", _A, "lower", "paired blocks of calls",
                "head/base time ratio (Hodges-Lehmann)"),
     MetricSpec("ab.ci_low", "ratio", _A, "lower", "paired blocks of calls",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kperf_ci.changepoint import (
+from kperf_ci.judge.changepoint import (
     current_baseline,
     detect_change_points,
     noise_model,

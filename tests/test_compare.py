@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import make_info, make_result
 
-from kperf_ci.compare import ThresholdPolicy, compare_runs, compare_timing
+from kperf_ci.judge.compare import ThresholdPolicy, compare_runs, compare_timing
 from kperf_ci.model import Fingerprint, RunInfo, RunRecord
 
 
@@ -247,7 +247,7 @@ def test_fingerprint_none_gpu_for_static_runs():
 
 
 def test_marker_metrics_selection_limits_what_gates():
-    from kperf_ci.compare import gated
+    from kperf_ci.judge.compare import gated
 
     assert gated("time.median", ["time"]) and gated("registers", None)
     assert not gated("registers", ["spills", "time"])

@@ -14,7 +14,7 @@ from conftest import make_info, make_result
 
 from kperf_ci import store
 from kperf_ci.cli import main
-from kperf_ci.compare import (
+from kperf_ci.judge.compare import (
     COMPARED,
     NO_COMPARABLE_BASELINE,
     _match,
@@ -113,7 +113,7 @@ def test_num_warps_change_is_changed_and_the_register_blowup_fails(project):
         f"changed: softmax sm_90 num_warps=1,num_stages=3,num_ctas=1 ({SOFTMAX_TEST}): "
         "num_warps 4 -> 1; registers 34 -> 166; sass.instructions 295 -> 1,777" in out
     )
-    # one kernel regressed on two metrics: counted once, in kernels (kperf_ci.group)
+    # one kernel regressed on two metrics: counted once, in kernels (kperf_ci.judge.group)
     assert "REGRESSION" in out and "1 regressed kernel (2 metric rows over threshold)" in out
     assert "added:" not in out and "removed:" not in out and "no regressions" not in out
 

@@ -11,7 +11,7 @@ from conftest import git, make_info, make_result
 
 from kperf_ci import store
 from kperf_ci.cli import main
-from kperf_ci.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
+from kperf_ci.judge.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
 from kperf_ci.model import RunRecord
 
 GPU = "NVIDIA H100 80GB HBM3"

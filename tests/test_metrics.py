@@ -16,20 +16,21 @@ from click.testing import CliRunner
 from conftest import make_info, make_result
 
 from kperf_ci import analysis, metrics, store
-from kperf_ci.ab import ABResult, LaunchChange, launch_changes, static_regressions
-from kperf_ci.ab import TestDiff as ABTestDiff
 from kperf_ci.analysis import KernelRecord, LaunchConfig, analyze_timeline, launch_gaps
 from kperf_ci.capture import sass
+from kperf_ci.capture.interleaved import ABResult
 from kperf_ci.capture.timing import TimingResult
 from kperf_ci.cli import main
-from kperf_ci.compare import ThresholdPolicy, compare_runs
-from kperf_ci.gate import GatePolicy, gate_against_run, gate_history
+from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.gate import GatePolicy, gate_against_run, gate_history
+from kperf_ci.judge.launch_diff import LaunchChange, launch_changes, static_regressions
+from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
+from kperf_ci.judge.plausibility import Plausibility
+from kperf_ci.judge.stats import compare_samples
 from kperf_ci.model import Metric, RunRecord, VariantResult
-from kperf_ci.plausibility import Plausibility
 from kperf_ci.prcheck.document import ABReport
 from kperf_ci.report.markdown import render_markdown
 from kperf_ci.report.view import build_report
-from kperf_ci.stats import compare_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_DB = ROOT / "tests/data/gpu/h100_examples.db"

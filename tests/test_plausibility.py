@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kperf_ci.hardware import PEAKS, device_peak
-from kperf_ci.plausibility import check, derive_bytes
+from kperf_ci.judge.plausibility import check, derive_bytes
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from kperf_ci import store
 from kperf_ci.analysis import analyze_timeline, to_metrics
 from kperf_ci.analysis.findings import ARTIFACT, Finding, capped, findings_from_json, findings_to_json, ranked
 from kperf_ci.cli import main
-from kperf_ci.compare import compare_runs
+from kperf_ci.judge.compare import compare_runs
 from kperf_ci.model import RunRecord
 from kperf_ci.report import build_report, render_markdown, render_summary
 from kperf_ci.report.markdown import MAX_FINDINGS

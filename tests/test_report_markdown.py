@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from fixtures.sample import synthetic_runs
 
-from kperf_ci.compare import compare_runs
+from kperf_ci.judge.compare import compare_runs
 from kperf_ci.report import build_report, render_markdown, render_summary
 from kperf_ci.report.markdown import COMMENT_LIMIT, MARKER, md_escape
 

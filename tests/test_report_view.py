@@ -14,7 +14,7 @@ from fixtures.sample import synthetic_runs, timeline_blob, timeline_npz
 
 from kperf_ci import store
 from kperf_ci.cli import main
-from kperf_ci.compare import compare_runs
+from kperf_ci.judge.compare import compare_runs
 from kperf_ci.model import Fingerprint, Metric, RunRecord
 from kperf_ci.report import build_report, plots, write_site
 from kperf_ci.report.html import asm_diff, region_segments

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from kperf_ci.stats import compare_samples, decide
+from kperf_ci.judge.stats import compare_samples, decide
 
 SEEDS = 400
 

@@ -19,7 +19,7 @@ from kperf_ci.analysis import analyze_timeline
 from kperf_ci.analysis.findings import ARTIFACT, Finding, capped, findings_to_json, ranked
 from kperf_ci.analysis.waves import wave_quantization
 from kperf_ci.cli import main
-from kperf_ci.compare import compare_runs
+from kperf_ci.judge.compare import compare_runs
 from kperf_ci.model import Metric, VariantKey, VariantResult
 from kperf_ci.report import build_report, render_markdown, render_summary, write_site
 

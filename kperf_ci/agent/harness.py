@@ -3,8 +3,8 @@
 It installs the guards (:mod:`kperf_ci.agent.guards`) before anything of the candidate's is
 imported, loads the original module and the candidate module by file path, runs the checks
 (:mod:`kperf_ci.agent.checks`) and, when asked and a GPU is there, the same-job A/B timing
-(:func:`kperf_ci.ab.adaptive_ab`, the timing ``kperf ab`` uses). The verdict goes to the result
-file named in the job, tagged with the job's nonce, so that text a candidate prints is never
+(:func:`kperf_ci.capture.interleaved.adaptive_ab`, the timing ``kperf ab`` uses). The verdict goes
+to the result file named in the job, tagged with the job's nonce, so that text a candidate prints is never
 read as a verdict. The parent (:mod:`kperf_ci.agent.verify`) runs this with a timeout and an
 environment without network.
 """
@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kperf_ci import ab, plausibility
 from kperf_ci.agent import checks, guards
 from kperf_ci.agent.targets import get_target
-from kperf_ci.capture import backend, timing, timing_steps  # noqa: F401 - loaded: their entry points are watched
+from kperf_ci.capture import backend, interleaved, timing, timing_steps  # noqa: F401 - loaded: their entry points are watched
+from kperf_ci.judge import plausibility
 
 
 def _load(path: str, name: str) -> Any:
@@ -47,7 +47,7 @@ _TIMING_ENTRY_POINTS = (
     ("kperf_ci.capture.timing_steps", "warmup"),
     ("kperf_ci.capture.backend", "CudaBackend.elapsed_ms"),
     ("kperf_ci.capture.backend", "CudaBackend.marker"),
-    ("kperf_ci.ab", "adaptive_ab"),
+    ("kperf_ci.capture.interleaved", "adaptive_ab"),
     ("kperf_ci.agent.checks", "check_outputs"),
     ("kperf_ci.agent.checks", "check_record"),
     ("kperf_ci.agent.checks", "run_case"),
@@ -138,7 +138,7 @@ def _bench(
     a = checks.make_inputs(torch, target, shape, dtype, "normal", seed, "cuda")
     b = checks.clones(a)
     snap = checks.clones(b)
-    res = ab.adaptive_ab(
+    res = interleaved.adaptive_ab(
         lambda: ref_fn(*a),
         lambda: cand_fn(*b),
         threshold=float(job.get("threshold", 0.005)),  # kperf ab's default ab_threshold

@@ -41,13 +41,13 @@ Loops with another schedule reuse the steps above through a small public API, so
 measurement warms, flushes and re-warms by the same rules: :class:`Variant` (one callable under
 measurement), :func:`should_flush` (whether the L2 flush above applies), :func:`warmup` (step 1),
 :func:`choose_method` (step 2) and :func:`rewarm_calls` (step 5), with :class:`TimingConfig`, live
-in ``kperf_ci.capture.timing_steps`` and are importable from here. ``kperf_ci.ab`` times base and
-head in pairs this way.
+in ``kperf_ci.capture.timing_steps`` and are importable from here.
+``kperf_ci.capture.interleaved`` times base and head in pairs this way.
 
 The device sits behind one small interface, :class:`DeviceBackend` (markers, elapsed time,
 sync, flush, graph capture, state, a host clock), in ``kperf_ci.capture.backend``.
 :class:`CudaBackend` implements it with torch; the unit tests implement it with a fake clock and
-run on the CPU. The statistics (median and its distribution-free interval) are ``kperf_ci.stats``'.
+run on the CPU. The statistics (median and its distribution-free interval) are ``kperf_ci.judge.stats``'.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..judge.stats import median, median_ci
 from ..model import Metric
-from ..stats import median, median_ci
 from .backend import CudaBackend, DeviceBackend, GraphReplayMismatch, default_backend
 from .timing_steps import (
     TimingConfig,

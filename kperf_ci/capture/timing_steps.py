@@ -1,6 +1,6 @@
 """The steps of measuring one variant, shared by every loop that times one: each warms, flushes,
 picks its method and re-warms by the same rules (``kperf_ci.capture.timing`` runs them in its
-interleaved rounds, ``kperf_ci.ab`` in pairs of base and head).
+interleaved rounds, ``kperf_ci.capture.interleaved`` in pairs of base and head).
 
 :class:`TimingConfig` (how to time), :class:`Variant` (one callable under measurement),
 :func:`should_flush` (whether the L2 flush applies), :func:`warmup`, :func:`choose_method`
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
-from ..stats import median
+from ..judge.stats import median
 from .backend import DeviceBackend
 
 __all__ = [
@@ -72,8 +72,8 @@ class Variant:
     """One callable under measurement: its calls (one per input set), method, samples, state.
 
     Public because other loops reuse the warm-up and method choice of this module on their own
-    schedule (``kperf_ci.ab`` times base and head in pairs): they build a ``Variant`` per side
-    and call :func:`warmup`, :func:`choose_method` and :func:`rewarm_calls` on it.
+    schedule (``kperf_ci.capture.interleaved`` times base and head in pairs): they build a
+    ``Variant`` per side and call :func:`warmup`, :func:`choose_method` and :func:`rewarm_calls` on it.
     ``Variant(name, fn, inputs)`` wraps ``fn`` into one zero-argument call per input set
     (``fn`` itself when there are none); :meth:`next_call` rotates over them.
     """
@@ -151,7 +151,7 @@ def rewarm_calls(v: Variant, cfg: TimingConfig) -> int:
 
     Counted from ``v.warm_median`` (set by :func:`warmup`), between ``rewarm_min_calls`` and one
     round (``round_samples``); 0 when re-warm is off. Public so that other loops that idle
-    between batches (``kperf_ci.ab`` between rounds) re-warm by the same amount.
+    between batches (``kperf_ci.capture.interleaved`` between rounds) re-warm by the same amount.
     """
     if cfg.rewarm_ms <= 0 and cfg.rewarm_min_calls <= 0:
         return 0
@@ -177,7 +177,7 @@ def warmup(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool) -> Non
 
     Sets ``v.warm_median``, ``v.warm_calls`` and ``v.warm_converged``; a warm-up that did not
     settle within ``warmup_budget_s`` leaves a warning in ``v.warnings``. Public so that other
-    loops (``kperf_ci.ab``) start from the same warm state as :func:`time_interleaved`.
+    loops (``kperf_ci.capture.interleaved``) start from the same warm state as :func:`time_interleaved`.
     """
     t0 = be.host_time()
     meds: list[float] = []
@@ -215,7 +215,7 @@ def choose_method(v: Variant, be: DeviceBackend, cfg: TimingConfig) -> None:
     Below ``graph_threshold_ms`` (by ``v.warm_median``), or when the host needs at least
     ``host_bound_rel`` of the device time to issue a call, each call is captured into a graph and
     ``v.calls`` becomes the replays, ``v.method`` "graph"; a failed capture keeps the plain calls
-    and leaves a warning. Public so that other loops (``kperf_ci.ab``) pick the method alike.
+    and leaves a warning. Public so that other loops (``kperf_ci.capture.interleaved``) pick the method alike.
     """
     host = median(v.host_ms[-3:]) if v.host_ms else 0.0
     host_bound = v.warm_median > 0 and host >= cfg.host_bound_rel * v.warm_median

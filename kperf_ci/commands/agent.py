@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from kperf_ci.ab import ABError
 from kperf_ci.agent import output
 from kperf_ci.agent.configsearch import ConfigSearchProposer, SourceError
 from kperf_ci.agent.llm import LLMProposer, endpoint_from_env
@@ -21,6 +20,7 @@ from kperf_ci.agent.loop import Agent, Budget, LoopConfig
 from kperf_ci.agent.population import Population
 from kperf_ci.agent.prompts import context_from_db, jit_names
 from kperf_ci.agent.targets import TARGETS, get_target
+from kperf_ci.capture.base_tree import ABError
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
 

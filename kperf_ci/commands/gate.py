@@ -36,8 +36,8 @@ def run_gate(
     repo: str | Path = ".",
 ) -> Any:
     """Load settings, policy and runs; return the GateReport (the command prints it)."""
-    from kperf_ci.compare import ThresholdPolicy
-    from kperf_ci.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
+    from kperf_ci.judge.compare import ThresholdPolicy
+    from kperf_ci.judge.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
 
     settings = load_settings(db=db)
     try:

@@ -75,7 +75,7 @@ def report_cmd(
     comparison = None
     with bulk_objects():
         if base is not None:
-            from kperf_ci.compare import ThresholdPolicy, compare_runs
+            from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
 
             comparison = compare_runs(base, current, ThresholdPolicy.from_settings(settings))
         paths = [p for p in (base_path, settings.db) if p]

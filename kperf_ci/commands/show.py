@@ -10,8 +10,8 @@ import click
 
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT, capped, flagged, ranked
-from kperf_ci.compare import ThresholdPolicy, compare_runs
-from kperf_ci.group import KernelIndex, plural
+from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.group import KernelIndex, plural
 from kperf_ci.model import RunInfo, RunRecord, VariantResult
 from kperf_ci.report.safe_text import rich_safe, terminal_safe
 from kperf_ci.report.terminal import variant_labels, verdict_line
@@ -93,7 +93,7 @@ HEADLINE = (
 def kernel_lines(
     record: RunRecord, *, kernel: str | None = None, cap: int = 3, comparison: Any = None
 ) -> list[dict[str, Any]]:
-    """One dict per compiled kernel of the run (kperf_ci.group), in the run's order: its first
+    """One dict per compiled kernel of the run (kperf_ci.judge.group), in the run's order: its first
     variant's key, the tests that reach it, headline metrics, flagged findings (the ``cap``
     costliest, and how many more) and, with a comparison, whether it regressed."""
     index = KernelIndex.build(record.results)

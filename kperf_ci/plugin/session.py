@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from kperf_ci import __version__, compare, store
+from kperf_ci import __version__, store
 from kperf_ci.capture.manifest import BLOB, build_manifest, manifest_json
 from kperf_ci.capture.record import LaunchRecorder
 from kperf_ci.capture.replay import LaunchCopier, ReplayLimits
 from kperf_ci.capture.static import compile_variants
 from kperf_ci.fingerprint import git_info, machine_fingerprint
+from kperf_ci.judge import compare
 from kperf_ci.model import Metric, RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker

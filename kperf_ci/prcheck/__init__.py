@@ -12,7 +12,7 @@ against a base revision.
 3. on a machine with a CUDA GPU, pytest runs once more in the head tree with ``--kperf-mode gpu
    --kperf-base-tree <worktree>``, only for the tests whose launches changed; the plugin times
    each ``kperf.bench`` callable interleaved against its base version
-   (:func:`kperf_ci.ab.adaptive_ab`) and instruments both once for their regions;
+   (:func:`kperf_ci.capture.interleaved.adaptive_ab`) and instruments both once for their regions;
 4. everything goes into one database (``--db``, default ``reports/ab.db``): both static runs, the
    timed run and the A/B document (blob ``ab_report``) from which the terminal table, the HTML
    page, the PR-comment markdown and the job summary are rendered (``--report-dir``);

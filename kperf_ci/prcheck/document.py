@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import store
-from kperf_ci.ab import ABError
+from kperf_ci.capture.base_tree import ABError
 from kperf_ci.metrics import is_regression
 
 #: the blob that holds the A/B document, on the run labelled "ab"

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import store
-from kperf_ci.ab import ABError, diff_static, diff_tests, tests_from_variants
+from kperf_ci.capture.base_tree import ABError
 from kperf_ci.capture.manifest import load_manifest
+from kperf_ci.judge.launch_diff import diff_static, diff_tests, tests_from_variants
 
 
 class PassFailed(ABError):

@@ -1,7 +1,7 @@
 """Reports people read: a static HTML site, a PR-comment markdown and a job summary.
 
 Data flows in one direction: runs (``kperf_ci.store``) and their comparison
-(``kperf_ci.compare``) -> :func:`build_report` -> a renderer. The renderers never read a
+(``kperf_ci.judge.compare``) -> :func:`build_report` -> a renderer. The renderers never read a
 database themselves, except through the ``history`` callable the report carries.
 
 The names below are imported on first use: every command imports ``report.safe_text``, and

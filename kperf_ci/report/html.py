@@ -391,10 +391,10 @@ def _history(report: Report, v: VariantView) -> list[dict[str, Any]]:
 
 
 def change_points(values: list[float], labels: list[str]) -> list[dict[str, Any]]:
-    """Change points of a metric's history (kperf_ci.changepoint)."""
+    """Change points of a metric's history (kperf_ci.judge.changepoint)."""
     if len(values) < 6:
         return []
-    from ..changepoint import detect_change_points
+    from ..judge.changepoint import detect_change_points
 
     try:
         cps = detect_change_points(values, labels=labels, log=all(x > 0 for x in values))

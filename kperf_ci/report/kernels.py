@@ -1,4 +1,4 @@
-"""Report rows at suite scale: one row per compiled kernel (kperf_ci.group), tests as its attribute.
+"""Report rows at suite scale: one row per compiled kernel (kperf_ci.judge.group), tests as its attribute.
 
 The views are built per variant (each stored variant keeps its own metrics and verdict); this
 module folds the views of one compiled kernel into its worst one, which lists every test and
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..group import distinct_spec_labels, kernel_id
+from ..judge.group import distinct_spec_labels, kernel_id
 
 if TYPE_CHECKING:
     from .view import VariantView

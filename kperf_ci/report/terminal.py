@@ -11,8 +11,8 @@ from typing import Any
 
 from rich.table import Table
 
-from kperf_ci.compare import COMPARED
-from kperf_ci.group import count_words, plural
+from kperf_ci.judge.compare import COMPARED
+from kperf_ci.judge.group import count_words, plural
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.units import fmt_value
@@ -163,7 +163,7 @@ def kernel_rows(comparison, rows: list) -> tuple[list, dict[str, int]]:
 def verdict_line(comparison) -> str:
     """The last line, in rich markup: regressions and removals first; without them, whether
     anything was compared at all, and only then "no regressions". Regressions are counted in
-    kernels (kperf_ci.group), the unit of the reports and `kperf show` too."""
+    kernels (kperf_ci.judge.group), the unit of the reports and `kperf show` too."""
     n, removed = comparison.regressed_kernels, comparison.removed_kernels
     improvements = f"{len(comparison.improvements)} improvement(s)"
     if n or removed:

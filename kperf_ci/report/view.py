@@ -16,7 +16,7 @@ from typing import Any
 from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
 from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, findings_from_json, flagged, ranked
 from ..capture.sass import CLASSES
-from ..group import count_words
+from ..judge.group import count_words
 from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
 from ..metrics import (
     VERDICT_RANK,
@@ -465,7 +465,7 @@ def build_report(
     generated_at: str | None = None,
     findings_per_kernel: int = DEFAULT_PER_KERNEL,
 ) -> Report:
-    """Join the two runs by variant and apply the comparison (``kperf_ci.compare.Comparison``).
+    """Join the two runs by variant and apply the comparison (``kperf_ci.judge.compare.Comparison``).
 
     Without a comparison every metric still gets its direction of change and a variant's verdict
     follows its time.median (no statistics, no gate): enough for a look, not for CI.

@@ -4,15 +4,15 @@ Two ways to say "slower than what" (``[tool.kperf.gate] against``):
 
 * ``"release"``: against the stored run of the last release tag (``git describe --tags --match
   <tag>``; if the current run is that very commit, the release before it).  The comparison is
-  :func:`kperf_ci.compare.compare_runs` on raw samples: a ``time.median`` regression means the
+  :func:`kperf_ci.judge.compare.compare_runs` on raw samples: a ``time.median`` regression means the
   confidence interval of the ratio lies above 1 and the effect exceeds the kernel's threshold
   (marker > ``[tool.kperf.thresholds]`` > default).
 * ``"history"``: against a window of stored runs (oldest first).  Change points are found in the
-  window's ``time.median`` series (E-divisive, :mod:`kperf_ci.changepoint`).  A slowdown step that
+  window's ``time.median`` series (E-divisive, :mod:`kperf_ci.judge.changepoint`).  A slowdown step that
   is not listed in ``accept`` blocks.  The current run is then compared with the current level
   (the runs after the last change point: accepted steps re-level the baseline), on pooled raw
   samples, with the threshold raised to what the history's own run-to-run noise needs
-  (:func:`kperf_ci.changepoint.noise_model` on the level's ratios).
+  (:func:`kperf_ci.judge.changepoint.noise_model` on the level's ratios).
 
 Every blocking kernel comes with its evidence (effect, interval, threshold and where it came
 from, sample counts, the run or step it was compared with).  Exit status 1 when anything
@@ -31,16 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from kperf_ci.changepoint import (
+from kperf_ci.judge.changepoint import (
     current_baseline,
     detect_change_points,
     noise_model,
     regime_ratios,
 )
-from kperf_ci.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.stats import compare_samples
 from kperf_ci.metrics import DEFAULT_THRESHOLDS, is_regression
 from kperf_ci.model import RunInfo, RunRecord, VariantKey, VariantResult
-from kperf_ci.stats import compare_samples
 
 AGAINST = ("release", "history")
 

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .metrics import TimingVerdict
+from ..metrics import TimingVerdict
 
 # Above these sizes the O(n*m) / O(n^2) sets of differences are computed on a seeded subsample:
 # the interval then reflects the smaller sample, i.e. it is conservative (wider), never narrower.

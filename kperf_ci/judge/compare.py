@@ -21,11 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import stats
-from .fingerprint import incomparable_reason
-from .group import KernelIndex
-from .hardware import MAX_SHARED_PER_BLOCK
-from .metrics import (
+from ..fingerprint import incomparable_reason
+from ..hardware import MAX_SHARED_PER_BLOCK
+from ..metrics import (
     ABSOLUTE_KEYS,
     DEFAULT_THRESHOLDS,
     Change,
@@ -36,8 +34,10 @@ from .metrics import (
     spec,
     timing_change,
 )
-from .model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
-from .units import fmt_value
+from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
+from ..units import fmt_value
+from . import stats
+from .group import KernelIndex
 
 __all__ = [
     "COMPARED",
@@ -76,7 +76,7 @@ def compare_timing(
     base_samples: Sequence[float], cur_samples: Sequence[float], threshold: float, floor_ms: float
 ) -> tuple[TimingVerdict, float, tuple[float, float]]:
     """Verdict on two sets of timing samples (ms): (verdict, rel change, CI of the ratio cur/base),
-    by :func:`kperf_ci.stats.compare_samples` (the rule is in its module docstring)."""
+    by :func:`kperf_ci.judge.stats.compare_samples` (the rule is in its module docstring)."""
     r = stats.compare_samples(base_samples, cur_samples, threshold=threshold, floor=floor_ms)
     return r.verdict, r.rel, (r.ci_low, r.ci_high)
 
@@ -224,7 +224,7 @@ class Comparison:
     allow_removed: bool = False
     current_variants: int = 0  # variants in the current run
     compared_variants: int = 0  # of them, matched with at least one metric compared
-    #: variant -> compiled kernel (kperf_ci.group): regressions are counted in kernels, not rows
+    #: variant -> compiled kernel (kperf_ci.judge.group): regressions are counted in kernels, not rows
     kernels: KernelIndex = field(default_factory=KernelIndex)
 
     @property
@@ -395,7 +395,7 @@ def parse_config(config: str) -> dict[str, str]:
     """ "num_warps=4,num_stages=3,num_ctas=1" -> {"num_warps": "4", ...}, with Triton's defaults
     filled in (GPU mode spells only num_warps and num_stages). Anything else (e.g. the
     "callable:..." of a multi-kernel timing) is one item named "config"."""
-    from .capture.record import DEFAULT_OPTIONS  # noqa: PLC0415 - one table of launch defaults
+    from ..capture.record import DEFAULT_OPTIONS  # noqa: PLC0415 - one table of launch defaults
 
     items = _split_top(config)
     if not items or not all("=" in t for t in items):

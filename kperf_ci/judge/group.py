@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .model import VariantKey, VariantResult, canonical_json
+from ..model import VariantKey, VariantResult, canonical_json
 
 __all__ = [
     "KernelIndex",
