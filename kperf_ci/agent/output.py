@@ -19,6 +19,8 @@ from typing import Any
 
 from kperf_ci.agent import checks
 from kperf_ci.agent.population import VariantRow
+from kperf_ci.github import client as gh_client
+from kperf_ci.github import pulls
 from kperf_ci.report.safe_text import markdown_safe
 
 PROTECTED = frozenset({"main", "master"})
@@ -143,11 +145,6 @@ def push_branch(
 
 
 def open_pr(repo_name: str, head: str, base: str, title: str, body: str) -> Any:
-    """The one call into the GitHub module (written separately, optional): a pull request, never a merge."""
-    try:
-        from kperf_ci.github import client as gh_client  # optional: github3.py and the GitHub module
-        from kperf_ci.github import pulls
-    except ImportError as e:
-        raise RuntimeError(f"the GitHub module is not available ({e}); run with --dry-run") from None
+    """The one call into the GitHub module: a pull request, never a merge."""
     c = gh_client.connect()
     return pulls.open_pull_request(c, c.repo(repo_name), head, base, title, body)

@@ -28,7 +28,7 @@ from kperf_ci.model import Metric
 from .findings import Finding, flagged, to_metrics
 from .imbalance import load_imbalance
 from .launch_gaps import KernelRecord, launch_gaps
-from .occupancy import sm_utilization
+from .occupancy import sm_busy, sm_utilization
 from .overlap import overlap
 from .phases import prologue_epilogue
 from .timeline import Timeline, from_region_result
@@ -186,8 +186,6 @@ def _whole_grid(
     if launch is not None and (launch.num_warps or 0) > 0:
         out += launch.wave_findings(threshold=th["wave_idle"], sm_count=n_sms, timeline=tl)
     elif n_sms:
-        from .occupancy import sm_busy
-
         k = int(sm_busy(tl, n_sms).max_resident.max())
         grid = tl.meta.get("grid")
         n_grid = int(np.prod(grid)) if grid else len(spans)

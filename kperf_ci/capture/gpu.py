@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kperf_ci.traces.kernel_records import load_records
+
 from ..hardware import normalize_arch
 from ..model import Metric
 from .sass import static_metrics
@@ -221,8 +223,6 @@ def kernel_records(call: Callable[[], Any], calls: int = 1) -> list[Any]:
 
     import torch
     from torch.profiler import ProfilerActivity, profile
-
-    from kperf_ci.analysis.launch_gaps import load_records
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kperf_ci import store
+
 from ..hardware import normalize_arch
 from ..metrics import CODE_METRICS as CODE_METRICS  # static metrics copied into the manifest
 from ..model import VariantResult
@@ -102,7 +104,6 @@ def manifest_json(manifest: dict[str, list[dict[str, Any]]]) -> str:
 def load_manifest(db: str, run_id: str) -> dict[str, list[dict[str, Any]]] | None:
     """The run's manifest (all workers' parts merged), or None when the run has none (a run made
     by an older kperf-ci, or not in static mode)."""
-    from kperf_ci import store
 
     names = [n for n in store.blob_names(db, run_id) if n == BLOB or n.startswith(BLOB + ":")]
     if not names:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from kperf_ci import store
+
 from . import KperfError, load_settings, user_errors
 
 
@@ -21,7 +23,6 @@ def baseline_group() -> None:
 @user_errors
 def update_cmd(db: str | None, baseline: str | None, run_id: str | None) -> None:
     """Copy a run from --db into --baseline, replacing a run of the same id there."""
-    from kperf_ci import store
 
     settings = load_settings(db=db, baseline=baseline)
     if not settings.baseline:

@@ -8,6 +8,9 @@ from typing import Any
 
 import click
 
+from kperf_ci.config import _load_toml
+from kperf_ci.judge.compare import ThresholdPolicy
+from kperf_ci.judge.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
 from kperf_ci.report.safe_text import terminal_safe
 
 from . import KperfError, load_settings, read_run, read_runs, user_errors
@@ -15,7 +18,6 @@ from . import KperfError, load_settings, read_run, read_runs, user_errors
 
 def _read_policy_file(path: str) -> dict[str, Any]:
     """The [tool.kperf.gate] table of a TOML file (or the whole file when it has none)."""
-    from kperf_ci.config import _load_toml
 
     data = _load_toml(Path(path))  # a ConfigError (one line, exit 2) when unreadable
     table = data.get("tool", {}).get("kperf", {}).get("gate", data)
@@ -36,8 +38,6 @@ def run_gate(
     repo: str | Path = ".",
 ) -> Any:
     """Load settings, policy and runs; return the GateReport (the command prints it)."""
-    from kperf_ci.judge.compare import ThresholdPolicy
-    from kperf_ci.judge.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
 
     settings = load_settings(db=db)
     try:

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from kperf_ci import __version__, store
 from kperf_ci.fingerprint import host_hash
 from kperf_ci.model import Fingerprint, RunInfo, VariantKey, VariantResult, make_metric
 from kperf_ci.report.safe_text import terminal_safe
@@ -41,7 +42,6 @@ _STATS = {
 @user_errors
 def import_cmd(bench_json: str, db: str | None, label: str | None) -> None:
     """Import a pytest-benchmark JSON file (--benchmark-json) into a run database."""
-    from kperf_ci import store
 
     path = Path(bench_json)
     try:
@@ -242,6 +242,5 @@ def from_pytest_benchmark(
 
 
 def _version() -> str:
-    from kperf_ci import __version__
 
     return __version__

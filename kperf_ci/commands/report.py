@@ -9,6 +9,11 @@ from pathlib import Path
 
 import click
 
+from kperf_ci import store
+from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
+from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.report import build_report, render_markdown, render_summary, write_site
+
 from . import KperfError, bulk_objects, load_settings, read_run, read_runs, user_errors
 
 
@@ -64,8 +69,6 @@ def report_cmd(
     jobs: int | None,
 ) -> None:
     """Write a report of a run compared with its baseline. Exit 0 (the gate is `kperf compare`)."""
-    from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
-    from kperf_ci.report import build_report, render_markdown, render_summary, write_site
 
     settings = load_settings(db=db, baseline=baseline)
     # The markdown outputs show flagged findings but no listings: only that small artifact.
@@ -75,8 +78,6 @@ def report_cmd(
     comparison = None
     with bulk_objects():
         if base is not None:
-            from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
-
             comparison = compare_runs(base, current, ThresholdPolicy.from_settings(settings))
         paths = [p for p in (base_path, settings.db) if p]
         report = build_report(
@@ -186,7 +187,6 @@ class HistoryReader:
         self._cache: dict[str, dict[str, dict[str, tuple]]] = {}
 
     def _load(self, metric: str) -> dict[str, dict[str, tuple]]:
-        from kperf_ci import store
 
         cur = self.current.info
         per_variant: dict[str, dict[str, tuple]] = {}
@@ -234,7 +234,6 @@ class HistoryReader:
 def blob_reader(db: str, current, base_path: str | None, base):  # noqa: ANN001
     """blob(side, variant_id, name): the stored bytes of an artifact of either run (binary ones,
     such as the capture stage's timeline npz, do not survive load_run's text decoding)."""
-    from kperf_ci import store
 
     def blob(side: str, variant_id: str, name: str) -> bytes | None:
         if side == "current":

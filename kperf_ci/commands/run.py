@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from kperf_ci.commands import load_settings
+from kperf_ci.commands.report import report_cmd
 from kperf_ci.config import ENV_NO_REPORT, env_switch
 
 
@@ -28,8 +30,6 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
 
 
 def _reports() -> None:
-    from kperf_ci.commands import load_settings
-    from kperf_ci.commands.report import report_cmd
 
     settings = load_settings()
     if not Path(settings.db).exists():

@@ -32,6 +32,7 @@ from markupsafe import Markup, escape
 
 from .. import __version__
 from ..analysis.occupancy import busy_sm_series
+from ..judge.changepoint import detect_change_points
 from ..model import VariantResult
 from ..traces.perfetto import write_chrome_trace
 from ..traces.proton_chrome import load_proton_trace
@@ -394,7 +395,6 @@ def change_points(values: list[float], labels: list[str]) -> list[dict[str, Any]
     """Change points of a metric's history (kperf_ci.judge.changepoint)."""
     if len(values) < 6:
         return []
-    from ..judge.changepoint import detect_change_points
 
     try:
         cps = detect_change_points(values, labels=labels, log=all(x > 0 for x in values))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -293,11 +292,8 @@ def test_open_pr_goes_through_the_github_module_only(monkeypatch):
         return types.SimpleNamespace(html_url="https://example.invalid/pr/1")
 
     pulls_mod.open_pull_request = open_pull_request
-    pkg = types.ModuleType("kperf_ci.github")
-    pkg.client, pkg.pulls = client_mod, pulls_mod
-    monkeypatch.setitem(sys.modules, "kperf_ci.github", pkg)
-    monkeypatch.setitem(sys.modules, "kperf_ci.github.client", client_mod)
-    monkeypatch.setitem(sys.modules, "kperf_ci.github.pulls", pulls_mod)
+    monkeypatch.setattr(output, "gh_client", client_mod)
+    monkeypatch.setattr(output, "pulls", pulls_mod)
     pr = output.open_pr("o/r", "kperf-agent/x-1-2", "main", "t", "b")
     assert pr.html_url.endswith("/pr/1")
     assert seen == {
