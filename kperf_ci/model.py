@@ -16,6 +16,10 @@ MetricKind = Literal["static", "time", "region", "analysis"]
 Better = Literal["lower", "higher", "none"]
 
 
+#: Triton's launch options when a launch names none: a config string that leaves one out means this.
+DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
+
+
 def canonical_json(obj: Any) -> str:
     """JSON with sorted keys and no whitespace: the one spelling used for hashing and keys."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)

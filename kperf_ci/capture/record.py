@@ -33,12 +33,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..model import canonical_json
+from ..model import DEFAULT_OPTIONS, canonical_json
 
 # Options of the CUDA backend that a launch may pass besides kernel arguments. Defaults are
 # filled in for the first three so that "no options" and "the defaults spelled out" are the
 # same config.
-DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
 _OPTION_ORDER = ("num_warps", "num_stages", "num_ctas")
 # Keyword arguments of a launch that are bookkeeping of the runtime, never compile options.
 _IGNORED_KWARGS = {"grid", "warmup", "stream", "device"}

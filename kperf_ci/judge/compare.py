@@ -34,7 +34,7 @@ from ..metrics import (
     spec,
     timing_change,
 )
-from ..model import Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
+from ..model import DEFAULT_OPTIONS, Fingerprint, Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from ..units import fmt_value
 from . import stats
 from .group import KernelIndex
@@ -395,8 +395,6 @@ def parse_config(config: str) -> dict[str, str]:
     """ "num_warps=4,num_stages=3,num_ctas=1" -> {"num_warps": "4", ...}, with Triton's defaults
     filled in (GPU mode spells only num_warps and num_stages). Anything else (e.g. the
     "callable:..." of a multi-kernel timing) is one item named "config"."""
-    from ..capture.record import DEFAULT_OPTIONS  # noqa: PLC0415 - one table of launch defaults
-
     items = _split_top(config)
     if not items or not all("=" in t for t in items):
         return {"config": config} if config else {}
