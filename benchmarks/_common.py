@@ -11,6 +11,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -214,3 +215,27 @@ def warm_timed_launch(be: Any, run: Any, warm: int = 3) -> float:
     b = be.marker()
     be.synchronize()
     return be.elapsed_ms(a, b)
+
+
+def kperf_commit() -> str:
+    """The kperf-ci commit a result measured ("+dirty" with uncommitted changes to kperf_ci/).
+    KPERF_EVAL_COMMIT wins: a copy of the tree on another machine may carry a stale .git."""
+    if os.environ.get("KPERF_EVAL_COMMIT"):
+        return os.environ["KPERF_EVAL_COMMIT"]
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "kperf_ci"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return "unknown"
+    return sha + ("+dirty" if dirty else "")

@@ -36,6 +36,9 @@ from kperf_ci.agent.prompts import PromptContext  # noqa: E402
 from kperf_ci.agent.targets import get_target  # noqa: E402
 from kperf_ci.agent.verify import run_harness  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import kperf_commit  # noqa: E402
+
 PLANT = ("BLOCK_SIZE=1024)", "BLOCK_SIZE=128, num_warps=1)")
 
 
@@ -154,7 +157,7 @@ def render(doc: dict[str, Any]) -> str:
         f"# Optimization agent: evidence ({dev})",
         "",
         f"Written by `benchmarks/agent_eval.py{' --cpu' if doc['cpu'] else ''}` on {doc['device_name']} "
-        f"at {doc['finished']} ({doc['wall_s']:.0f} s).",
+        f"at {doc['finished']} ({doc['wall_s']:.0f} s), kperf-ci {doc.get('kperf_commit', '?')}.",
         "",
     ]
     if not doc["cpu"]:
@@ -276,6 +279,7 @@ def main() -> int:
     doc = {
         "device": device,
         "device_name": name,
+        "kperf_commit": kperf_commit(),
         "cpu": args.cpu,
         "searches": searches,
         "cheats": cheat_rows,

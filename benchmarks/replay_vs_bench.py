@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import cases, device_info, out_dir, write_json  # noqa: E402
+from _common import cases, device_info, kperf_commit, out_dir, write_json  # noqa: E402
 
 from kperf_ci import measure  # noqa: E402
 from kperf_ci.capture.replay import LaunchCopier, ReplayDevice  # noqa: E402
@@ -107,7 +107,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         f"`python benchmarks/replay_vs_bench.py` on {dev.get('gpu', '?')} (driver {dev.get('driver', '?')}, "
         f"torch {dev.get('torch', '?')}, triton {dev.get('triton', '?')}); order bench, replay, replay, "
-        f"bench; each side the mean of its two medians; target |replay/bench - 1| <= {TOLERANCE:.0%}.",
+        f"bench; each side the mean of its two medians; target |replay/bench - 1| <= {TOLERANCE:.0%}. "
+        f"kperf-ci {doc.get('kperf_commit', '?')}.",
         "",
         "| case | size | bench (ms) | replay (ms) | replay / bench | method | within 2% |",
         "|---|---|---:|---:|---:|---|---|",
@@ -143,7 +144,13 @@ def main() -> int:
         print("replay_vs_bench: no CUDA GPU here; run it on the GPU machine", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    doc: dict[str, Any] = {"device": device_info(), "tolerance": TOLERANCE, "cases": [], "not_run": []}
+    doc: dict[str, Any] = {
+        "kperf_commit": kperf_commit(),
+        "device": device_info(),
+        "tolerance": TOLERANCE,
+        "cases": [],
+        "not_run": [],
+    }
     for case in cases(args.only):
         if time.perf_counter() - t0 > args.deadline_s:
             doc["not_run"].append(case.name)

@@ -156,7 +156,9 @@ def install_stream_guard(torch: Any) -> None:
 
     def recorder(orig: Any, name: str, is_new: bool) -> Any:
         def wrapper(*a: Any, **k: Any) -> Any:
-            if _ACTIVE["call"]:
+            # torch.cuda.current_stream() builds a Stream object for the stream already current
+            # (stream_id=...), and so does this guard's own check below: that is no new stream
+            if _ACTIVE["call"] and not (is_new and "stream_id" in k):
                 RECORD.streams.append(f"torch.cuda.{name}")
             return orig(*a, **k)
 
