@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -223,8 +224,14 @@ class WorkerPool:
         resp["wall_s"] = round(time.perf_counter() - t0, 6)
         return resp
 
-    def map(self, requests: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, Any]]:
-        """Responses in request order."""
+    def map(
+        self,
+        requests: list[dict[str, Any]],
+        timeout: float = 120.0,
+        on_done: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Responses in request order. ``on_done(response)`` is called (from a pool thread) as
+        each request finishes: a progress display."""
         results: list[dict[str, Any] | None] = [None] * len(requests)
         if not requests:
             return []
@@ -240,6 +247,8 @@ class WorkerPool:
                 except queue.Empty:
                     return
                 results[i] = self._one(slot, requests[i], timeout)
+                if on_done is not None:
+                    on_done(results[i])
 
         try:
             if n == 1:
