@@ -81,6 +81,13 @@ class Settings:
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
     label: str | None = None
+    # Which tests count as marked without editing them: None (only @pytest.mark.kperf and the
+    # fixture), "all", or globs over node ids / paths (kperf_ci.plugin.marker.mark_matches)
+    mark: str | list[str] | None = None
+    # Autotuned launches in static mode: "all" configs, the "chosen" one, or a cap (sampled)
+    autotune: str | int = 8
+    # Static mode: "auto" executes interpreted kernels when it can, "never" only records them
+    static_execute: str = "auto"
     # Where each value came from: "default", "--kperf-db", "env KPERF_DB", "/x/pyproject.toml"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     pyproject: str | None = field(default=None, compare=False)
@@ -200,6 +207,35 @@ def _table(key: str, value: Any, source: str, *, example: str = "") -> dict[str,
     return dict(value)
 
 
+def _mark(key: str, value: Any, source: str) -> str | list[str] | None:
+    """None / "" (nothing beyond markers), "all", or a list of globs (comma-separated in env/CLI)."""
+    if value is None or value == "" or value == []:
+        return None
+    if value == "all":
+        return "all"
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise _fail(key, source, value, 'use "all" or a list of globs such as ["tests/ops/*", "*softmax*"]')
+    return [v.strip() for v in value]
+
+
+def _autotune(key: str, value: Any, source: str) -> str | int:
+    if value in ("all", "chosen"):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise _fail(key, source, value, "use all, chosen, or a positive integer (at most N configs, sampled)")
+
+
+def _choice(key: str, value: Any, source: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise _fail(key, source, value, f"use one of {', '.join(allowed)}")
+    return value
+
+
 _VALIDATORS = {
     "enabled": _bool,
     "mode": _mode,
@@ -217,6 +253,9 @@ _VALIDATORS = {
     "gate": _table,
     "report": _str,
     "label": _opt_str,
+    "mark": lambda k, v, s: _mark(k, v, s),
+    "autotune": lambda k, v, s: _autotune(k, v, s),
+    "static_execute": lambda k, v, s: _choice(k, v, s, ("auto", "never")),
 }
 assert set(_VALIDATORS) == set(_KEYS)
 

@@ -78,7 +78,10 @@ class KperfSession:
         if mode == "static":
             from kperf_ci.capture.record import LaunchRecorder
 
-            self.recorder = LaunchRecorder()
+            self.recorder = LaunchRecorder(
+                execute=getattr(settings, "static_execute", "auto"),
+                autotune=getattr(settings, "autotune", "all"),
+            )
         return self
 
     def run_info(self) -> RunInfo:
@@ -256,7 +259,7 @@ class KperfSession:
         from kperf_ci import compare
 
         current = store.load_run(self.saved_to, self.run_id)
-        base = store.load_run(str(base_path))
+        base = store.load_run(str(base_path), baseline=True)
         if base.skipped:
             ids = ", ".join(f"{rid} ({status})" for rid, status in base.skipped)
             self.warn("<baseline>", f"{base_path}: passed over incomplete run(s) {ids}")
