@@ -48,9 +48,16 @@ TARGET_SHARE = 0.90
 
 
 def fetch_liger(src: str, commit: str, dest: Path) -> str:
-    """A checkout of ``commit`` (only CHECKOUT paths) in ``dest``; returns the full commit id."""
+    """A checkout of ``commit`` (only CHECKOUT paths) in ``dest``; returns the full commit id.
+
+    ``src`` may also be a plain directory made by ``--export`` (a machine without network and
+    without the repository's history): it is copied, and its LIGER_COMMIT file names the commit."""
     if dest.exists():
         shutil.rmtree(dest)
+    plain = Path(src)
+    if plain.is_dir() and (plain / "LIGER_COMMIT").is_file():
+        shutil.copytree(plain, dest)
+        return (plain / "LIGER_COMMIT").read_text().strip()
     subprocess.run(["git", "clone", "--quiet", "--no-checkout", src, str(dest)], check=True)
     subprocess.run(["git", "-C", str(dest), "checkout", "--quiet", commit, "--", *CHECKOUT], check=True)
     out = subprocess.run(
@@ -247,9 +254,10 @@ def render(data: dict[str, Any]) -> str:
         f"Liger-Kernel commit `{data.get('commit')}`, `test/transformers` (Triton kernel tests; files "
         f"for other DSLs and model-patching tests excluded: {', '.join(EXCLUDE)}), each file run "
         "unmodified with `--kperf --kperf-all`, at most "
-        f"{data.get('chunk', 12)} tests per pytest process (each with its own run database and a "
-        f"{data.get('timeout', {}).get('cpu', 300):.0f} s limit on the CPU, so a slow part loses only "
-        "itself). Made by "
+        f"{data.get('chunk', {}).get('cpu', 12)} tests per pytest process on the CPU (each with its own run "
+        "database and a "
+        f"{data.get('timeout', {}).get('cpu', 300):.0f} s limit, so a slow part loses only itself; on the "
+        "GPU a file per process). Made by "
         "`python benchmarks/suites_eval.py` (this file is written from `suites_eval.json`).",
         "",
         "How the columns are counted:",
@@ -327,16 +335,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=str(RESULTS / "suites_eval"), help="path without .json/.md")
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--chunk", type=int, default=12, help="tests per pytest process (0: a file in one)")
+    ap.add_argument(
+        "--chunk", type=int, default=None, help="tests per pytest process (0: a file in one; cpu 12, gpu 0)"
+    )
     ap.add_argument("--render", action="store_true", help="only rewrite the md from the json")
+    ap.add_argument(
+        "--export", metavar="DIR", help="only write the pinned checkout to DIR (for a machine offline)"
+    )
     a = ap.parse_args(argv)
     out_json, out_md = Path(a.out + ".json"), Path(a.out + ".md")
     data = json.loads(out_json.read_text()) if out_json.exists() else {}
     if a.render:
         out_md.write_text(render(data))
         return 0
+    if a.export:
+        commit = fetch_liger(a.liger_src, a.commit, Path(a.export))
+        shutil.rmtree(Path(a.export) / ".git", ignore_errors=True)  # the files only: small to carry
+        (Path(a.export) / "LIGER_COMMIT").write_text(commit + "\n")
+        print(f"suites_eval: Liger-Kernel {commit} written to {a.export}")
+        return 0
     if not a.mode:
-        ap.error("--mode is required (or --render)")
+        ap.error("--mode is required (or --render / --export)")
     timeout = a.timeout or (300.0 if a.mode == "cpu" else 120.0)
     work = Path(a.workdir or tempfile.mkdtemp(prefix="kperf-suites-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -346,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     if data.get("commit") not in (None, commit):
         data = {}  # results of another commit are not merged
     data["commit"] = commit
-    data["chunk"] = a.chunk
+    chunk = a.chunk if a.chunk is not None else (12 if a.mode == "cpu" else 0)
+    data.setdefault("chunk", {})[a.mode] = chunk
     data.setdefault("timeout", {})[a.mode] = timeout
     files = test_files(liger, a.files)
     dbs = work / f"dbs-{a.mode}"
@@ -355,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for i, name in enumerate(files, 1):
         print(f"suites_eval [{i}/{len(files)}] {name} ...", flush=True)
-        row = run_file(liger, name, a.mode, dbs, timeout, a.python, a.chunk)
+        row = run_file(liger, name, a.mode, dbs, timeout, a.python, chunk)
         prev[name] = row
         print(
             f"  {row['tests']} tests, {row['tests_launching']} launching, {row['tests_with_launches']} with "

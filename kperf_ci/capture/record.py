@@ -68,7 +68,7 @@ MAX_INTERPRETED_PROGRAMS = 4096
 class _Local(threading.local):
     record_only: bool = False  # inside the autotuner's record-only pass over its configs
     autotune: dict[str, Any] | None = None
-    in_bench: bool = False  # inside Autotuner._bench on a GPU
+    skip_bench: bool = False  # inside Autotuner._bench on a GPU, for a config the policy leaves out
 
 
 class CaptureHooks:
@@ -155,11 +155,11 @@ def _patched_jit_run(self, *args, grid, warmup, **kwargs):
     """A compiled (GPU) launch: record it, then run it as Triton would.
 
     Static mode on a machine with CUDA does not switch the interpreter on, so kernels are
-    ``JITFunction`` s. Autotuner benchmarking launches land here too, one per config; the
-    ``chosen`` policy records none of them (only the launch that follows the choice)."""
+    ``JITFunction`` s. Autotuner benchmarking launches land here too, one per config; those the
+    policy leaves out are not recorded (``chosen``: none, only the launch after the choice)."""
     __tracebackhide__ = True
     rec = HOOKS.current()
-    if rec is not None and not warmup and not (HOOKS.local.in_bench and rec.autotune.mode == "chosen"):
+    if rec is not None and not warmup and not HOOKS.local.skip_bench:
         _record(rec, self, args, kwargs, grid, executed=True)
     return HOOKS.original("jit_run")(self, *args, grid=grid, warmup=warmup, **kwargs)
 
@@ -217,12 +217,15 @@ def _patched_autotuner_bench(self, *args, config, **meta):
     bench = HOOKS.original("autotuner_bench")
     if HOOKS.current() is None:
         return bench(self, *args, config=config, **meta)
-    if not hasattr(self, "_kperf_order"):  # a GPU: the autotuner really benchmarks
-        prev, HOOKS.local.in_bench = HOOKS.local.in_bench, True
+    if not hasattr(self, "_kperf_order"):  # a GPU: the autotuner really benchmarks each config
+        policy = HOOKS.current().autotune
+        index = next((i for i, c in enumerate(self.configs) if c is config), 0)
+        keep = set(policy.select(len(self.configs), getattr(self.base_fn, "__qualname__", "")))
+        prev, HOOKS.local.skip_bench = HOOKS.local.skip_bench, index not in keep
         try:
             return bench(self, *args, config=config, **meta)
         finally:
-            HOOKS.local.in_bench = prev
+            HOOKS.local.skip_bench = prev
     # interpreter: configs rank in their pruned order, so the first one is chosen without
     # executing each config once
     t = float(self._kperf_order.get(id(config), 1_000_000) + 1)
