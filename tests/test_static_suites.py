@@ -350,3 +350,29 @@ def test_empty_run_is_never_a_baseline(tmp_path: Path) -> None:
     assert store.load_run(db).info.run_id == "empty"  # kperf show still sees the latest run
     picked = store.load_run(db, baseline=True)
     assert picked.info.run_id == "full" and ("empty", store.EMPTY) in picked.skipped
+
+
+def test_fake_cuda_puts_cuda_tensors_on_the_cpu_and_restores() -> None:
+    import torch
+
+    from kperf_ci.capture.fake_device import fake_cuda
+
+    sync = torch.cuda.synchronize
+    with fake_cuda():
+        made = [
+            torch.randn(4, device="cuda"),
+            torch.zeros(2, device=torch.device("cuda", 0)),
+            torch.ones(2).cuda(),
+            torch.ones(2).to("cuda"),
+            torch.ones(2).to("cuda:0", torch.float16),
+            torch.empty_like(torch.ones(2), device="cuda"),
+            torch.nn.Linear(2, 2).to("cuda").weight,
+        ]
+        torch.cuda.synchronize()
+        assert torch.cuda.current_device() == 0
+    assert all(t.device.type == "cpu" for t in made)
+    assert made[4].dtype == torch.float16
+    assert torch.cuda.synchronize is sync  # nothing left patched
+    if not torch.cuda.is_available():
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.zeros(1, device="cuda")
