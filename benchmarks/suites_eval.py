@@ -247,6 +247,13 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _per_mode(value: Any, mode: str, default: float) -> float:
+    """A setting stored per mode ({"cpu": 12}), or as one number by an older run of this script."""
+    if isinstance(value, dict):
+        return value.get(mode, default)
+    return default if value is None else value
+
+
 def render(data: dict[str, Any]) -> str:
     lines = [
         "# Existing suites, unmodified: Liger-Kernel with `--kperf-all`",
@@ -254,9 +261,9 @@ def render(data: dict[str, Any]) -> str:
         f"Liger-Kernel commit `{data.get('commit')}`, `test/transformers` (Triton kernel tests; files "
         f"for other DSLs and model-patching tests excluded: {', '.join(EXCLUDE)}), each file run "
         "unmodified with `--kperf --kperf-all`, at most "
-        f"{data.get('chunk', {}).get('cpu', 12)} tests per pytest process on the CPU (each with its own run "
-        "database and a "
-        f"{data.get('timeout', {}).get('cpu', 300):.0f} s limit, so a slow part loses only itself; on the "
+        f"{_per_mode(data.get('chunk'), 'cpu', 12):.0f} tests per pytest process on the CPU "
+        "(each with its own run database and a "
+        f"{_per_mode(data.get('timeout'), 'cpu', 300):.0f} s limit, so a slow part loses only itself; on the "
         "GPU a file per process). Made by "
         "`python benchmarks/suites_eval.py` (this file is written from `suites_eval.json`).",
         "",
@@ -315,9 +322,13 @@ def render(data: dict[str, Any]) -> str:
             for r in missed:
                 err = next((f["error"] for f in r["failed_tests"] if f["error"]), "")
                 err = " ".join(err.split())[:200].replace("|", "\\|")
+                also = r["failed"] - r["kperf_caused_failures"]
+                why = f" ({also} of them also fail without kperf)" if r["failed"] and also else ""
                 lines.append(
-                    f"- {r['file']}: {r['failed']} failed, {r['tests_launching'] - r['tests_with_launches']} "
-                    f"launching without captured launches" + (f"; e.g. `{err}`" if err else "")
+                    f"- {r['file']}: {r['failed']} failed{why}, "
+                    f"{r['tests_launching'] - r['tests_with_launches']} launching without captured launches"
+                    + (" (a part hit its time limit)" if r["timed_out"] else "")
+                    + (f"; e.g. `{err}`" if err else "")
                 )
         lines.append("")
     return "\n".join(lines)
