@@ -292,16 +292,12 @@ def render(data: dict[str, Any]) -> str:
         share_txt = f"{share:.1%}" if share is not None else "n/a"
         met = share is not None and share >= TARGET_SHARE and t["kperf_caused_failures"] == 0
         total = data.get("files_total")
-        of = (
-            f" of the {total} Triton test files (in the order of `--files`: the most used kernels first)"
-            if total
-            else ""
-        )
+        of = f" of {total} (in the order given by `--files`, most used kernels first)" if total else ""
         lines += [
             f"## {mode.upper()} ({'static mode, Triton interpreter' if mode == 'cpu' else 'GPU mode'}; "
             f"{part.get('device', '')})",
             "",
-            f"{t['files']}{of} files, {t['tests']} tests ({t['passed']} passed, {t['failed']} failed, "
+            f"{t['files']} files{of}, {t['tests']} tests ({t['passed']} passed, {t['failed']} failed, "
             f"{t['xfailed']} expected failures; {t['skipped']} skipped), {t['tests_launching']} "
             f"launching Triton kernels, {t['tests_with_launches']} with captured launches "
             f"({share_txt}; target {TARGET_SHARE:.0%}), {t['variants']} variants, "
