@@ -101,11 +101,11 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tupl
     )
     try:
         out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out[-3000:]
+        return proc.returncode, out
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        return None, (out or "")[-3000:]
+        return None, out or ""
 
 
 def collect(liger: Path, name: str, mode: str, python: str) -> list[str]:
@@ -145,6 +145,7 @@ def run_file(
         cmd = [python, "-m", "pytest", *part, "-q", "-p", "no:cacheprovider", "-p", "_suites_counter"]
         cmd += ["--kperf", "--kperf-all", "--kperf-mode", kmode, "--kperf-db", str(db)]
         code, out = _run(cmd, liger, _env(liger, mode, counts), timeout)
+        out = out[-3000:]
         if code is None:
             timed_out, tail = True, out
         elif code not in (0, 1):
@@ -153,6 +154,7 @@ def run_file(
     rows = [json.loads(line) for line in counts.read_text().splitlines()] if counts.exists() else []
     row = _summarise(liger, name, mode, rows, dbs, wall, rc, timed_out, tail, timeout, python)
     row["chunks"] = len(parts)
+    row["collected"] = len(ids) if ids else None
     return row
 
 
@@ -304,18 +306,33 @@ def render(data: dict[str, Any]) -> str:
             f"{t['kperf_caused_failures']} failures caused by kperf (target 0), {t['wall_s']} s. "
             + ("Targets met." if met else "Targets **missed**: see the failures below."),
             "",
-            "| file | tests | passed | failed | xfail | skipped | launching | with launches | variants "
-            "| kperf-caused | wall s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| file | collected | tests | passed | failed | xfail | skipped | launching | with launches "
+            "| variants | kperf-caused | wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in part["per_file"]:
             wall = f"{r['wall_s']}" + (" (timeout)" if r["timed_out"] else "")
             lines.append(
-                f"| {r['file']} | {r['tests']} | {r['passed']} | {r['failed']} | {r['xfailed']} "
+                f"| {r['file']} | {r.get('collected', '?')} | {r['tests']} | {r['passed']} | {r['failed']} "
+                f"| {r['xfailed']} "
                 f"| {r['skipped']} "
                 f"| {r['tests_launching']} | {r['tests_with_launches']} | {r['variants']} "
                 f"| {r['kperf_caused_failures']} | {wall} |"
             )
+        unrun = [
+            (r["file"], r["collected"] - r["tests"] - r["skipped"])
+            for r in part["per_file"]
+            if r.get("collected") and r["collected"] > r["tests"] + r["skipped"]
+        ]
+        if unrun:
+            n_unrun = sum(n for _, n in unrun)
+            lines += [
+                "",
+                f"**Not run: {n_unrun} collected tests** ("
+                + ", ".join(f"{f}: {n}" for f, n in unrun)
+                + "): neither run nor skipped in this evaluation (a part that hit its time limit, or tests "
+                "the run's collection step did not hand to pytest); they are in no column but `collected`.",
+            ]
         missed = [
             r for r in part["per_file"] if r["tests_launching"] > r["tests_with_launches"] or r["failed"]
         ]
@@ -352,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "--chunk", type=int, default=None, help="tests per pytest process (0: a file in one; cpu 12, gpu 0)"
     )
     ap.add_argument("--render", action="store_true", help="only rewrite the md from the json")
+    ap.add_argument("--recount", action="store_true", help="add each file's collected test count to the json")
     ap.add_argument(
         "--export", metavar="DIR", help="only write the pinned checkout to DIR (for a machine offline)"
     )
@@ -359,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
     out_json, out_md = Path(a.out + ".json"), Path(a.out + ".md")
     data = json.loads(out_json.read_text()) if out_json.exists() else {}
     if a.render:
+        out_md.write_text(render(data))
+        return 0
+    if a.recount:
+        # how many tests each file of an earlier run collects (rows written before "collected" existed)
+        liger = Path(a.workdir or tempfile.mkdtemp(prefix="kperf-suites-")) / "Liger-Kernel"
+        fetch_liger(a.liger_src, data.get("commit") or a.commit, liger)
+        for mode in ("cpu", "gpu"):
+            for row in (data.get(mode) or {}).get("per_file", []):
+                row["collected"] = len(collect(liger, row["file"], mode, a.python))
+        out_json.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         out_md.write_text(render(data))
         return 0
     if a.export:
