@@ -81,6 +81,13 @@ class Settings:
     # Flagged findings listed per kernel by `kperf show` and the report's summaries, costliest
     # first (the kernel's own page lists all): a suite of hundreds of kernels stays readable
     findings_per_kernel: int = 3
+    # Which tests count as marked without editing them: None (only @pytest.mark.kperf and the
+    # fixture), "all", or globs over node ids / paths (kperf_ci.plugin.marker.mark_matches)
+    mark: str | list[str] | None = None
+    # Autotuned launches in static mode: "all" configs, the "chosen" one, or a cap (sampled)
+    autotune: str | int = 8
+    # Static mode: "auto" executes interpreted kernels when it can, "never" only records them
+    static_execute: str = "auto"
     # Where each value came from: "default", "--kperf-db", "env KPERF_DB", "/x/pyproject.toml"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     pyproject: str | None = field(default=None, compare=False)
@@ -200,6 +207,35 @@ def _table(key: str, value: Any, source: str, *, example: str = "") -> dict[str,
     return dict(value)
 
 
+def _mark(key: str, value: Any, source: str) -> str | list[str] | None:
+    """None / "" (nothing beyond markers), "all", or a list of globs (comma-separated in env/CLI)."""
+    if value is None or value == "" or value == []:
+        return None
+    if value == "all":
+        return "all"
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise _fail(key, source, value, 'use "all" or a list of globs such as ["tests/ops/*", "*softmax*"]')
+    return [v.strip() for v in value]
+
+
+def _autotune(key: str, value: Any, source: str) -> str | int:
+    if value in ("all", "chosen"):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise _fail(key, source, value, "use all, chosen, or a positive integer (at most N configs, sampled)")
+
+
+def _choice(key: str, value: Any, source: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise _fail(key, source, value, f"use one of {', '.join(allowed)}")
+    return value
+
+
 _VALIDATORS = {
     "enabled": _bool,
     "mode": _mode,
@@ -222,6 +258,9 @@ _VALIDATORS = {
     "label": _opt_str,
     "base_tree": _opt_str,
     "findings_per_kernel": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
+    "mark": lambda k, v, s: _mark(k, v, s),
+    "autotune": lambda k, v, s: _autotune(k, v, s),
+    "static_execute": lambda k, v, s: _choice(k, v, s, ("auto", "never")),
 }
 assert set(_VALIDATORS) == set(_KEYS)
 
@@ -412,6 +451,15 @@ ENV_NO_METRICS_CACHE = "KPERF_NO_METRICS_CACHE"  # compile workers: recompute st
 ENV_METRICS_CACHE_DIR = "KPERF_METRICS_CACHE_DIR"  # where compile workers cache static metrics
 ENV_REGION_CACHE_DIR = "KPERF_REGION_CACHE_DIR"  # Triton cache of region-instrumented builds
 ENV_WORKER_PATH = "KPERF_WORKER_PATH"  # set by the parent: sys.path entries of its compile workers
+ENV_PROGRESS = "KPERF_PROGRESS"  # static capture's progress bar: 0/false/no/off hides it
+ENV_FLEET_GPUS = "KPERF_FLEET_GPUS"  # set by the plugin: the GPUs an xdist controller hands out
+ENV_GITHUB_TOKEN = "KPERF_GITHUB_TOKEN"  # `kperf github`: the token (before GITHUB_TOKEN); never printed
+ENV_GPU_CLASS = "KPERF_GPU_CLASS"  # `kperf github`: the machine class a comment/status is for
+ENV_COMMENT_KEY = "KPERF_COMMENT_KEY"  # `kperf github`: which sticky comment (one per workflow)
+ENV_LLM_PREFIX = "KPERF_LLM_"  # `kperf agent`: its variables, all kept from candidate processes
+ENV_LLM_BASE_URL = "KPERF_LLM_BASE_URL"  # `kperf agent`: an OpenAI-compatible endpoint
+ENV_LLM_MODEL = "KPERF_LLM_MODEL"  # `kperf agent`: the model asked there
+ENV_LLM_API_KEY = "KPERF_LLM_API_KEY"  # `kperf agent`: its key (else OPENAI_API_KEY); never logged
 
 
 def env_switch(name: str) -> bool:

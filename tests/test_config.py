@@ -192,11 +192,7 @@ def test_every_kperf_variable_is_named_in_config():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and name.fullmatch(node.value):
                 readers.add(path.relative_to(root).as_posix())
-    # other work in progress owns these; once merged they read their variable through
-    # config.env_switch / env_text (ENV_NO_PREWARM, ENV_NO_METRICS_CACHE, ENV_METRICS_CACHE_DIR,
-    # ENV_WORKER_PATH, ENV_REGION_CACHE_DIR)
-    pending = {"capture/_worker.py", "capture/aot.py"}
-    assert readers <= pending, sorted(readers - pending)
+    assert not readers, sorted(readers)
 
 
 def test_project_pyproject_loads():

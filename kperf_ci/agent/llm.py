@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kperf_ci.agent.configsearch import Proposal
+from kperf_ci.config import ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
@@ -51,17 +52,17 @@ class Endpoint:
 def endpoint_from_env(env: Mapping[str, str] | None = None) -> Endpoint | None:
     """The configured endpoint, or None when ``KPERF_LLM_BASE_URL`` is unset (offline search)."""
     env = os.environ if env is None else env
-    base = env.get("KPERF_LLM_BASE_URL", "").strip()
+    base = env.get(ENV_LLM_BASE_URL, "").strip()
     if not base:
         return None
     if not base.startswith(("http://", "https://")):
         raise ValueError(
             "KPERF_LLM_BASE_URL must start with http:// or https:// (e.g. https://api.openai.com/v1)"
         )
-    model = env.get("KPERF_LLM_MODEL", "").strip()
+    model = env.get(ENV_LLM_MODEL, "").strip()
     if not model:
         raise ValueError("KPERF_LLM_BASE_URL is set but KPERF_LLM_MODEL is not; set the model name")
-    key = env.get("KPERF_LLM_API_KEY") or env.get("OPENAI_API_KEY") or ""
+    key = env.get(ENV_LLM_API_KEY) or env.get("OPENAI_API_KEY") or ""
     return Endpoint(base.rstrip("/"), model, key)
 
 

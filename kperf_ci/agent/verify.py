@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci.agent import checks
+from kperf_ci.config import ENV_HOST_SALT, ENV_LLM_PREFIX
 
 DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, connections fail at once
 #: environment variables never passed to candidate code (prefixes and names)
-SECRET_PREFIXES = ("KPERF_LLM_", "OPENAI_", "GITHUB_", "GH_", "AWS_", "HF_", "ANTHROPIC_")
-SECRET_NAMES = ("KPERF_HOST_SALT", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+SECRET_PREFIXES = (ENV_LLM_PREFIX, "OPENAI_", "GITHUB_", "GH_", "AWS_", "HF_", "ANTHROPIC_")
+SECRET_NAMES = (ENV_HOST_SALT, "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
 
 
 @dataclass

@@ -35,6 +35,18 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from kperf_ci.capture import sass
+from kperf_ci.capture.sass import arch_capability, parse_ptxas_log, static_metrics
+from kperf_ci.config import (
+    ENV_METRICS_CACHE_DIR,
+    ENV_NO_METRICS_CACHE,
+    ENV_NO_PREWARM,
+    ENV_WORKER_PATH,
+    env_switch,
+    env_text,
+)
+from kperf_ci.model import Metric
+
 # --------------------------------------------------------------------------------------------
 # stand-ins
 
@@ -147,8 +159,6 @@ def _capture_ptxas_log() -> None:
     """Keep ptxas' -v report of each fresh compile in the kernel's metadata (cached with it)."""
     from triton import knobs
     from triton.backends.nvidia.compiler import CUDABackend
-
-    from kperf_ci.capture.sass import parse_ptxas_log
 
     if getattr(CUDABackend.make_cubin, "_kperf", False):
         return
@@ -349,8 +359,6 @@ def one_line(e: BaseException) -> str:
 def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> dict[str, Any]:
     import triton
 
-    from kperf_ci.capture.sass import arch_capability, static_metrics
-
     t0 = time.perf_counter()
     if not launch.get("importable", True):
         raise ImportError(launch.get("reason") or "not importable")
@@ -391,9 +399,9 @@ def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> d
 
 
 def _metrics_cache_dir() -> str | None:
-    if os.environ.get("KPERF_NO_METRICS_CACHE"):
+    if env_switch(ENV_NO_METRICS_CACHE):
         return None
-    d = os.environ.get("KPERF_METRICS_CACHE_DIR")
+    d = env_text(ENV_METRICS_CACHE_DIR)
     if not d:
         try:
             from triton import knobs
@@ -407,7 +415,6 @@ def _metrics_cache_dir() -> str | None:
 @functools.lru_cache(maxsize=1)
 def _code_version() -> str:
     """Changes whenever the metric code changes, so cached metrics never go stale."""
-    from kperf_ci.capture import sass
 
     with open(sass.__file__, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
@@ -416,7 +423,6 @@ def _code_version() -> str:
 def _cached_static_metrics(kernel: Any, arch: str, fn: Any) -> tuple[list[Any], str, str, bool]:
     """static_metrics(), memoized on disk by the cubin/PTX/metadata it reads (warm runs skip
     cuobjdump/nvdisasm/ptxas entirely)."""
-    from kperf_ci.model import Metric
 
     md = kernel.metadata
     h = hashlib.sha256()
@@ -502,7 +508,7 @@ def main() -> int:
     os.dup2(2, 1)  # user prints go to stderr
     sys.stdout = sys.stderr
     proto = os.fdopen(proto_fd, "w", buffering=1)
-    for p in reversed([p for p in os.environ.get("KPERF_WORKER_PATH", "").split(os.pathsep) if p]):
+    for p in reversed([p for p in (env_text(ENV_WORKER_PATH) or "").split(os.pathsep) if p]):
         if p not in sys.path:
             sys.path.insert(0, p)
 
@@ -510,7 +516,7 @@ def main() -> int:
 
     triton.runtime.driver.set_active(_make_driver())
     _capture_ptxas_log()
-    if not os.environ.get("KPERF_NO_PREWARM"):
+    if not env_switch(ENV_NO_PREWARM):
         prewarm()
     proto.write(json.dumps({"ready": True, "pid": os.getpid(), "triton": triton.__version__}) + "\n")
     for line in sys.stdin:

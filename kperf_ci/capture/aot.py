@@ -18,7 +18,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
+
+from ..config import ENV_WORKER_PATH
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,7 +39,7 @@ def worker_env(cache_dir: str | None = None, paths: list[str] | tuple[str, ...] 
     env.pop("TRITON_INTERPRET", None)
     pp = [_PKG_PARENT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(pp))
-    env["KPERF_WORKER_PATH"] = os.pathsep.join(str(p) for p in paths)
+    env[ENV_WORKER_PATH] = os.pathsep.join(str(p) for p in paths)
     if cache_dir:
         env["TRITON_CACHE_DIR"] = str(cache_dir)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -223,8 +226,14 @@ class WorkerPool:
         resp["wall_s"] = round(time.perf_counter() - t0, 6)
         return resp
 
-    def map(self, requests: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, Any]]:
-        """Responses in request order."""
+    def map(
+        self,
+        requests: list[dict[str, Any]],
+        timeout: float = 120.0,
+        on_done: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Responses in request order. ``on_done(response)`` is called (from a pool thread) as
+        each request finishes: a progress display."""
         results: list[dict[str, Any] | None] = [None] * len(requests)
         if not requests:
             return []
@@ -240,6 +249,8 @@ class WorkerPool:
                 except queue.Empty:
                     return
                 results[i] = self._one(slot, requests[i], timeout)
+                if on_done is not None:
+                    on_done(results[i])
 
         try:
             if n == 1:

@@ -19,6 +19,8 @@ from typing import Any
 from ..hardware import normalize_arch
 from ..model import Metric, VariantKey, VariantResult
 from .aot import WorkerPool
+from .autotune import over_shared_limit
+from .progress import compile_progress
 from .record import LaunchSpec
 
 
@@ -82,6 +84,7 @@ def compile_variants(
     artifacts: tuple[str, ...] = ("sass", "ptx"),
     pool: WorkerPool | None = None,
     stats: list[dict[str, Any]] | None = None,
+    pruned: list[VariantResult] | None = None,
 ) -> list[VariantResult]:
     """Compile every unique recorded launch for every arch and collect static metrics.
 
@@ -92,6 +95,9 @@ def compile_variants(
     also "ttgir", "ttir", "llir"). pool: reuse an existing WorkerPool.
     stats: if given, one dict per compile request is appended (key id, arch, compile_s,
     metrics_s, wall_s, ok) -- used by the benchmarks.
+    pruned: if given, the autotune configs dropped because the target could not launch them
+    (shared memory above its limit: the autotuner skips such a config) are appended to it;
+    they are never returned, so never stored or flagged.
     """
     archs = [normalize_arch(a) for a in archs]
     groups = unique_launches(launches)
@@ -101,6 +107,7 @@ def compile_variants(
     req_index: list[int] = []  # result index for each request
     compiled: dict[tuple[str, str], int] = {}  # (identity, arch) -> request index (compile once)
     shared_from: dict[int, int] = {}  # result index -> request index
+    autotuned: set[int] = set()  # result indices of autotune configs
 
     for ls, tags in groups:
         for arch in archs:
@@ -108,6 +115,8 @@ def compile_variants(
             res = VariantResult(key=key, tags=list(tags), thresholds=dict(ls.thresholds or {}))
             idx = len(results)
             results.append(res)
+            if ls.autotune:
+                autotuned.add(idx)
             if not ls.importable:
                 res.error = ls.reason or "not importable: define the kernel at module level"
                 continue
@@ -128,7 +137,8 @@ def compile_variants(
         if own:
             pool = WorkerPool(jobs, cache_dir=cache_dir, paths=paths)
         try:
-            responses = pool.map(requests, timeout=timeout)
+            with compile_progress(len(requests)) as bar:
+                responses = pool.map(requests, timeout=timeout, on_done=bar.advance)
         finally:
             if own:
                 pool.close()
@@ -149,7 +159,17 @@ def compile_variants(
                         "error": resp.get("error"),
                     }
                 )
-    return results
+    if not autotuned:
+        return results
+    kept = []
+    for idx, res in enumerate(results):
+        shared = next((m.value for m in res.metrics if m.name == "shared_bytes"), None)
+        if idx in autotuned and over_shared_limit(shared, res.key.arch):
+            if pruned is not None:
+                pruned.append(res)
+            continue
+        kept.append(res)
+    return kept
 
 
 def _fill(res: VariantResult, resp: dict[str, Any]) -> None:

@@ -62,7 +62,7 @@ def compare_cmd(
             f"{settings.baseline}: baseline does not exist; create it with "
             f"`kperf baseline update --db RUN.db --baseline {settings.baseline}`"
         )
-    base = read_run(settings.baseline, base_run)  # rows that do not decode: exit 2, not a crash
+    base = read_run(settings.baseline, base_run, baseline=True)  # bad rows: exit 2, not a crash
     cur = read_run(settings.db, run_id)
     if base.info.run_id == cur.info.run_id and store.same_database(settings.baseline, settings.db):
         raise KperfError(

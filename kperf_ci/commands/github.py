@@ -19,6 +19,7 @@ import click
 
 from kperf_ci.commands import KperfError, user_errors
 from kperf_ci.commands import github_body as bodies
+from kperf_ci.config import ENV_COMMENT_KEY, ENV_GPU_CLASS
 from kperf_ci.github import client as ghc
 from kperf_ci.github import comment as sticky
 from kperf_ci.github import history, labels, pulls, status
@@ -52,7 +53,7 @@ def _class_opt(fn: F) -> F:
     return click.option(
         "--class",
         "gpu_class",
-        default=lambda: os.environ.get("KPERF_GPU_CLASS") or "default",
+        default=lambda: os.environ.get(ENV_GPU_CLASS) or "default",
         show_default="$KPERF_GPU_CLASS or default",
         help="machine class (runner label such as h100): one comment, status and history per class",
     )(fn)
@@ -133,7 +134,7 @@ def github_group() -> None:
 @click.option("--expect-head-sha", help="refuse unless the PR is at this commit (fork-safe workflow_run job)")
 @click.option(
     "--workflow",
-    default=lambda: os.environ.get("KPERF_COMMENT_KEY") or "kperf",
+    default=lambda: os.environ.get(ENV_COMMENT_KEY) or "kperf",
     show_default="$KPERF_COMMENT_KEY or kperf",
     help="key of the sticky comment (one comment per key and class)",
 )

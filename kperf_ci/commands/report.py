@@ -162,7 +162,9 @@ def load_pair(
     src = src or db
     if base_run:
         return current, read_run(src, base_run, artifacts=artifacts), src
-    candidates = [r for r in read_runs(src) if r.run_id != current.info.run_id]
+    # an empty run (nothing measured) is never the implicit baseline
+    empty = {rid for rid, status in store.run_statuses(src).items() if status == store.EMPTY}
+    candidates = [r for r in read_runs(src) if r.run_id != current.info.run_id and r.run_id not in empty]
     if src == db:  # only earlier runs of the same file
         candidates = [r for r in candidates if r.started_at <= current.info.started_at]
     if not candidates:

@@ -23,9 +23,11 @@ from typing import Any, TypeVar
 import github3
 from github3 import exceptions as gh_exc
 
+from kperf_ci.config import ENV_GITHUB_TOKEN
+
 T = TypeVar("T")
 
-TOKEN_VARS = ("KPERF_GITHUB_TOKEN", "GITHUB_TOKEN")
+TOKEN_VARS = (ENV_GITHUB_TOKEN, "GITHUB_TOKEN")
 DEFAULT_API = "https://api.github.com"
 ATTEMPTS = 5
 BACKOFF_S = 1.0  # first wait after a 5xx; doubles per attempt

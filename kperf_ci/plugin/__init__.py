@@ -83,8 +83,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.pluginmanager.register(InterruptWatch(session), "kperf-interrupt-watch")
     # Per-test hooks exist only in an enabled session: a disabled plugin adds no call per test.
+    from kperf_ci.plugin.capture_outcome import StaticCapture
     from kperf_ci.plugin.hooks import ActiveHooks
 
+    if session.mode == "static":  # fake CUDA tensors, per-test capture outcome
+        config.pluginmanager.register(StaticCapture(session), "kperf-static-capture")
     config.pluginmanager.register(ActiveHooks(session), "kperf-session")
     if hasattr(config, "workerinput") or not session.settings.save:
         return

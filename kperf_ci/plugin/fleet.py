@@ -25,7 +25,9 @@ from collections.abc import MutableMapping
 
 import pytest
 
-ENV_GPUS = "KPERF_FLEET_GPUS"
+from kperf_ci.config import ENV_FLEET_GPUS
+
+ENV_GPUS = ENV_FLEET_GPUS
 
 
 def parse_shard(value: str) -> tuple[int, int]:

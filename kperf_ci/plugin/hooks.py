@@ -9,7 +9,7 @@ import pytest
 
 from kperf_ci.plugin import MARKER_KEY
 from kperf_ci.plugin.finish import finish_session, merge_worker_output, worker_output
-from kperf_ci.plugin.marker import MarkerError, parse_marker
+from kperf_ci.plugin.marker import MarkerError, marker_for
 from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession
 from kperf_ci.report.terminal import write_summary
 
@@ -33,7 +33,7 @@ class ActiveHooks:
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         try:
-            marker = parse_marker(item)
+            marker = marker_for(item, getattr(self.session.settings, "mark", None))  # --kperf-all
         except MarkerError as e:
             pytest.fail(str(e), pytrace=False)
         if marker is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -126,3 +127,31 @@ def _strings(value: Any, what: str, example: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
         raise MarkerError(f"{what} must be a string or a list of strings such as {example}, got {value!r}")
     return tuple(value)
+
+
+def mark_matches(item: pytest.Item, mark: str | list[str] | tuple[str, ...] | None) -> bool:
+    """Whether the ``mark`` setting (``--kperf-all`` / ``[tool.kperf] mark``) marks this test:
+    "all", or a glob matching its node id ("tests/test_x.py::test_y[a-b]") or its file path
+    relative to the rootdir ("tests/ops/test_x.py"). Parameter ids hold "[" and "]", which
+    fnmatch reads as a character class, so a glob is also tried against the id with them escaped."""
+    if not mark:
+        return False
+    if mark == "all":
+        return True
+    nodeid = item.nodeid
+    path = nodeid.split("::", 1)[0]
+    for pattern in mark:
+        if fnmatch.fnmatchcase(nodeid, pattern) or fnmatch.fnmatchcase(path, pattern):
+            return True
+        if pattern == nodeid:
+            return True
+    return False
+
+
+def marker_for(item: pytest.Item, mark: str | list[str] | tuple[str, ...] | None) -> KperfMarker | None:
+    """The test's merged kperf marker; a default one (as ``@pytest.mark.kperf``) when only the
+    ``mark`` setting selects it; None when it is not marked."""
+    marker = parse_marker(item)
+    if marker is None and mark_matches(item, mark):
+        marker = KperfMarker(name=default_name(item))
+    return marker

@@ -76,6 +76,27 @@ def addoption(parser: pytest.Parser) -> None:
         help="checkout of the base revision: time each kernel A/B against it in this job (kperf ab)",
     )
     group.addoption("--kperf-label", default=None, help="label stored with the run (e.g. base/head)")
+    group.addoption(
+        "--kperf-all",
+        dest="kperf_mark",
+        action="store_const",
+        const="all",
+        default=None,
+        help="treat every test as marked @pytest.mark.kperf (an existing suite, unedited)",
+    )
+    group.addoption(
+        "--kperf-mark",
+        dest="kperf_mark",
+        default=None,
+        metavar="GLOBS",
+        help="treat tests whose node id or path matches one of these comma-separated globs as marked",
+    )
+    group.addoption(
+        "--kperf-autotune",
+        default=None,
+        metavar="all|chosen|N",
+        help="static mode, autotuned kernels: all configs, the chosen one, or at most N (default 8, sampled)",
+    )
 
 
 def cli_overrides(config: pytest.Config) -> dict[str, Any]:
@@ -90,6 +111,8 @@ def cli_overrides(config: pytest.Config) -> dict[str, Any]:
         "kperf_jobs": "jobs",
         "kperf_label": "label",
         "kperf_base_tree": "base_tree",
+        "kperf_mark": "mark",
+        "kperf_autotune": "autotune",
     }
     out: dict[str, Any] = {}
     for opt, key in names.items():

@@ -87,7 +87,7 @@ class KperfSession:
         run_id = workerinput["kperf_run_id"] if workerinput else uuid.uuid4().hex[:12]
         self = cls(config=config, settings=settings, mode=mode, run_id=run_id, is_worker=bool(workerinput))
         if mode == "static":
-            self.recorder = LaunchRecorder()
+            self.recorder = LaunchRecorder(execute=settings.static_execute, autotune=settings.autotune)
         if mode == "gpu" and settings.replay_copy_mb > 0 and settings.replay_launches > 0:
             self.copier = LaunchCopier(ReplayLimits.from_settings(settings))
         return self
@@ -282,7 +282,7 @@ class KperfSession:
             )
             return
         current = store.load_run(self.saved_to, self.run_id)
-        base = store.load_run(str(base_path))
+        base = store.load_run(str(base_path), baseline=True)
         if base.skipped:
             ids = ", ".join(f"{rid} ({status})" for rid, status in base.skipped)
             self.warn("<baseline>", f"{base_path}: passed over incomplete run(s) {ids}")

@@ -196,12 +196,13 @@ def _info(row: dict) -> RunInfo:
 
 
 def _resolve_run_id(
-    db: sqlite_utils.Database, path: Path, run_id: str | None, label: str | None
+    db: sqlite_utils.Database, path: Path, run_id: str | None, label: str | None, skip_empty: bool = False
 ) -> tuple[str, str, list[tuple[str, str]]]:
     """(run id, its status, newer incomplete runs passed over as [(id, status)]).
 
     An id (or unique prefix) picks that run whatever its status; without one, the latest run
-    that is not incomplete (still running or interrupted) is picked."""
+    that is not incomplete (still running or interrupted) is picked, and with ``skip_empty``
+    (a baseline) not empty either: a run that measured nothing judges nothing."""
     where, params = [], []
     if run_id is not None:
         where.append("(run_id = ? OR run_id LIKE ? ESCAPE '\\')")
@@ -231,13 +232,14 @@ def _resolve_run_id(
         return rid, status, []
     skipped = []
     for rid, status in rows:
-        if status not in INCOMPLETE:
+        if status not in INCOMPLETE and not (skip_empty and status == EMPTY):
             return rid, status, skipped
         skipped.append((rid, status))
     listed = ", ".join(f"{rid} ({status})" for rid, status in skipped[:3])
     raise RunNotFoundError(
         path,
-        f"no complete run{' with ' + what if what else ''} in this database, only incomplete ones: {listed}",
+        f"no complete run{' with ' + what if what else ''} in this database, only "
+        f"{'incomplete or empty' if skip_empty else 'incomplete'} ones: {listed}",
         "run the tests to the end, or name an incomplete run explicitly with its id",
     )
 
@@ -251,16 +253,17 @@ def load_run(
     *,
     label: str | None = None,
     artifacts: bool | Collection[str] = False,
+    baseline: bool = False,
 ) -> RunRecord:
     """Read one run: by id (a unique prefix is enough), whatever its status; else the latest
     (by started_at) complete or empty one, optionally the latest with ``label`` -- runs still
     ``running`` or ``interrupted`` are passed over then, and listed in ``RunRecord.skipped``.
     Artifacts (blobs) are loaded only when asked: ``True`` for all, or a collection of names
     for just those (e.g. a report that needs the small ``findings`` artifact but not every
-    SASS listing)."""
+    SASS listing). ``baseline``: the latest run is also never an ``empty`` one."""
     p = Path(path)
     with _opened(p) as db:
-        rid, status, skipped = _resolve_run_id(db, p, run_id, label)
+        rid, status, skipped = _resolve_run_id(db, p, run_id, label, skip_empty=baseline)
         info = _info(next(db.query("SELECT * FROM runs WHERE run_id = ?", [rid])))
         results: dict[str, VariantResult] = {}
         conn = db.conn

@@ -42,6 +42,9 @@ def fleet_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyt
     pytester.makepyfile(test_fleet_plain="def test_plain():\n    pass\n")
     monkeypatch.setenv("FLEET_OUT", str(pytester.path / "seen"))
     monkeypatch.delenv(fleet.ENV_GPUS, raising=False)
+    # when this suite itself runs under xdist, the inner pytest must not think it is a worker
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     return pytester
 
 

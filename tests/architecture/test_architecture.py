@@ -1,0 +1,107 @@
+"""The package's shape, checked: import rules between the stages (import-linter contract in
+pyproject.toml, drawn in docs/ARCHITECTURE.md), project modules imported at module level, and
+small modules."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "kperf_ci"
+
+#: Function-level imports of project modules that are there on purpose, and why.
+DEFERRED_IMPORTS = {
+    # pytest loads the plugin in every session of every project that has kperf-ci installed,
+    # kperf enabled or not: the session, store and hooks are imported only once kperf is on
+    # (benchmarks/results/plugin_overhead.md measures the disabled plugin's cost)
+    "plugin/__init__.py",
+}
+MAX_MODULE_LINES = 460
+
+
+def _function_level_project_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            where = f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("kperf_ci")
+            ):
+                found.append(f"{where} from {'.' * node.level}{node.module}")
+            elif isinstance(node, ast.Import) and any(a.name.startswith("kperf_ci") for a in node.names):
+                found.append(f"{where} import kperf_ci...")
+    return found
+
+
+def test_no_function_level_imports_of_project_modules():
+    found = [
+        hit
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p.relative_to(PACKAGE).as_posix() not in DEFERRED_IMPORTS
+        for hit in _function_level_project_imports(p)
+    ]
+    why = "import project modules at module level (or justify in DEFERRED_IMPORTS):\n"
+    assert not found, why + "\n".join(found)
+
+
+def test_the_check_sees_a_function_level_import(tmp_path):
+    mod = tmp_path / "kperf_ci" / "x.py"
+    mod.parent.mkdir()
+    mod.write_text("def f():\n    from kperf_ci import store\n    from .model import Metric\n")
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "kperf_ci"
+    try:
+        assert len(_function_level_project_imports(mod)) == 2
+    finally:
+        PACKAGE = saved
+
+
+def test_modules_stay_small():
+    big = {
+        p.relative_to(PACKAGE).as_posix(): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not big, f"split these by their seams (over {MAX_MODULE_LINES} lines): {big}"
+
+
+def _lint_imports() -> str:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.fail("import-linter is not installed (it is in the test extra: pip install -e '.[test]')")
+    return exe
+
+
+def test_import_rules_hold():
+    proc = subprocess.run(
+        [_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "1 kept, 0 broken" in proc.stdout
+
+
+def test_import_rules_catch_a_violation(tmp_path):
+    """A copy of the package where the store imports the report must break the contract."""
+    shutil.copytree(PACKAGE, tmp_path / "kperf_ci", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    bad = tmp_path / "kperf_ci" / "store" / "blobs.py"
+    bad.write_text(bad.read_text() + "\nfrom kperf_ci.report import safe_text  # noqa\n")
+    proc = subprocess.run(
+        [_lint_imports(), "--no-cache"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(tmp_path), "PATH": str(Path(sys.executable).parent)},
+    )
+    assert proc.returncode != 0
+    assert "kperf_ci.store is not allowed to import kperf_ci.report" in proc.stdout
