@@ -29,8 +29,8 @@ from kperf_ci.judge.plausibility import Plausibility
 from kperf_ci.judge.stats import compare_samples
 from kperf_ci.model import Metric, RunRecord, VariantResult
 from kperf_ci.prcheck.document import ABReport
+from kperf_ci.report.build import build_report
 from kperf_ci.report.markdown import render_markdown
-from kperf_ci.report.view import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_DB = ROOT / "tests/data/gpu/h100_examples.db"
