@@ -177,7 +177,7 @@ def build_report(
     generated_at: str | None = None,
     findings_per_kernel: int = DEFAULT_PER_KERNEL,
 ) -> Report:
-    """Join the two runs by variant and apply the comparison (``kperf_ci.judge.compare.Comparison``).
+    """Join the two runs by variant and apply the comparison (``kperf_ci.judge.comparison.Comparison``).
 
     Without a comparison every metric still gets its direction of change and a variant's verdict
     follows its time.median (no statistics, no gate): enough for a look, not for CI.

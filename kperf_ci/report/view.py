@@ -166,7 +166,7 @@ class Report:
     #: blob(side, variant_id, name) -> the stored bytes of a binary artifact ("baseline"/"current")
     blob: BlobFn | None = None
     notes: list[str] = field(default_factory=list)  # global remarks (e.g. missing baseline)
-    #: the comparison's status ("compared" / "no comparable baseline"; compare.Comparison.status)
+    #: the comparison's status ("compared" / "no comparable baseline"; comparison.Comparison.status)
     #: and its line; None without a comparison
     comparison_status: str | None = None
     comparison_line: str = ""
