@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from conftest import make_info, make_result
 
-from kperf_ci.judge.compare import ThresholdPolicy, compare_runs, compare_timing
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.policy import ThresholdPolicy, compare_timing, gated
 from kperf_ci.model import Fingerprint, RunInfo, RunRecord
 
 
@@ -247,8 +248,6 @@ def test_fingerprint_none_gpu_for_static_runs():
 
 
 def test_marker_metrics_selection_limits_what_gates():
-    from kperf_ci.judge.compare import gated
-
     assert gated("time.median", ["time"]) and gated("registers", None)
     assert not gated("registers", ["spills", "time"])
     base = RunRecord(make_info(), [make_result(registers=32, spills=0)])

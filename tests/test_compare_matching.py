@@ -14,12 +14,11 @@ from conftest import make_info, make_result
 
 from kperf_ci import store
 from kperf_ci.cli import main
-from kperf_ci.judge.compare import (
-    COMPARED,
-    NO_COMPARABLE_BASELINE,
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.comparison import COMPARED, NO_COMPARABLE_BASELINE
+from kperf_ci.judge.matching import (
     _match,
     arch_class,
-    compare_runs,
     describe_key_change,
     match_variants,
     parse_config,

@@ -21,16 +21,17 @@ from kperf_ci.capture import sass
 from kperf_ci.capture.interleaved import ABResult
 from kperf_ci.capture.timing import TimingResult
 from kperf_ci.cli import main
-from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.gate import GatePolicy, gate_against_run, gate_history
 from kperf_ci.judge.launch_diff import LaunchChange, launch_changes, static_regressions
 from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
 from kperf_ci.judge.plausibility import Plausibility
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.stats import compare_samples
 from kperf_ci.model import Metric, RunRecord, VariantResult
 from kperf_ci.prcheck.document import ABReport
+from kperf_ci.report.build import build_report
 from kperf_ci.report.markdown import render_markdown
-from kperf_ci.report.view import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_DB = ROOT / "tests/data/gpu/h100_examples.db"

@@ -1,4 +1,4 @@
-"""Kernel replay (kperf_ci.capture.replay + kperf_ci.measure.replay) on a CPU: real kernels run
+"""Kernel replay (kperf_ci.capture.replay + kperf_ci.measure_replay.replay) on a CPU: real kernels run
 by Triton's interpreter through the replay path; only the device side is faked (the timing
 backend's events and clocks, the launch hook the interpreter lacks, the instrumented launch)."""
 
@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from kperf_ci import measure  # noqa: E402
+from kperf_ci import measure, measure_replay  # noqa: E402
 from kperf_ci.capture import gpu  # noqa: E402
 from kperf_ci.capture.replay import MIB, LaunchCopier, ReplayDevice, ReplayLimits  # noqa: E402
 
@@ -118,7 +118,7 @@ def test_replay_leaves_the_tests_results_unchanged(kernels):
     assert x_copy.data_ptr() != x.data_ptr() and out_copy.data_ptr() != out.data_ptr()
 
     calls: list[str] = []
-    m = measure.replay(request(), copier, fake_device(calls))
+    m = measure_replay.replay(request(), copier, fake_device(calls))
 
     # replayed many times (first call, warm-up, samples) on the copies: they moved, the test's did not
     assert calls.count("double_inplace") == 1 and calls.count("atomic_sum") == 1
@@ -145,7 +145,7 @@ def test_identical_launches_are_replayed_once(kernels):
             kernels.double_inplace[(1,)](t, 64, BLOCK=64)
         kernels.double_inplace[(2,)](torch.ones(128), 128, BLOCK=64)  # another shape: replayed too
     assert [launch.count for launch in copier.launches] == [3, 1]
-    assert measure.replay_names("norm", copier.launches) == ["norm", "norm#2"]
+    assert measure_replay.replay_names("norm", copier.launches) == ["norm", "norm#2"]
 
 
 def test_copies_keep_layout_and_aliasing(kernels):
@@ -170,7 +170,7 @@ def test_limits_bite_and_are_reported(kernels):
         for _ in range(3):  # over the launch limit, three times the same launch: one left out
             kernels.double_inplace[(1,)](torch.ones(32), 32, BLOCK=64)
     assert copier.left_out == {"launches": 1}
-    m = measure.replay(request(), copier, fake_device([]))
+    m = measure_replay.replay(request(), copier, fake_device([]))
     assert len(m.variants) == 1
     (line,) = [w for _, w in m.warnings if w.startswith("replay:")]
     assert "1 launch(es) not replayed" in line and "replay_launches" in line
@@ -185,7 +185,7 @@ def test_limits_bite_and_are_reported(kernels):
     with copier.capturing():
         run_test_body(kernels, torch.ones(64), torch.zeros(1))
     ticks = iter([0.0, 0.0, 10.0])  # start, before the first launch, before the second
-    m = measure.replay(request(), copier, fake_device([]), clock=lambda: next(ticks))
+    m = measure_replay.replay(request(), copier, fake_device([]), clock=lambda: next(ticks))
     assert [v.key.kernel for v in m.variants] == ["norm/double_inplace"]
     assert any("1 launch(es) not replayed: the seconds limit" in w for _, w in m.warnings)
 
@@ -210,7 +210,7 @@ def test_a_launch_that_fails_to_replay_is_reported_and_the_rest_measured(kernels
     with copier.capturing():
         run_test_body(kernels, torch.ones(64), torch.zeros(1))
     copier.launches[0].args = ()  # the relaunch raises (missing arguments)
-    m = measure.replay(request(), copier, fake_device([]))
+    m = measure_replay.replay(request(), copier, fake_device([]))
     assert [v.key.kernel for v in m.variants] == ["norm/atomic_sum"]
     assert any(w.startswith("replay of double_inplace failed") for _, w in m.warnings)
 

@@ -100,7 +100,7 @@ def test_replayed_timing_agrees_with_kperf_bench() -> None:
     import triton
     import triton.language as tl
 
-    from kperf_ci import measure
+    from kperf_ci import measure, measure_replay
     from kperf_ci.capture.replay import LaunchCopier, ReplayDevice
 
     @triton.jit
@@ -125,7 +125,7 @@ def test_replayed_timing_agrees_with_kperf_bench() -> None:
         copier = LaunchCopier()
         with copier.capturing():
             launch()
-        m = measure.replay(req, copier, ReplayDevice.cuda())
+        m = measure_replay.replay(req, copier, ReplayDevice.cuda())
         (v,) = m.variants
         return {mm.name: mm.value for mm in v.metrics}["time.median"]
 

@@ -27,8 +27,8 @@ from kperf_ci.cli import main
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.model import RunRecord
 from kperf_ci.report import build_report, render_markdown, render_summary
+from kperf_ci.report.build import load_findings
 from kperf_ci.report.markdown import MAX_FINDINGS
-from kperf_ci.report.view import load_findings
 
 HOSTILE = "<script>alert('finding')</script>"
 HOSTILE_SUGGESTION = "<img src=x onerror=alert(2)> | *not bold* @octocat"

@@ -17,7 +17,7 @@ from kperf_ci.cli import main
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.model import Fingerprint, Metric, RunRecord
 from kperf_ci.report import build_report, plots, write_site
-from kperf_ci.report.html import asm_diff, region_segments
+from kperf_ci.report.kernel_page import _timeline, asm_diff, gantt_lanes, region_segments
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -251,8 +251,6 @@ def test_cli_bad_database_is_one_line(tmp_path):
 
 
 def test_timelines_json_npz_and_broken():
-    from kperf_ci.report.html import _timeline, gantt_lanes
-
     bases, cur = synthetic_runs(4)
     report = build_report(cur, bases[-1])
     r = cur.results[0]

@@ -7,7 +7,8 @@ import math
 import pytest
 from conftest import make_info, make_result
 
-from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.model import Metric, RunRecord
 from kperf_ci.units import MISSING, fmt_ci, fmt_number, fmt_rel, fmt_value
 

@@ -7,7 +7,9 @@ import json
 import click
 
 from kperf_ci import store
-from kperf_ci.judge.compare import COMPARED, ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.comparison import COMPARED
+from kperf_ci.judge.policy import ThresholdPolicy
 
 # the table lives with the plugin's summary, which prints it too
 from kperf_ci.report.terminal import print_table

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from kperf_ci.config import _load_toml
-from kperf_ci.judge.compare import ThresholdPolicy
 from kperf_ci.judge.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.report.safe_text import terminal_safe
 
 from . import KperfError, load_settings, read_run, read_runs, user_errors

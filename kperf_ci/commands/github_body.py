@@ -16,7 +16,8 @@ from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
 from kperf_ci.commands import KperfError, bulk_objects, load_settings
 from kperf_ci.commands.report import blob_reader, load_pair
-from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report import ab as ab_report
 from kperf_ci.report import build_report, render_markdown

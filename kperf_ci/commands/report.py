@@ -11,7 +11,8 @@ import click
 
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
-from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.report import build_report, render_markdown, render_summary, write_site
 
 from . import KperfError, bulk_objects, load_settings, read_run, read_runs, user_errors

@@ -10,12 +10,13 @@ import click
 
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT, capped, flagged, ranked
-from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.group import KernelIndex, plural
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.model import RunInfo, RunRecord, VariantResult
+from kperf_ci.report.build import load_findings
 from kperf_ci.report.safe_text import rich_safe, terminal_safe
 from kperf_ci.report.terminal import variant_labels, verdict_line
-from kperf_ci.report.view import load_findings
 
 from . import KperfError, console, fmt_value, load_settings, read_run, read_runs, user_errors
 

@@ -37,7 +37,8 @@ from kperf_ci.judge.changepoint import (
     noise_model,
     regime_ratios,
 )
-from kperf_ci.judge.compare import ThresholdPolicy, compare_runs
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.stats import compare_samples
 from kperf_ci.metrics import DEFAULT_THRESHOLDS, is_regression
 from kperf_ci.model import RunInfo, RunRecord, VariantKey, VariantResult

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kperf_ci.judge.compare import _match, _static_change, parse_config
+from kperf_ci.judge.compare import _static_change
+from kperf_ci.judge.matching import _match, parse_config
 from kperf_ci.metrics import MOVED_METRICS, metric, unit_of
 from kperf_ci.model import VariantKey, VariantResult
 from kperf_ci.units import fmt_value

@@ -1,13 +1,14 @@
 """GPU mode of the plugin: `kperf.bench` calls, and kernel replay of the launches a marked test
 made without it. The test's marker and parameters become a :class:`kperf_ci.measure.Request`,
-:mod:`kperf_ci.measure` measures, and what it produced is handed to the session."""
+:mod:`kperf_ci.measure` (a callable) or :mod:`kperf_ci.measure_replay` (the test's launches)
+measures, and what it produced is handed to the session."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kperf_ci import measure
+from kperf_ci import measure, measure_replay
 from kperf_ci.capture.replay import LaunchCopier, ReplayDevice
 from kperf_ci.model import VariantResult
 
@@ -75,6 +76,6 @@ def replay_on_gpu(
     ks: KperfSession, item: pytest.Item, marker: KperfMarker, copier: LaunchCopier
 ) -> list[VariantResult]:
     """Each distinct launch the test made, replayed on copies of its arguments and measured."""
-    m = measure.replay(request_for(ks, item, marker), copier, ReplayDevice.cuda())
+    m = measure_replay.replay(request_for(ks, item, marker), copier, ReplayDevice.cuda())
     keep(ks, m)
     return m.variants

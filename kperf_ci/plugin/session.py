@@ -20,7 +20,8 @@ from kperf_ci.capture.record import LaunchRecorder
 from kperf_ci.capture.replay import LaunchCopier, ReplayLimits
 from kperf_ci.capture.static import compile_variants
 from kperf_ci.fingerprint import git_info, machine_fingerprint
-from kperf_ci.judge import compare
+from kperf_ci.judge.compare import compare_runs
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.model import Metric, RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker
@@ -297,8 +298,8 @@ class KperfSession:
             return
         if not current.results:
             self.warn("<baseline>", f"run {self.run_id} holds no variants: nothing was compared")
-        policy = compare.ThresholdPolicy.from_settings(self.settings)
-        self.comparison = compare.compare_runs(base, current, policy)
+        policy = ThresholdPolicy.from_settings(self.settings)
+        self.comparison = compare_runs(base, current, policy)
 
 
 def _name_per_kernel(launches: list[Any]) -> list[Any]:

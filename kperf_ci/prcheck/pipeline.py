@@ -15,8 +15,8 @@ from kperf_ci import store
 from kperf_ci.capture.base_tree import ABError, materialize, repo_root, resolve_rev
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
-from kperf_ci.judge.compare import ThresholdPolicy
 from kperf_ci.judge.launch_diff import static_regressions
+from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows, timed_line

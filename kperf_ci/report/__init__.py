@@ -14,9 +14,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .build import build_report
     from .html import write_site
     from .markdown import render_markdown, render_summary
-    from .view import MetricRow, Report, VariantView, build_report
+    from .view import MetricRow, Report, VariantView
 
 _WHERE = {
     "write_site": "html",
@@ -25,7 +26,7 @@ _WHERE = {
     "MetricRow": "view",
     "Report": "view",
     "VariantView": "view",
-    "build_report": "view",
+    "build_report": "build",
 }
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
-from kperf_ci.judge.compare import COMPARED
+from kperf_ci.judge.comparison import COMPARED
 from kperf_ci.judge.group import count_words, plural
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
