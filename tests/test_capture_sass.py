@@ -146,13 +146,13 @@ COMPILE = r"""
 import json, sys, os
 sys.path.insert(0, sys.argv[2])
 import triton
-from kperf_ci.capture import _worker
-triton.runtime.driver.set_active(_worker._make_driver())
-_worker._capture_ptxas_log()
+from kperf_ci.capture import _standins
+triton.runtime.driver.set_active(_standins._make_driver())
+_standins._capture_ptxas_log()
 import kernels
 from triton import language as tl
 out = sys.argv[1]
-S = _worker.StandInTensor
+S = _standins.StandInTensor
 drv = triton.runtime.driver.active
 for cc in (80, 90):
     drv.cc = cc

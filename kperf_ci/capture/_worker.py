@@ -20,12 +20,10 @@ and stand-in tensors (``.dtype`` + ``.data_ptr()``) reproduce the recorded speci
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib
 import importlib.util
-import io
 import json
 import os
 import re
@@ -36,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci.capture import sass
-from kperf_ci.capture.sass import arch_capability, parse_ptxas_log, static_metrics
+from kperf_ci.capture._standins import StandInTensor, _capture_ptxas_log, _make_driver
+from kperf_ci.capture.sass import arch_capability, static_metrics
 from kperf_ci.config import (
     ENV_METRICS_CACHE_DIR,
     ENV_NO_METRICS_CACHE,
@@ -46,144 +45,6 @@ from kperf_ci.config import (
     env_text,
 )
 from kperf_ci.model import Metric
-
-# --------------------------------------------------------------------------------------------
-# stand-ins
-
-
-class StandInTensor:
-    """What Triton's specialization needs of a tensor argument: a dtype and an address."""
-
-    def __init__(self, dtype: Any, aligned: bool = True) -> None:
-        self.dtype = dtype
-        self._ptr = 256 if aligned else 8
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-    def __repr__(self) -> str:
-        return f"StandInTensor({self.dtype}, ptr={self._ptr})"
-
-
-# Device properties by capability, for user modules that query them at import time (the Triton
-# tutorials do: driver.active.utils.get_device_properties(...)). Representative parts.
-_DEVICE_PROPERTIES = {
-    80: {"multiprocessor_count": 108, "max_shared_mem": 166912, "max_num_regs": 65536},  # A100
-    86: {"multiprocessor_count": 84, "max_shared_mem": 101376, "max_num_regs": 65536},  # A10/3090
-    89: {"multiprocessor_count": 142, "max_shared_mem": 101376, "max_num_regs": 65536},  # L40S
-    90: {"multiprocessor_count": 132, "max_shared_mem": 232448, "max_num_regs": 65536},  # H100 SXM
-    100: {"multiprocessor_count": 148, "max_shared_mem": 232448, "max_num_regs": 65536},  # B200
-    120: {"multiprocessor_count": 170, "max_shared_mem": 101376, "max_num_regs": 65536},  # RTX 5090
-}
-
-
-def device_properties(cc: int) -> dict[str, int]:
-    known = [c for c in sorted(_DEVICE_PROPERTIES) if c <= cc] or [80]
-    props = dict(_DEVICE_PROPERTIES.get(cc) or _DEVICE_PROPERTIES[known[-1]])
-    props.update(
-        {"warpSize": 32, "sm_clock_rate": 1_755_000, "mem_clock_rate": 2_619_000, "mem_bus_width": 5120}
-    )
-    return props
-
-
-def _make_driver():
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.driver import DriverBase
-
-    class _Utils:
-        def __init__(self, drv: Any) -> None:
-            self._drv = drv
-
-        def get_device_properties(self, device: Any = None) -> dict[str, int]:
-            return device_properties(self._drv.cc)
-
-    class StaticDriver(DriverBase):
-        """Reports a chosen CUDA target; the device index is the capability, so that each
-        JITFunction keeps one binder (and kernel cache) per target."""
-
-        cc = 90
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.utils = _Utils(self)
-
-        @classmethod
-        def is_active(cls) -> bool:
-            return False
-
-        def map_python_to_cpp_type(self, ty: str) -> str:
-            from triton.backends.nvidia.driver import ty_to_cpp
-
-            return ty_to_cpp(ty)
-
-        def get_current_target(self):
-            return GPUTarget("cuda", self.cc, 32)
-
-        def get_current_device(self) -> int:
-            return self.cc
-
-        def set_current_device(self, device: int) -> None:
-            pass
-
-        def get_current_stream(self, device: int | None = None) -> int:
-            return 0
-
-        def get_active_torch_device(self):
-            try:
-                import torch
-
-                return torch.device("cpu")
-            except ImportError:
-                return "cpu"
-
-        def get_device_interface(self):
-            return None
-
-        def get_benchmarker(self):
-            def bench(kernel_call, quantiles=None, **kwargs):
-                kernel_call()
-                return [0.0] * len(quantiles) if quantiles else 0.0
-
-            return bench
-
-        def get_empty_cache_for_benchmark(self):
-            return None
-
-        def clear_cache(self, cache) -> None:
-            pass
-
-    return StaticDriver()
-
-
-def _capture_ptxas_log() -> None:
-    """Keep ptxas' -v report of each fresh compile in the kernel's metadata (cached with it)."""
-    from triton import knobs
-    from triton.backends.nvidia.compiler import CUDABackend
-
-    if getattr(CUDABackend.make_cubin, "_kperf", False):
-        return
-    orig = CUDABackend.make_cubin
-
-    def make_cubin(self, src, metadata, opt, capability):
-        buf = io.StringIO()
-        old = knobs.nvidia.dump_ptxas_log
-        knobs.nvidia.dump_ptxas_log = True
-        try:
-            with contextlib.redirect_stdout(buf):
-                cubin = orig(self, src, metadata, opt, capability)
-        except BaseException:
-            sys.stderr.write(buf.getvalue()[-4000:])
-            raise
-        finally:
-            knobs.nvidia.dump_ptxas_log = old
-        info = parse_ptxas_log(buf.getvalue())
-        if info:
-            metadata["kperf_ptxas"] = info
-        return cubin
-
-    make_cubin._kperf = True
-    CUDABackend.make_cubin = make_cubin
-
 
 # --------------------------------------------------------------------------------------------
 # importing kernels
