@@ -38,7 +38,10 @@ def run_ab(repo: Path, db: Path) -> tuple[int, float]:
     p = subprocess.run(
         [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--db", str(db), "-k", "plant"],
         cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
         capture_output=True,
         text=True,
     )

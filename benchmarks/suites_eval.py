@@ -407,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
         data = {}  # results of another commit are not merged
     data["commit"] = commit
     chunk = a.chunk if a.chunk is not None else (12 if a.mode == "cpu" else 0)
+    for key in ("chunk", "timeout"):  # a json of the first CPU run held one number for both
+        if not isinstance(data.get(key), dict):
+            data[key] = {} if data.get(key) is None else {"cpu": data[key]}
     data.setdefault("chunk", {})[a.mode] = chunk
     data.setdefault("timeout", {})[a.mode] = timeout
     files = test_files(liger, a.files)
