@@ -97,7 +97,8 @@ def compile_variants(
     metrics_s, wall_s, ok) -- used by the benchmarks.
     pruned: if given, the autotune configs dropped because the target could not launch them
     (shared memory above its limit: the autotuner skips such a config) are appended to it;
-    they are never returned, so never stored or flagged.
+    they are never returned, so never stored or flagged -- unless no config of that launch fits:
+    then it cannot run on the target at all, and its configs are kept for compare to flag.
     """
     archs = [normalize_arch(a) for a in archs]
     groups = unique_launches(launches)
@@ -161,10 +162,25 @@ def compile_variants(
                 )
     if not autotuned:
         return results
+    over = {
+        idx
+        for idx in autotuned
+        if over_shared_limit(
+            next((m.value for m in results[idx].metrics if m.name == "shared_bytes"), None),
+            results[idx].key.arch,
+        )
+    }
+
+    def launch_of(idx: int) -> tuple[str, str, str, str]:
+        k = results[idx].key
+        return (k.kernel, k.source, k.test, k.arch)
+
+    # A launch whose every config is over the limit cannot run on the target at all (the
+    # autotuner raises OutOfResources): those configs stay, and compare flags them.
+    fits = {launch_of(idx) for idx in autotuned - over}
     kept = []
     for idx, res in enumerate(results):
-        shared = next((m.value for m in res.metrics if m.name == "shared_bytes"), None)
-        if idx in autotuned and over_shared_limit(shared, res.key.arch):
+        if idx in over and launch_of(idx) in fits:
             if pruned is not None:
                 pruned.append(res)
             continue
