@@ -506,3 +506,13 @@ def test_ab_command_helpers(tmp_path):
     assert (
         row["verdict"] == "slower" and row["ratio"] == 1.03 and row["pairs"] == 40.0 and row["ci_low"] is None
     )
+
+
+def test_ab_passes_do_not_run_the_projects_own_baseline_comparison(tmp_path):
+    """A project with [tool.kperf] baseline: the plugin's own comparison would end a static pass
+    with exit 1 on a regression, which kperf ab read as failing tests (exit 2, no ab.db)."""
+    from kperf_ci.prcheck.passes import _env_for
+
+    env = _env_for(tmp_path)
+    assert env["KPERF_BASELINE"] == ""
+    assert env["PYTHONPATH"].split(__import__("os").pathsep)[0] == str(tmp_path)

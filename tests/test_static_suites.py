@@ -376,3 +376,29 @@ def test_fake_cuda_puts_cuda_tensors_on_the_cpu_and_restores() -> None:
     if not torch.cuda.is_available():
         with pytest.raises((AssertionError, RuntimeError)):
             torch.zeros(1, device="cuda")
+
+
+def test_no_save_with_a_baseline_still_judges_the_run(tmp_path: Path) -> None:
+    """--kperf-no-save stores nothing, yet a baseline given with it still decides the exit code
+    (a new user's walkthrough found the comparison silently skipped: a regression exited 0)."""
+    (tmp_path / "kernels_s.py").write_text(KERNELS)
+    test = (
+        "from kernels_s import add\nimport torch\n\ndef test_add():\n    x = torch.ones(256)\n    add(x, x)\n"
+    )
+    (tmp_path / "test_one.py").write_text(test)
+    env = {**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{tmp_path}", "KPERF_PROGRESS": "0"}
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_one.py", "--kperf", "--kperf-all"]
+    base += ["--kperf-mode", "static", "--kperf-arch", "sm_90"]
+
+    def pytest_run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(base + list(extra), cwd=tmp_path, capture_output=True, text=True, env=env)
+
+    first = pytest_run("--kperf-db", "base.db")
+    assert first.returncode == 0, first.stdout[-2000:]
+    (tmp_path / "kernels_s.py").write_text(KERNELS.replace("BLOCK=64)", "BLOCK=64, num_warps=1)", 1))
+    again = pytest_run("--kperf-no-save", "--kperf-baseline", "base.db")
+    assert again.returncode == 1, again.stdout[-3000:]
+    assert "regressed kernel" in again.stdout
+    assert not (tmp_path / "reports").exists() and sorted(p.name for p in tmp_path.glob("*.db")) == [
+        "base.db"
+    ]

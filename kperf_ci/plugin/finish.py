@@ -3,6 +3,8 @@ summary itself is printed by :mod:`kperf_ci.report.terminal`."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from kperf_ci.analysis.findings import findings_from_json, findings_to_json
@@ -39,7 +41,9 @@ def finish_session(ks: Any) -> int:
                 ks.interrupted = "Ctrl-C while compiling"
         if ks.settings.save:
             ks.save()
-        ks.compare_with_baseline()
+            ks.compare_with_baseline()
+        elif ks.settings.baseline and not ks.is_worker:
+            _compare_unsaved(ks)
         capture_error = ks.capture_error()
         if capture_error:
             ks.errors.append(("<capture>", capture_error))
@@ -61,6 +65,23 @@ def finish_session(ks: Any) -> int:
     if ks.comparison is not None and ks.comparison.exit_code:
         return KPERF_FAILED
     return 0
+
+
+def _compare_unsaved(ks: Any) -> None:
+    """--kperf-no-save with a baseline: the run is still judged (a regression still exits 1),
+    from a scratch database that is removed afterwards."""
+    if ks._xdist_controller():
+        # the workers' results reach the controller only through the run database
+        ks.warn("<baseline>", "--kperf-no-save with -n: nothing stored, so not compared with the baseline")
+        return
+    db = ks.settings.db
+    with tempfile.TemporaryDirectory(prefix="kperf-unsaved-") as tmp:
+        ks.settings.db = str(Path(tmp) / "run.db")
+        try:
+            ks.save()
+            ks.compare_with_baseline()
+        finally:
+            ks.settings.db, ks.saved_to, ks.stored_status = db, None, None
 
 
 def worker_output(ks: Any) -> dict[str, Any]:
