@@ -108,6 +108,9 @@ class LLMProposer:
         self.sleep = sleep
         self.max_calls = max_calls
         self.calls = 0
+        self.answered = False  # any HTTP 200 from the endpoint in this process
+        self.failure = ""  # why the latest attempt failed: "unreachable", "timeout" or "HTTP <code>"
+        self.last_error = ""  # the latest ProposerError("http"/"budget") message (no key in it)
 
     def __repr__(self) -> str:
         return f"LLMProposer({self.endpoint!r})"
@@ -118,6 +121,14 @@ class LLMProposer:
         return Proposal(source=source, hypothesis=hyp, proposer=f"llm:{self.endpoint.model}")
 
     def _complete(self, messages: list[dict[str, str]]) -> str:
+        try:
+            return self._attempts(messages)
+        except ProposerError as e:
+            if e.kind in ("http", "budget"):
+                self.last_error = str(e)
+            raise
+
+    def _attempts(self, messages: list[dict[str, str]]) -> str:
         body = json.dumps({"model": self.endpoint.model, "messages": messages, "temperature": 0.2}).encode()
         url = self.endpoint.base_url + "/chat/completions"
         last = ""
@@ -133,8 +144,10 @@ class LLMProposer:
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                     raw = resp.read()
+                self.answered = True
                 return _content(raw)
             except urllib.error.HTTPError as e:
+                self.failure = f"HTTP {e.code}"
                 if e.code not in RETRY_STATUS:
                     raise ProposerError(
                         "http", f"{url} answered HTTP {e.code}; check the URL, model and key"
@@ -142,15 +155,41 @@ class LLMProposer:
                 last = f" (last: HTTP {e.code})"
                 wait = _retry_after(e.headers.get("Retry-After")) if e.code == 429 else None
             except TimeoutError:
+                self.failure = "timeout"
                 last, wait = f" (last: no answer within {self.timeout_s:.0f} s)", None
             except urllib.error.URLError as e:
                 if isinstance(e.reason, (TimeoutError, socket.timeout)):
+                    self.failure = "timeout"
                     last, wait = f" (last: no answer within {self.timeout_s:.0f} s)", None
                 else:
+                    self.failure = "unreachable"
                     raise ProposerError("http", f"cannot reach {url}: {e.reason}") from None
             if attempt < self.retries:
                 self.sleep(wait if wait is not None else self.backoff_s * (2**attempt))
         raise ProposerError("http", f"{url}: gave up after {self.retries + 1} attempts{last}")
+
+
+def endpoint_problem(p: LLMProposer) -> str:
+    """One line naming the problem and the fix when the configured endpoint never answered in
+    this run (unreachable, key rejected, 5xx or timeouts until the budget); "" when it answered
+    at least once, or was never asked. Never contains the key."""
+    if p.answered or p.calls == 0 or not p.last_error:
+        return ""
+    f = p.failure
+    if f == "unreachable":
+        fix = "check KPERF_LLM_BASE_URL, or unset it to use the offline config search"
+    elif f in ("HTTP 401", "HTTP 403"):
+        fix = "the key was rejected: check KPERF_LLM_API_KEY (or OPENAI_API_KEY) for this endpoint"
+    elif f == "HTTP 404":
+        fix = "check KPERF_LLM_BASE_URL (the path before /chat/completions, e.g. .../v1) and KPERF_LLM_MODEL"
+    elif f.startswith("HTTP 4"):
+        fix = "check KPERF_LLM_BASE_URL, KPERF_LLM_MODEL and the key"
+    else:  # 429, 5xx, timeouts until the budget or the retries ran out
+        fix = (
+            "the endpoint kept failing: try again later, raise --max-llm-calls, "
+            "or unset KPERF_LLM_BASE_URL to use the offline config search"
+        )
+    return f"the configured LLM endpoint gave no reply in this run ({p.last_error}); {fix}"
 
 
 def _retry_after(value: str | None) -> float | None:

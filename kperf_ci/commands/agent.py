@@ -2,12 +2,14 @@
 
 Without ``KPERF_LLM_BASE_URL`` the offline config search proposes; with it, the endpoint does.
 Every candidate runs in a separate harness process (never in this one). Exit 0 whether or not a
-faster variant was found (the agent is not a check); 2 for bad input.
+faster variant was found (the agent is not a check); 2 for bad input, a configured endpoint
+that never replied included (unreachable, key rejected, failing until the budget is spent).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import click
 
 from kperf_ci.agent import output
 from kperf_ci.agent.configsearch import ConfigSearchProposer, SourceError
-from kperf_ci.agent.llm import LLMProposer, endpoint_from_env
+from kperf_ci.agent.llm import LLMProposer, endpoint_from_env, endpoint_problem
 from kperf_ci.agent.loop import Agent, Budget, LoopConfig
 from kperf_ci.agent.population import Population
 from kperf_ci.agent.prompts import context_from_db, jit_names
@@ -32,23 +34,58 @@ def agent_group() -> None:
     """Optimization agent: profile-guided proposals, verified in a sandbox, opened as pull requests."""
 
 
+def _ab_names(label: str) -> set[str]:
+    """Kernel names one A/B entry may go by: ``path/kernel``, ``path::kernel``, ``marker (kernel)``."""
+    out = set()
+    for part in re.split(r"[()]", label):
+        part = part.strip()
+        if part:
+            out.add(re.split(r"::|/", part)[-1].strip())
+    return out
+
+
 def _kernels_from_ab(ab_db: str, root: Path) -> list[str]:
-    """Targets whose kernels the A/B document calls slower (or statically regressed)."""
+    """Targets whose kernels the A/B document calls slower or statically regressed.
+
+    KperfError (one line) when none maps to a target: what the document holds and what to name.
+    """
     doc = load_ab_document(ab_db)
     if doc is None:
         raise KperfError(f"{ab_db}: holds no A/B document; run `kperf ab --base REV` first")
-    slow = {
-        str(r.get("kernel", "")).rsplit("/", 1)[-1]
-        for r in doc.get("timed", [])
-        if r.get("verdict") == "slower"
-    }
-    slow |= {str(r.get("kernel", "")).rsplit("/", 1)[-1] for r in doc.get("static_regressions", [])}
+    slow_labels = [str(r.get("kernel", "")) for r in doc.get("timed", []) if r.get("verdict") == "slower"]
+    static_labels = [str(r.get("kernel", "")) for r in doc.get("static_regressions") or []]
+    wanted: set[str] = set()
+    for label in slow_labels + static_labels:
+        wanted |= _ab_names(label)
     out = []
     for name, t in TARGETS.items():
         p = t.path(root)
-        if p.is_file() and set(jit_names(p.read_text(encoding="utf-8"))) & slow:
+        known = {name, t.launcher}
+        if p.is_file():
+            known |= set(jit_names(p.read_text(encoding="utf-8")))
+        if known & wanted:
             out.append(name)
-    return out
+    if out:
+        return out
+    targets = ", ".join(sorted(TARGETS))
+
+    def listed(labels: list[str]) -> str:
+        uniq = sorted({safe(x) for x in labels if x})
+        return ", ".join(uniq[:5]) + (f" and {len(uniq) - 5} more" if len(uniq) > 5 else "")
+
+    if slow_labels:
+        raise KperfError(
+            f"{ab_db}: the slower kernels ({listed(slow_labels)}) are none the agent knows; "
+            f"name one of its targets ({targets})"
+        )
+    if static_labels:
+        raise KperfError(
+            f"{ab_db} holds static regressions of {listed(static_labels)} but no timed slowdown; "
+            f"the agent starts from a static regression only of a kernel it knows ({targets}): name one"
+        )
+    raise KperfError(
+        f"{ab_db}: the A/B document names no slower or statically regressed kernel; name a kernel ({targets})"
+    )
 
 
 def _device(choice: str) -> str:
@@ -68,7 +105,7 @@ def _device(choice: str) -> str:
     "--from-ab",
     "ab_db",
     type=click.Path(dir_okay=False),
-    help="optimize the kernels this kperf ab database calls slower",
+    help="optimize the kernels this kperf ab database calls slower or statically regressed",
 )
 @click.option(
     "--db",
@@ -154,7 +191,18 @@ def run_cmd(
         targets = [get_target(n) for n in names]
     except ValueError as e:
         raise KperfError(str(e)) from None
+    for t in targets:  # before the population database is created: a wrong --root leaves nothing
+        if not t.path(rootp).is_file():
+            raise KperfError(
+                f"{t.path(rootp)}: no such kernel module; run from the repository root or pass --root"
+            )
     dev = _device(device)
+    if open_pr and dev != "cuda":
+        click.echo(
+            "kperf agent: warning: no pull request will be opened on CPU: candidates are verified "
+            "but not timed, and a pull request needs a timed speedup (run with a GPU)",
+            err=True,
+        )
     pop = Population(db)
     try:
         for target in targets:
@@ -199,8 +247,6 @@ def _one(
     base: str,
 ) -> None:
     path = target.path(root)
-    if not path.is_file():
-        raise KperfError(f"{path}: no such kernel module; run from the repository root or pass --root")
     source = path.read_text(encoding="utf-8")
     ctx = context_from_db(target.name, target.launcher, source, run_db=run_db, ab_db=ab_db)
     if endpoint is None:
@@ -227,11 +273,22 @@ def _one(
         f"stopped: {safe(res.stop_reason)}; {res.rounds} rounds, {res.llm_calls} LLM calls, "
         f"{res.gpu_seconds:.1f} GPU s, {res.wall_s:.1f} s"
     )
+    if isinstance(proposer, LLMProposer):
+        problem = endpoint_problem(proposer)
+        if problem:
+            raise KperfError(problem)
     if res.best is None:
-        click.echo(
-            "no verified variant faster than the original"
-            + ("" if dev == "cuda" else " (no GPU: nothing was timed)")
-        )
+        if dev != "cuda":
+            click.echo(
+                "no GPU: candidates were verified but not timed, so there is no faster variant and "
+                + ("no pull request was opened" if open_pr else f"the dry run wrote nothing to {out}")
+                + " (run with a GPU for a timed speedup)"
+            )
+        else:
+            click.echo(
+                "no verified variant faster than the original"
+                + ("; no pull request was opened" if open_pr else f"; the dry run wrote nothing to {out}")
+            )
         return
     best = res.best
     title = output.pr_title(target.name, best)
@@ -258,6 +315,8 @@ def show_cmd(db: str) -> None:
         raise KperfError(f"{db}: no such agent database; run `kperf agent run` first")
     pop = Population(db)
     try:
+        if not pop.sessions():
+            raise KperfError(f"{db}: holds no agent sessions; run `kperf agent run KERNEL --db {db}` first")
         for s in pop.sessions():
             click.echo(
                 f"session {s['id']} {safe(s['kernel'])} [{safe(s['proposer'])}, {s['device']}] "

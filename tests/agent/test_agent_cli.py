@@ -67,6 +67,7 @@ def test_end_to_end_with_an_llm_endpoint(tmp_path):
     assert "let torch do it -> rejected (torch_compute: " in out
     assert "no proposal (reply has 0 python code blocks" in out
     assert "stopped: LLM call budget (4) spent" in out
+    assert "no GPU: candidates were verified but not timed" in out and "dry run wrote nothing" in out
     shown = kperf("show", "--db", str(db))
     assert shown.returncode == 0 and "verified: blocks of 2048" in shown.stdout
     assert "rejected: let torch do it (torch_compute:" in shown.stdout
@@ -88,3 +89,65 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, env, msg):
     p = kperf(*args, "--db", str(tmp_path / "a.db"), env=env) if args[0] == "run" else kperf(*args, env=env)
     assert p.returncode == 2, p.stdout + p.stderr
     assert msg in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_llm(tmp_path, base_url: str, *extra: str) -> subprocess.CompletedProcess:
+    env = {"KPERF_LLM_BASE_URL": base_url, "KPERF_LLM_MODEL": "fake-model", "KPERF_LLM_API_KEY": KEY}
+    args = ["run", "vector_add", "--db", str(tmp_path / "a.db"), "--device", "cpu", "--seeds", "3"]
+    return kperf(*args, "--out", str(tmp_path / "out"), *extra, env=env)
+
+
+@pytest.mark.parametrize(
+    "script, extra, msgs",
+    [
+        (None, [], ["cannot reach", "check KPERF_LLM_BASE_URL"]),
+        ([("status", 401)], [], ["HTTP 401", "key was rejected", "KPERF_LLM_API_KEY"]),
+        (
+            [("status", 503)] * 5,
+            ["--max-llm-calls", "2"],
+            ["LLM call budget (2) spent", "HTTP 503", "kept failing"],
+        ),
+    ],
+    ids=["unreachable", "401", "5xx-until-budget"],
+)
+def test_an_endpoint_that_never_replies_is_exit_2_without_the_key(tmp_path, script, extra, msgs):
+    if script is None:
+        p = _run_llm(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1", *extra)
+    else:
+        with FakeLLM(script) as srv:
+            p = _run_llm(tmp_path, srv.base_url, *extra)
+    out = p.stdout + p.stderr
+    assert p.returncode == 2, out
+    assert len(p.stderr.strip().splitlines()) == 1 and "gave no reply" in p.stderr
+    assert all(m in p.stderr for m in msgs), p.stderr
+    assert KEY not in out
+
+
+def test_an_endpoint_that_recovers_after_5xx_goes_on(tmp_path):
+    script = [("status", 503), ("reply", reply_with(cheats.good(SRC), "blocks of 2048"))]
+    with FakeLLM(script) as srv:
+        p = _run_llm(tmp_path, srv.base_url, "--max-llm-calls", "2", "--no-value-check")
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "blocks of 2048 -> verified" in out and KEY not in out
+
+
+def test_a_wrong_root_leaves_no_database_and_show_says_empty(tmp_path):
+    db = tmp_path / "reports" / "agent.db"
+    p = kperf("run", "vector_add", "--root", str(tmp_path), "--db", str(db))
+    assert p.returncode == 2 and "no such kernel module" in p.stderr, p.stdout + p.stderr
+    assert not db.exists() and not db.parent.exists()
+    from kperf_ci.agent.population import Population
+
+    Population(str(tmp_path / "empty.db")).close()
+    shown = kperf("show", "--db", str(tmp_path / "empty.db"))
+    assert shown.returncode == 2 and not shown.stdout
+    assert len(shown.stderr.strip().splitlines()) == 1 and "holds no agent sessions" in shown.stderr

@@ -114,3 +114,24 @@ def test_endpoint_from_env():
         endpoint_from_env({"KPERF_LLM_BASE_URL": "http://h/v1"})
     with pytest.raises(ValueError, match="must start with http"):
         endpoint_from_env({"KPERF_LLM_BASE_URL": "h/v1", "KPERF_LLM_MODEL": "m"})
+
+
+def test_endpoint_problem_only_when_the_endpoint_never_replied():
+    from kperf_ci.agent.llm import endpoint_problem
+
+    with FakeLLM([("status", 503), ("status", 500), ("reply", reply_with(cheats.good(SRC)))]) as srv:
+        p, _ = proposer(srv)
+        assert p.propose(MSGS, "add").source  # 5xx that recover later: fine
+    assert p.answered and endpoint_problem(p) == ""
+    with FakeLLM([("status", 503)] * 5) as srv:
+        p, _ = proposer(srv, max_calls=3)
+        with pytest.raises(ProposerError):
+            p.propose(MSGS, "add")
+    msg = endpoint_problem(p)
+    assert "gave no reply" in msg and "HTTP 503" in msg and "kept failing" in msg and KEY not in msg
+    with FakeLLM([("status", 401)]) as srv:
+        p, _ = proposer(srv)
+        with pytest.raises(ProposerError):
+            p.propose(MSGS, "add")
+    assert "HTTP 401" in endpoint_problem(p) and "key was rejected" in endpoint_problem(p)
+    assert KEY not in endpoint_problem(p)

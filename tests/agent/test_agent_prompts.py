@@ -87,3 +87,38 @@ def test_from_ab_names_the_slower_kernels_targets(tmp_path):
 def test_no_databases_no_context():
     ctx = context_from_db("softmax", "softmax", SRC)
     assert ctx == PromptContext("softmax", "softmax") and ctx.motivation() == []
+
+
+def _ab_only_static(tmp_path: Path, kernels: list[str]) -> Path:
+    ab_db = tmp_path / "ab_static.db"
+    doc = {
+        "tests": [],
+        "timed": [{"kernel": k, "verdict": "same"} for k in kernels],
+        "static_regressions": [
+            {"kernel": k, "arch": "sm_90", "test": "t", "reason": "spills 0 -> 64"} for k in kernels
+        ],
+    }
+    info = make_info(label="ab")
+    store.save_run(ab_db, info, [])
+    store.save_blob(ab_db, info.run_id, "", AB_BLOB, json.dumps(doc))
+    return ab_db
+
+
+def test_from_ab_starts_from_a_static_regression_of_a_known_kernel(tmp_path):
+    # the A/B document labels a launch "marker (qualname)" when the marker renamed it
+    ab_db = _ab_only_static(tmp_path, ["test_layernorm_marker (_layer_norm_fwd_fused)", "softmax_kernel"])
+    names = _kernels_from_ab(str(ab_db), ROOT)
+    assert sorted(names) == ["layernorm", "softmax"]
+
+
+def test_from_ab_with_static_regressions_of_unknown_kernels_says_so(tmp_path):
+    import pytest
+
+    from kperf_ci.commands import KperfError
+
+    ab_db = _ab_only_static(tmp_path, ["matmul_kernel"])
+    with pytest.raises(KperfError) as e:
+        _kernels_from_ab(str(ab_db), ROOT)
+    msg = str(e.value.message if hasattr(e.value, "message") else e.value)
+    assert "holds static regressions of matmul_kernel but no timed slowdown" in msg
+    assert "layernorm, softmax, vector_add" in msg
