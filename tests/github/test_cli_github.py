@@ -215,3 +215,19 @@ def test_comment_fits_githubs_size_limit(fake_gh, kperf_gh, tmp_path, run_db, ba
     assert r.code == 0, r.err
     (body,) = fake_gh.issue_comments(7)
     assert len(body) <= 65_536 and "truncated" in body
+
+
+def test_an_answer_github3_cannot_use_is_one_line_exit_2_not_retried(fake_gh, kperf_gh, tmp_path):
+    # a 200 whose body lacks what the API documents: github3 raises IncompleteResponse, code None
+    fake_gh.fail("GET", r"/repos/octo/kernels", 200, times=99, body={"message": "hello from a proxy"})
+    r = kperf_gh("status", "--sha", "f" * 40, "--state", "success", "--ab-db", str(ab_db(tmp_path, slower=0)))
+    assert r.code == 2, (r.out, r.err)
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert "GITHUB_API_URL" in r.err
+    assert len(fake_gh.calls("GET", r"/repos/octo/kernels")) == 1  # not retried
+    # a created comment answered with a minimal body fails the same way
+    fake_gh.failures.clear()
+    fake_gh.fail("POST", COMMENTS, 201, body={"id": 1})
+    r = kperf_gh("comment", "--pr", "7", "--ab-db", str(ab_db(tmp_path, slower=0, name="m.db")))
+    assert r.code == 2, (r.out, r.err)
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
