@@ -231,3 +231,25 @@ def test_an_answer_github3_cannot_use_is_one_line_exit_2_not_retried(fake_gh, kp
     r = kperf_gh("comment", "--pr", "7", "--ab-db", str(ab_db(tmp_path, slower=0, name="m.db")))
     assert r.code == 2, (r.out, r.err)
     assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+
+
+def test_link_reaches_the_ab_comment_and_the_status_and_label_has_none(fake_gh, kperf_gh, tmp_path):
+    url = "https://github.com/octo/kernels/actions/runs/42"
+    db = str(ab_db(tmp_path, slower=1))
+    r = kperf_gh("comment", "--pr", "7", "--class", "h100", "--ab-db", db, "--link", url)
+    assert r.code == 0, r.err
+    (ours,) = [b for b in fake_gh.issue_comments(7) if b.startswith(marker("kperf", "h100"))]
+    assert f"[Full report]({url})" in ours
+    # --link is the status's target URL when --target-url is not given; --target-url wins
+    sha = "b" * 40
+    assert kperf_gh("status", "--sha", sha, "--ab-db", db, "--link", url).code == 0
+    assert fake_gh.statuses[-1]["target_url"] == url
+    other = "https://example.com/report/"
+    assert kperf_gh("status", "--sha", sha, "--ab-db", db, "--link", url, "--target-url", other).code == 0
+    assert fake_gh.statuses[-1]["target_url"] == other
+    # label has nothing to link: the option is gone
+    r = kperf_gh("label", "--pr", "7", "--ab-db", db, "--link", url)
+    assert r.code == 2 and "--link" in r.err
+    # a link that is not a plain URL is refused, not rendered
+    r = kperf_gh("comment", "--pr", "7", "--ab-db", db, "--link", "javascript:alert(1)", "--dry-run")
+    assert r.code == 2 and "--link" in r.err
