@@ -283,12 +283,16 @@ def baseline_group() -> None:
     "-o", "--output", type=click.Path(dir_okay=False), required=True, help="where to write the database"
 )
 @click.option("--branch", default=history.BRANCH, show_default=True)
+@_dry_opt
 @github_errors
-def pull_cmd(repo: str, gpu_class: str, output: str, branch: str) -> None:
+def pull_cmd(repo: str, gpu_class: str, output: str, branch: str, dry_run: bool) -> None:
     """Download the class's history database (exit 0 with a note when there is none yet)."""
     repo = _need_repo(repo)
-    client = ghc.connect()
     path = history.history_path(gpu_class)
+    if dry_run:
+        _plan(f"download {branch}:{path} of {repo} to {output}", replaces=Path(output).exists())
+        return
+    client = ghc.connect()
     if history.pull(client, client.repo(repo), gpu_class, Path(output), branch):
         click.echo(terminal_safe(f"kperf github: {branch}:{path} -> {output}"))
     else:

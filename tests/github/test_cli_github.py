@@ -253,3 +253,12 @@ def test_link_reaches_the_ab_comment_and_the_status_and_label_has_none(fake_gh, 
     # a link that is not a plain URL is refused, not rendered
     r = kperf_gh("comment", "--pr", "7", "--ab-db", db, "--link", "javascript:alert(1)", "--dry-run")
     assert r.code == 2 and "--link" in r.err
+
+
+def test_history_pull_dry_run_sends_nothing_and_writes_nothing(fake_gh, kperf_gh, tmp_path):
+    out = tmp_path / "h.db"
+    r = kperf_gh("baseline", "pull", "--class", "h100", "-o", str(out), "--dry-run", token=None)
+    assert r.code == 0, r.err
+    assert "dry run: would download kperf-history:h100.db of octo/kernels" in r.out
+    assert not out.exists()
+    assert fake_gh.requests == []
