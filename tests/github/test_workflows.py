@@ -204,3 +204,43 @@ def test_workflows_say_whose_ci_they_are_and_how_kperf_ci_is_installed() -> None
         for line in text.splitlines():
             if "bootstrap.sh" in line.split("#")[0] or ".ci/run" in line.split("#")[0]:
                 assert "kperf-ci's own" in line, (name, line)
+
+
+def _run_gate(fake_gh, tmp_path: Path, pytest_code: str) -> tuple[subprocess.CompletedProcess, str]:
+    steps = load("release.yml")["jobs"]["gate"]["steps"]
+    script = next(s for s in steps if str(s.get("name", "")).startswith("kperf gate"))["run"]
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True, exist_ok=True)
+    (venv / "kperf").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kperf_ci "$@"\n')
+    (venv / "kperf").chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "KPERF_"))}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        GITHUB_API_URL=fake_gh.url,
+        GITHUB_REPOSITORY="octo/kernels",
+        GITHUB_TOKEN=TOKEN,
+        GITHUB_SHA="5" * 40,
+        GITHUB_STEP_SUMMARY=str(summary),
+        GPU="h100",
+        RUN_URL="https://github.com/octo/kernels/actions/runs/9",
+        PYTEST_CODE=pytest_code,
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
+    p = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    return p, summary.read_text() if summary.exists() else ""
+
+
+def test_release_gate_with_no_history_yet_says_so(fake_gh, tmp_path) -> None:
+    p, summary = _run_gate(fake_gh, tmp_path, "0")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "no history for h100 yet" in summary
+    assert fake_gh.statuses[-1]["state"] == "success"
+    assert fake_gh.statuses[-1]["context"] == "kperf/gate-h100"
+    # a failing test still reaches the gate step, and blocks the release
+    p, summary = _run_gate(fake_gh, tmp_path, "1")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "pytest exited 1" in summary and fake_gh.statuses[-1]["state"] == "failure"
