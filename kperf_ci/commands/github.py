@@ -59,25 +59,35 @@ def _class_opt(fn: F) -> F:
     )(fn)
 
 
-def _inputs(fn: F) -> F:
-    for opt in reversed(
-        [
+def _inputs(fn: F, *, link: bool = True) -> F:
+    opts = [
+        click.option(
+            "--ab-db",
+            "ab_db",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            help="database written by `kperf ab` (repeatable: one section each)",
+        ),
+        click.option(
+            "--db", type=click.Path(dir_okay=False), help="run database (`kperf run`, merged shards)"
+        ),
+        click.option("--baseline", type=click.Path(dir_okay=False), help="baseline database for --db"),
+    ]
+    if link:
+        opts.append(
             click.option(
-                "--ab-db",
-                "ab_db",
-                multiple=True,
-                type=click.Path(dir_okay=False),
-                help="database written by `kperf ab` (repeatable: one section each)",
-            ),
-            click.option(
-                "--db", type=click.Path(dir_okay=False), help="run database (`kperf run`, merged shards)"
-            ),
-            click.option("--baseline", type=click.Path(dir_okay=False), help="baseline database for --db"),
-            click.option("--link", help="URL of the full report (workflow run or artifact page)"),
-        ]
-    ):
+                "--link",
+                help="URL of the full report (workflow run or artifact page): linked from the comment; "
+                "for `status`, the target URL when --target-url is not given",
+            )
+        )
+    for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def _inputs_no_link(fn: F) -> F:
+    return _inputs(fn, link=False)
 
 
 def _dry_opt(fn: F) -> F:
@@ -106,10 +116,12 @@ def _verdict(
     # each section gets an equal share of what GitHub accepts for one comment (the renderers'
     # minimum is 2,000 characters each)
     share = max(2000, (bodies.COMMENT_BUDGET - 200) // max(1, len(ab_db) + (db is not None)))
-    for path in ab_db:
+    for i, path in enumerate(ab_db):
         ab = _existing(path, "--ab-db")
         assert ab is not None
-        parts.append(bodies.from_ab(ab, share))
+        # the link once per comment: under the last A/B section, or in the static section (--db)
+        last = i == len(ab_db) - 1 and db is None
+        parts.append(bodies.from_ab(ab, share, link if last else None))
     run = _existing(db, "--db")
     if run is not None:
         parts.append(bodies.from_run(run, _existing(baseline, "--baseline"), link, share))
@@ -181,7 +193,9 @@ def comment_cmd(
 @click.option(
     "--state", type=click.Choice(status.STATES), help="override the state derived from the databases"
 )
-@click.option("--target-url", help="where the status links to (the report artifact or the run page)")
+@click.option(
+    "--target-url", help="where the status links to (the report artifact or the run page; default: --link)"
+)
 @click.option("--description", help="override the one-line summary derived from the databases")
 @_class_opt
 @_inputs
@@ -202,6 +216,7 @@ def status_cmd(
 ) -> None:
     """Set the commit status kperf/<class>: failure on a regression, success otherwise."""
     repo = _need_repo(repo)
+    target_url = target_url or link
     if not sha:
         raise KperfError("no commit: pass --sha (Actions sets $GITHUB_SHA)")
     if state and description is not None:  # e.g. the release gate: its verdict comes from `kperf gate`
@@ -230,7 +245,7 @@ def status_cmd(
 )
 @click.option("--name", default=labels.LABEL, show_default=True, help="label name")
 @_class_opt
-@_inputs
+@_inputs_no_link
 @_dry_opt
 @github_errors
 def label_cmd(
@@ -242,13 +257,12 @@ def label_cmd(
     ab_db: tuple[str, ...],
     db: str | None,
     baseline: str | None,
-    link: str | None,
     dry_run: bool,
 ) -> None:
     """Set the perf-regression label when a regression was found, clear it when none was."""
     repo = _need_repo(repo)
     if present is None:
-        present = _verdict(gpu_class, ab_db, db, baseline, link).regression
+        present = _verdict(gpu_class, ab_db, db, baseline, None).regression
     if dry_run:
         _plan(f"{'add' if present else 'remove'} label {name} on {repo}#{pr}", label=name, present=present)
         return
@@ -269,12 +283,16 @@ def baseline_group() -> None:
     "-o", "--output", type=click.Path(dir_okay=False), required=True, help="where to write the database"
 )
 @click.option("--branch", default=history.BRANCH, show_default=True)
+@_dry_opt
 @github_errors
-def pull_cmd(repo: str, gpu_class: str, output: str, branch: str) -> None:
+def pull_cmd(repo: str, gpu_class: str, output: str, branch: str, dry_run: bool) -> None:
     """Download the class's history database (exit 0 with a note when there is none yet)."""
     repo = _need_repo(repo)
-    client = ghc.connect()
     path = history.history_path(gpu_class)
+    if dry_run:
+        _plan(f"download {branch}:{path} of {repo} to {output}", replaces=Path(output).exists())
+        return
+    client = ghc.connect()
     if history.pull(client, client.repo(repo), gpu_class, Path(output), branch):
         click.echo(terminal_safe(f"kperf github: {branch}:{path} -> {output}"))
     else:

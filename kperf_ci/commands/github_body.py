@@ -35,13 +35,27 @@ class Verdict:
 COMMENT_BUDGET = 65_000
 
 
-def from_ab(db: Path, max_chars: int = COMMENT_BUDGET) -> Verdict:
+def link_line(link: str | None) -> str:
+    """``[Full report](URL)`` for the --link the workflow passes (its own run page, not artifact
+    data); anything that is not a plain http(s) URL is refused rather than rendered."""
+    if not link:
+        return ""
+    if not link.startswith(("https://", "http://")) or any(c.isspace() or c in "()<>[]`" for c in link):
+        raise KperfError(f"--link {link!r}: expected a plain http(s) URL (the workflow run or artifact page)")
+    return f"**[Full report]({link})** (HTML report and databases in the job's artifacts)"
+
+
+def from_ab(db: Path, max_chars: int = COMMENT_BUDGET, link: str | None = None) -> Verdict:
     doc = load_ab_document(db)
     if doc is None:
         raise KperfError(f"{db}: holds no A/B document; pass the database `kperf ab` wrote (reports/ab.db)")
     counts = doc.get("counts") or {}
     regression = bool(int(counts.get("slower", 0) or 0) or doc.get("static_regressions"))
-    return Verdict(ab_report.render_markdown(doc, max_chars=max_chars), regression, ab_report.headline(doc))
+    extra = link_line(link)
+    body = ab_report.render_markdown(doc, max_chars=max_chars - len(extra) - 2)
+    if extra:
+        body = body.rstrip() + "\n\n" + extra + "\n"
+    return Verdict(body, regression, ab_report.headline(doc))
 
 
 def from_run(db: Path, baseline: Path | None, link: str | None, max_chars: int = COMMENT_BUDGET) -> Verdict:

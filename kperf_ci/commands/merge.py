@@ -190,7 +190,10 @@ def _open_copy(src: Path, work: Path, n: int) -> Any:
     try:
         return store.open_db(copy)
     except store.StoreError as e:
-        raise KperfError(str(e).replace(str(copy), str(src))) from None
+        fix = e.fix
+        if isinstance(e, store.CorruptDatabaseError):  # the store's hint names --db/--baseline
+            fix = f"check that {src} is a kperf run database (restore it from its artifact or drop it)"
+        raise KperfError(f"{src}: {e.problem.replace(str(copy), str(src))}; {fix}") from None
 
 
 def merge_databases(inputs: list[Path], output: Path, *, shards: bool = False) -> MergeStats:
@@ -233,14 +236,16 @@ def merge_databases(inputs: list[Path], output: Path, *, shards: bool = False) -
 def merge_cmd(inputs: tuple[str, ...], output: str, shards: bool) -> None:
     """Merge run databases into one: no row lost or duplicated, machine classes kept apart.
 
-    The output may be one of the inputs (e.g. appending a run to a history database); another
-    existing file is refused, so nothing in it is replaced by accident."""
+    An existing output is a merge target: it is merged in first, as if it were named as the first
+    input, so nothing in it is lost and running the same merge again (a retried CI step) changes
+    nothing. An existing file that is not a kperf database is refused and left as it is."""
     out = Path(output)
     paths = [Path(p) for p in inputs]
     if out.exists() and not any(store.same_database(out, p) for p in paths):
-        raise KperfError(
-            f"{output}: exists and is not one of the inputs; add it as an input to merge into it"
-        )
+        if not out.is_file():
+            raise KperfError(f"{output}: exists and is not a database file; choose another -o")
+        paths.insert(0, out)  # validated like every input: a non-database output is exit 2, untouched
+        click.echo(terminal_safe(f"kperf merge: {output} exists; merging into it"))
     stats = merge_databases(paths, out, shards=shards)
     click.echo(
         terminal_safe(

@@ -92,6 +92,8 @@ def _header(e: gh_exc.GitHubError, name: str) -> str | None:
 
 def _retry_for(e: gh_exc.GitHubError, attempt: int) -> _Retry | None:
     code = e.code
+    if not isinstance(code, int):  # no HTTP status: github3 could not use the answer (IncompleteResponse)
+        return None
     if code >= 500:
         return _Retry(BACKOFF_S * 2**attempt, f"{code} from GitHub")
     if code in (403, 429):
@@ -123,6 +125,11 @@ def not_found(what: str) -> str:
 
 def _message(e: gh_exc.GitHubError, what: str) -> str:
     detail = " ".join(str(getattr(e, "msg", "") or "").split())[:200]
+    if not isinstance(e.code, int):
+        return (
+            f"GitHub's answer for {what} was not what the API documents ({type(e).__name__}: "
+            f"{detail or 'incomplete or unreadable body'}); check that GITHUB_API_URL is the GitHub REST API"
+        )
     if e.code == 401:
         return (
             f"GitHub answered 401 for {what}: the token is missing, expired or invalid; "

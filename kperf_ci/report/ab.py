@@ -50,11 +50,13 @@ def _change(t: dict[str, Any]) -> str:
 def headline(doc: dict[str, Any]) -> str:
     c = doc.get("counts") or {}
     slower, faster = int(c.get("slower", 0)), int(c.get("faster", 0))
-    static_reg = len(doc.get("static_regressions") or [])
+    regs = doc.get("static_regressions") or []
+    static_reg = len({str(r.get("kernel", "")) for r in regs})  # kernels, as the README counts them
     if slower:
         head = f"🔴 {slower} kernel(s) slower than the base revision"
     elif static_reg:
-        head = f"🔴 {static_reg} static regression(s) in changed kernels"
+        per = f" ({len(regs)} variants)" if len(regs) != static_reg else ""
+        head = f"🔴 {static_reg} kernel(s) with static regressions{per} in changed launches"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
         head = f"🟡 {int(c['changed'])} test(s) changed; not timed (no GPU on this runner)"
     elif int(c.get("inconclusive", 0)):
@@ -75,14 +77,22 @@ def _changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
 
 
-def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
+def _sides(doc: dict[str, Any]) -> tuple[str, str, str, bool]:
+    """(base sha, base rev, head sha, head is the working tree of the base commit)."""
     base = doc.get("base") or {}
+    base_sha = str(base.get("sha", ""))[:10]
+    head_sha = str((doc.get("head") or {}).get("sha", ""))[:10]
+    return base_sha, str(base.get("rev", "")), head_sha, bool(head_sha) and head_sha == base_sha
+
+
+def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
+    base_sha, base_rev, head_sha, same = _sides(doc)
+    head_words = f"the working tree of `{md(head_sha)}`" if same else f"head `{md(head_sha)}`"
     lines = [
         MARKER,
         "## kperf ab: " + headline(doc),  # our own words and numbers only
         "",
-        f"Base `{md(str(base.get('sha', ''))[:10])}` ({md(base.get('rev', ''))}) vs head "
-        f"`{md(str((doc.get('head') or {}).get('sha', ''))[:10])}`"
+        f"Base `{md(base_sha)}` ({md(base_rev)}) vs {head_words}"
         + (f" on {md(doc['device'])}" if doc.get("device") else " (static only)"),
         "",
     ]
@@ -139,7 +149,8 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-
 code{font-size:12px}ul{margin:0;padding-left:1.2em}
 </style></head><body>
 <h1 id="verdict">{{ head }}</h1>
-<p>Base <code>{{ base_sha }}</code> ({{ base_rev }}) vs head <code>{{ head_sha }}</code>
+<p>Base <code>{{ base_sha }}</code> ({{ base_rev }}) vs
+{% if same %}the working tree of{% else %}head{% endif %} <code>{{ head_sha }}</code>
 {% if device %}on {{ device }}{% else %}(static only){% endif %}</p>
 {% if timed %}
 <h2>Timed A/B (interleaved, paired)</h2>
@@ -183,12 +194,13 @@ def render_html(doc: dict[str, Any]) -> str:
         }
         for t in doc.get("timed") or []
     ]
-    base = doc.get("base") or {}
+    base_sha, base_rev, head_sha, same = _sides(doc)
     return _HTML.render(
         head=headline(doc),
-        base_sha=str(base.get("sha", ""))[:10],
-        base_rev=str(base.get("rev", "")),
-        head_sha=str((doc.get("head") or {}).get("sha", ""))[:10],
+        base_sha=base_sha,
+        base_rev=base_rev,
+        head_sha=head_sha,
+        same=same,
         device=doc.get("device"),
         timed=timed,
         regs=doc.get("static_regressions") or [],

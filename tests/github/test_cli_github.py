@@ -215,3 +215,50 @@ def test_comment_fits_githubs_size_limit(fake_gh, kperf_gh, tmp_path, run_db, ba
     assert r.code == 0, r.err
     (body,) = fake_gh.issue_comments(7)
     assert len(body) <= 65_536 and "truncated" in body
+
+
+def test_an_answer_github3_cannot_use_is_one_line_exit_2_not_retried(fake_gh, kperf_gh, tmp_path):
+    # a 200 whose body lacks what the API documents: github3 raises IncompleteResponse, code None
+    fake_gh.fail("GET", r"/repos/octo/kernels", 200, times=99, body={"message": "hello from a proxy"})
+    r = kperf_gh("status", "--sha", "f" * 40, "--state", "success", "--ab-db", str(ab_db(tmp_path, slower=0)))
+    assert r.code == 2, (r.out, r.err)
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert "GITHUB_API_URL" in r.err
+    assert len(fake_gh.calls("GET", r"/repos/octo/kernels")) == 1  # not retried
+    # a created comment answered with a minimal body fails the same way
+    fake_gh.failures.clear()
+    fake_gh.fail("POST", COMMENTS, 201, body={"id": 1})
+    r = kperf_gh("comment", "--pr", "7", "--ab-db", str(ab_db(tmp_path, slower=0, name="m.db")))
+    assert r.code == 2, (r.out, r.err)
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+
+
+def test_link_reaches_the_ab_comment_and_the_status_and_label_has_none(fake_gh, kperf_gh, tmp_path):
+    url = "https://github.com/octo/kernels/actions/runs/42"
+    db = str(ab_db(tmp_path, slower=1))
+    r = kperf_gh("comment", "--pr", "7", "--class", "h100", "--ab-db", db, "--link", url)
+    assert r.code == 0, r.err
+    (ours,) = [b for b in fake_gh.issue_comments(7) if b.startswith(marker("kperf", "h100"))]
+    assert f"[Full report]({url})" in ours
+    # --link is the status's target URL when --target-url is not given; --target-url wins
+    sha = "b" * 40
+    assert kperf_gh("status", "--sha", sha, "--ab-db", db, "--link", url).code == 0
+    assert fake_gh.statuses[-1]["target_url"] == url
+    other = "https://example.com/report/"
+    assert kperf_gh("status", "--sha", sha, "--ab-db", db, "--link", url, "--target-url", other).code == 0
+    assert fake_gh.statuses[-1]["target_url"] == other
+    # label has nothing to link: the option is gone
+    r = kperf_gh("label", "--pr", "7", "--ab-db", db, "--link", url)
+    assert r.code == 2 and "--link" in r.err
+    # a link that is not a plain URL is refused, not rendered
+    r = kperf_gh("comment", "--pr", "7", "--ab-db", db, "--link", "javascript:alert(1)", "--dry-run")
+    assert r.code == 2 and "--link" in r.err
+
+
+def test_history_pull_dry_run_sends_nothing_and_writes_nothing(fake_gh, kperf_gh, tmp_path):
+    out = tmp_path / "h.db"
+    r = kperf_gh("baseline", "pull", "--class", "h100", "-o", str(out), "--dry-run", token=None)
+    assert r.code == 0, r.err
+    assert "dry run: would download kperf-history:h100.db of octo/kernels" in r.out
+    assert not out.exists()
+    assert fake_gh.requests == []

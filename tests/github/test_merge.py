@@ -175,13 +175,38 @@ def test_refuses_corrupt_and_newer_inputs(whole, tmp_path):
         r = CliRunner().invoke(main, ["merge", str(whole), str(broken), "-o", str(tmp_path / "out.db")])
         assert r.exit_code == 2, r.output
         assert str(broken) in r.output and word in r.output
+        assert "--db" not in r.output and "--baseline" not in r.output  # merge has no such options
         assert not (tmp_path / "out.db").exists()
         assert digest(broken) == before
 
 
-def test_refuses_to_replace_an_unrelated_output(whole, tmp_path):
+def test_existing_output_is_a_merge_target_and_a_retry_changes_nothing(whole, tmp_path):
+    ids = variant_ids(whole)
+    a = part(whole, tmp_path / "a.db", set(ids[: len(ids) // 2]), run_blobs=True)
+    b = part(whole, tmp_path / "b.db", set(ids[len(ids) // 2 :]), run_blobs=False)
+    out = tmp_path / "all.db"
+    args = ["merge", str(a), str(b), "-o", str(out)]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    first = dump(out)
+    assert first == dump(whole)
+    r = CliRunner().invoke(main, args)  # the CI step retried: the output exists now
+    assert r.exit_code == 0, r.output
+    assert "merging into it" in r.output
+    assert dump(out) == first
+    # an existing output that holds other rows keeps them: it is merged into, not replaced
+    c = part(whole, tmp_path / "c.db", set(ids[:1]), run_blobs=False)
+    out2 = tmp_path / "grow.db"
+    shutil.copy(c, out2)
+    r = CliRunner().invoke(main, ["merge", str(b), "-o", str(out2)])
+    assert r.exit_code == 0, r.output
+    assert set(variant_ids(out2)) == set(ids[:1]) | set(ids[len(ids) // 2 :])
+
+
+def test_refuses_to_replace_an_existing_file_that_is_not_a_database(whole, tmp_path):
     out = tmp_path / "precious.db"
-    out.write_bytes(b"keep me")
+    out.write_bytes(b"keep me, I am not a database" * 10)
     r = CliRunner().invoke(main, ["merge", str(whole), "-o", str(out)])
-    assert r.exit_code == 2 and "not one of the inputs" in r.output
-    assert out.read_bytes() == b"keep me"
+    assert r.exit_code == 2, r.output
+    assert str(out) in r.output and "--db" not in r.output and "--baseline" not in r.output
+    assert out.read_bytes() == b"keep me, I am not a database" * 10

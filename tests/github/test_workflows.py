@@ -160,3 +160,87 @@ def test_fork_pr_with_a_forged_pr_number_posts_nothing(fake_gh, tmp_path, artifa
     p = _run_post(fake_gh, tmp_path, "a" * 40)
     assert p.returncode == 2 and "no valid PR number" in p.stdout
     assert fake_gh.requests == [r for r in fake_gh.requests if r.method == "GET"]
+
+
+def test_fork_prs_never_reach_the_gpu_runner() -> None:
+    for name, wf in ((n, load(n)) for n in ("pr.yml", "main.yml", "release.yml")):
+        for job_name, job in wf["jobs"].items():
+            if "self-hosted" not in job.get("runs-on", []):
+                continue
+            if "pull_request" in wf["on"]:
+                assert (
+                    job.get("if") == "github.event.pull_request.head.repo.full_name == github.repository"
+                ), (
+                    name,
+                    job_name,
+                )
+            else:  # push to main / tags: the repository's own commits only
+                assert set(wf["on"]) == {"push"}, name
+
+
+def test_a_regressing_push_still_reaches_the_history() -> None:
+    jobs = load("main.yml")["jobs"]
+    (upload,) = [s for s in jobs["measure"]["steps"] if "upload-artifact" in str(s.get("uses", ""))]
+    assert upload.get("if") == "always()"
+    assert jobs["history"]["if"].startswith("always() &&") and "cancelled" in jobs["history"]["if"]
+
+
+def test_release_runs_once_and_a_failing_test_does_not_skip_the_gate() -> None:
+    wf = load("release.yml")
+    assert wf["on"] == {"push": {"tags": ["v*"]}}
+    steps = wf["jobs"]["gate"]["steps"]
+    timing = next(s for s in steps if s.get("id") == "timing")
+    assert "set +e" in timing["run"] and "$GITHUB_OUTPUT" in timing["run"]
+    gate = next(s for s in steps if str(s.get("name", "")).startswith("kperf gate"))
+    assert "no history for $GPU yet" in gate["run"]
+
+
+def test_workflows_say_whose_ci_they_are_and_how_kperf_ci_is_installed() -> None:
+    for name in ("pr.yml", "comment.yml", "main.yml", "release.yml"):
+        text = (WORKFLOWS / name).read_text()
+        assert text.startswith("# This is kperf-ci's own CI"), name
+        assert load(name)["env"]["KPERF_INSTALL"] == "."
+        assert "pip install -q ." not in text  # the user's package is not kperf-ci
+        for line in text.splitlines():
+            if "bootstrap.sh" in line.split("#")[0] or ".ci/run" in line.split("#")[0]:
+                assert "kperf-ci's own" in line, (name, line)
+
+
+def _run_gate(fake_gh, tmp_path: Path, pytest_code: str) -> tuple[subprocess.CompletedProcess, str]:
+    steps = load("release.yml")["jobs"]["gate"]["steps"]
+    script = next(s for s in steps if str(s.get("name", "")).startswith("kperf gate"))["run"]
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True, exist_ok=True)
+    (venv / "kperf").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kperf_ci "$@"\n')
+    (venv / "kperf").chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "KPERF_"))}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        GITHUB_API_URL=fake_gh.url,
+        GITHUB_REPOSITORY="octo/kernels",
+        GITHUB_TOKEN=TOKEN,
+        GITHUB_SHA="5" * 40,
+        GITHUB_STEP_SUMMARY=str(summary),
+        GPU="h100",
+        RUN_URL="https://github.com/octo/kernels/actions/runs/9",
+        PYTEST_CODE=pytest_code,
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
+    p = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    return p, summary.read_text() if summary.exists() else ""
+
+
+def test_release_gate_with_no_history_yet_says_so(fake_gh, tmp_path) -> None:
+    p, summary = _run_gate(fake_gh, tmp_path, "0")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "no history for h100 yet" in summary
+    assert fake_gh.statuses[-1]["state"] == "success"
+    assert fake_gh.statuses[-1]["context"] == "kperf/gate-h100"
+    # a failing test still reaches the gate step, and blocks the release
+    p, summary = _run_gate(fake_gh, tmp_path, "1")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "pytest exited 1" in summary and fake_gh.statuses[-1]["state"] == "failure"
