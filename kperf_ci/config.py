@@ -325,11 +325,16 @@ def read_pyproject(rootdir: str | os.PathLike[str]) -> dict[str, Any]:
     return table
 
 
+def env_name(key: str) -> str:
+    """The environment variable of a setting: ``baseline`` -> ``KPERF_BASELINE``."""
+    return "KPERF_" + key.upper()
+
+
 def _env_values() -> dict[str, tuple[str, str]]:
     """{key: (raw value, "env KPERF_X")} for the KPERF_* variables that are set."""
     out = {}
     for key in _KEYS:
-        name = "KPERF_" + key.upper()
+        name = env_name(key)
         if name in os.environ:
             out[key] = (os.environ[name], f"env {name}")
     return out

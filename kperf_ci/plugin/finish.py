@@ -42,7 +42,7 @@ def finish_session(ks: Any) -> int:
         if ks.settings.save:
             ks.save()
             ks.compare_with_baseline()
-        elif ks.settings.baseline and not ks.is_worker:
+        elif ks.settings.baseline and not ks.is_worker and (ks.results or ks._xdist_controller()):
             _compare_unsaved(ks)
         capture_error = ks.capture_error()
         if capture_error:

@@ -13,6 +13,7 @@ from typing import Any
 from kperf_ci import store
 from kperf_ci.capture.base_tree import ABError
 from kperf_ci.capture.manifest import load_manifest
+from kperf_ci.config import env_name
 from kperf_ci.judge.launch_diff import diff_static, diff_tests, tests_from_variants
 
 
@@ -34,7 +35,7 @@ def _env_for(root: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(paths)
     # the passes are judged here, base against head: the project's own baseline comparison
     # ([tool.kperf] baseline) would end a pass with exit 1 on a regression, read as failing tests
-    env["KPERF_BASELINE"] = ""
+    env[env_name("baseline")] = ""
     return env
 
 
@@ -127,7 +128,7 @@ def _static_side(
         if not [r for r in run.results if r.key.arch != "host"]:
             _fail(
                 "static pass in the head tree captured no Triton launch: mark the tests that launch "
-                "kernels (@pytest.mark.kperf, the kperf fixture, or [tool.kperf] mark = \"all\")",
+                'kernels (@pytest.mark.kperf, the kperf fixture, or [tool.kperf] mark = "all")',
                 out,
             )
     elif rc not in (0, 5):
