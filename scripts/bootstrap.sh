@@ -20,5 +20,5 @@ pins=("numpy<2.4")
 if ! python -c "import triton" 2>/dev/null; then
   pins+=("triton==${KPERF_TRITON_VERSION:-3.6.0}")
 fi
-python -m pip install -q -e ".[test]" "${pins[@]}"
+python -m pip install -q -e ".[test,lint]" "${pins[@]}"
 python -c "import kperf_ci, triton, torch; print('kperf-ci', kperf_ci.__version__, '| triton', triton.__version__, '| torch', torch.__version__)"

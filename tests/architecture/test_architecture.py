@@ -77,7 +77,7 @@ def test_modules_stay_small():
 def _lint_imports() -> str:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
     if exe is None:
-        pytest.fail("import-linter is not installed (it is in the test extra: pip install -e '.[test]')")
+        pytest.fail("import-linter is not installed (the lint extra: pip install -e '.[test,lint]')")
     return exe
 
 
