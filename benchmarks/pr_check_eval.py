@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import kperf_commit  # noqa: E402 - the one reader of the measured commit
 
 KERNELS = """
 import torch
@@ -386,20 +388,6 @@ def rows_by_case(doc: dict) -> dict[str, dict]:
 
 
 STEPS = ("planted", "reference", "aa", "examples", "examples_aa")
-
-
-def kperf_commit() -> str:
-    """The kperf-ci commit a step measured (with "+dirty" for uncommitted changes).
-
-    KPERF_EVAL_COMMIT wins: a copy of the tree on another machine may carry a stale .git."""
-    if os.environ.get("KPERF_EVAL_COMMIT"):
-        return os.environ["KPERF_EVAL_COMMIT"]
-    try:
-        sha = git(ROOT, "rev-parse", "--short", "HEAD").strip()
-        dirty = git(ROOT, "status", "--porcelain", "--", "kperf_ci").strip()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return "unknown"
-    return sha + ("+dirty" if dirty else "")
 
 
 def run_step(step: str, out_dir: Path, aa_runs: int) -> dict:
