@@ -50,6 +50,11 @@ class Request:
     ab_threshold: float = 0.005
     ab_precision: float = 0.005
     ab_floor_ms: float = 0.0005
+    # kperf ab's timing pass on tests without kperf.bench: each changed launch is timed against
+    # the base's own launch (capture/ab_launch.py); None outside it
+    ab_plan: Any = None
+    # the marker named the kernel; else a replayed launch is named by its Triton kernel
+    named: bool = True
 
 
 @dataclass
@@ -115,7 +120,10 @@ def bench(
             out.warn(f"{name}: {w}" if len(calls) > 1 else w)
 
     for name, call in calls.items():
-        prefix = req.name if len(fns) == 1 else f"{req.name}[{name}]"
+        kernels = {info.name for info in launches[name]}
+        # a test that names nothing: its one kernel's own name (as static mode names it)
+        own = req.name if req.named or len(kernels) != 1 else next(iter(kernels))
+        prefix = own if len(fns) == 1 else f"{own}[{name}]"
         if call_index > 1:
             prefix += f"#{call_index}"
         sequence = measure_launch_gaps(out, call, len(launches[name]))

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 
 from kperf_ci.capture import timing
+from kperf_ci.capture.ab_launch import ABPlan, PlanEntry, base_call, describe_launch
+from kperf_ci.capture.interleaved import adaptive_ab
 from kperf_ci.capture.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
 from kperf_ci.measure import Measurement, Request, build_variants, instrument_regions
 from kperf_ci.model import VariantResult, canonical_json
@@ -37,11 +39,15 @@ def replay(
     t0 = clock()
     replayed = 0
     try:
-        for launch, prefix in zip(launches, replay_names(req.name, launches), strict=True):
+        names = replay_names(req.name if req.named else None, launches)
+        for launch, prefix in zip(launches, names, strict=True):
             if clock() - t0 >= copier.limits.seconds:
                 left_out["seconds"] = len(launches) - replayed
                 break
-            out.variants += _replay_one(per_launch, out, launch, prefix, cfg, device)
+            if req.ab_plan is not None:
+                out.variants += _replay_ab(per_launch, out, launch, prefix, cfg, device, req.ab_plan)
+            else:
+                out.variants += _replay_one(per_launch, out, launch, prefix, cfg, device)
             replayed += 1
     finally:
         copier.clear()  # device memory: freed as soon as the test is measured
@@ -53,16 +59,18 @@ def replay(
     return out
 
 
-def replay_names(name: str, launches: list[CapturedLaunch]) -> list[str]:
-    """Variant names as kperf.bench gives them: the marker's name for a test with one kernel,
-    "<name>/<kernel>" with several; a kernel launched with several shapes gets "#2", "#3", ..."""
+def replay_names(name: str | None, launches: list[CapturedLaunch]) -> list[str]:
+    """Variant names: the Triton kernel's own name when the test names none (``name`` None: a
+    suite marked with --kperf-all); else as kperf.bench gives them, the marker's name for a test
+    with one kernel, "<name>/<kernel>" with several. A kernel launched with several shapes gets
+    "#2", "#3", ..."""
     kernels = [launch.name for launch in launches]
     several = len(set(kernels)) > 1
     seen: dict[str, int] = {}
     out = []
     for k in kernels:
         seen[k] = seen.get(k, 0) + 1
-        base = f"{name}/{k}" if several else name
+        base = k if name is None else f"{name}/{k}" if several else name
         out.append(base if seen[k] == 1 else f"{base}#{seen[k]}")
     return out
 
@@ -100,3 +108,79 @@ def _replay_one(
             {"identical_launches": launch.count, "grid": list(grid or ()), "copy_bytes": launch.copy_bytes}
         )
     return variants
+
+
+def _not_timed(out: Measurement, req: Request, prefix: str, why: str) -> list[VariantResult]:
+    out.warn(f"{prefix}: not timed A/B: {why}")
+    out.ab_results.append((req.nodeid, prefix, f"not timed: {why}", "not-timed"))
+    return []
+
+
+def _replay_ab(
+    req: Request,
+    out: Measurement,
+    launch: CapturedLaunch,
+    prefix: str,
+    cfg: timing.TimingConfig,
+    device: ReplayDevice,
+    plan: ABPlan,
+) -> list[VariantResult]:
+    """kperf ab's timing pass: a launch of a changed kernel timed interleaved against the base's
+    own launch of it (capture/ab_launch.py) on the same argument copies; launches the static
+    passes found identical cost no GPU time. The verdict is the A/B's; the head's samples of it
+    are the variant's ``time.*`` (no second timing loop), and no instrumented launch is made
+    (the static changes say what moved)."""
+    try:
+        spec = describe_launch(launch)
+    except Exception as e:
+        return _not_timed(out, req, prefix, f"the launch could not be described ({type(e).__name__}: {e})")
+    entry = plan.entry_for(req.nodeid, spec)
+    changed = spec.qualname in plan.changed_sites(req.nodeid)
+    if entry is None:
+        if changed:
+            return _not_timed(out, req, prefix, "the static pass recorded no launch of these arguments")
+        return []
+    if entry.status == "identical" and not changed and not plan.time_all:
+        return []  # same code, options and work on both sides
+    base_fn, why = base_call(launch, entry, req.base_tree or "")
+    if base_fn is None:
+        return _not_timed(out, req, prefix, why or "no base launch")
+    head_fn = launch.call()
+    try:
+        infos = device.capture(head_fn)
+        base_fn()  # compiles the base version; a base launch that fails is said, not timed
+    except Exception as e:
+        return _not_timed(out, req, prefix, f"replay failed: {type(e).__name__}: {str(e)[:200]}")
+    infos = [i for i in infos if i.name == launch.name] or infos
+    if not infos:
+        return _not_timed(out, req, prefix, "the replay launched no kernel")
+    threshold = float(req.thresholds.get("time", req.ab_threshold))
+    ab = adaptive_ab(
+        base_fn, head_fn, threshold=threshold, backend=device.backend, budget_s=req.budget_s,
+        precision=req.ab_precision, floor=req.ab_floor_ms, cfg=cfg,
+    )  # fmt: skip
+    variants = build_variants(
+        req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
+        regions={}, gpu_name=device.gpu_name, sm_count=device.sm_count,
+    )  # fmt: skip
+    for v in variants:
+        v.tags.append("replay")
+        v.artifacts["launch"] = canonical_json(_launch_doc(entry, launch))
+    return variants
+
+
+def _launch_doc(entry: PlanEntry, launch: CapturedLaunch) -> dict:
+    """What the A/B document says of the launch: where the kernel lives, its arguments and grid
+    on each side, what the static pass saw change."""
+    base = entry.base or {}
+    return {
+        "site": entry.site,
+        "args": entry.head.get("args") or {},
+        "grid": list(entry.head.get("grid") or launch.grid_seen or ()),
+        "config": entry.head.get("config"),
+        "base_args": base.get("args") or {},
+        "base_grid": list(base.get("grid") or ()),
+        "base_config": base.get("config"),
+        "changes": entry.changes,
+        "identical_launches": launch.count,
+    }

@@ -274,7 +274,7 @@ def test_grid_only_change_is_timed_though_the_code_is_identical(planted):
     _, doc, _ = planted
     t = _test(doc, "test_grid_only")
     assert t["status"] == "changed"
-    assert t["changes"] == ["grid_only (copy_kernel): grid (4, 1, 1) -> (5, 1, 1)"]
+    assert t["changes"] == ["copy_kernel: grid (4, 1, 1) -> (5, 1, 1)"]
 
 
 def test_added_and_deleted_tests(planted):

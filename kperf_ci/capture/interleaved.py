@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.capture import timing
-from kperf_ci.judge.stats import SampleComparison, compare_samples
+from kperf_ci.judge.stats import SampleComparison, compare_samples, median, median_ci
 from kperf_ci.metrics import metric
 from kperf_ci.model import Metric
 
@@ -68,6 +68,22 @@ class ABResult:
             ("ab.threshold", self.threshold),
         ]
         return [metric(name, value) for name, value in vals]  # unit, kind, direction: the catalogue
+
+    def head_timing(self) -> timing.TimingResult:
+        """The head side's samples as a TimingResult: the ``time.*`` metrics of a launch timed
+        only A/B (kperf ab's kernel replay), without a second timing loop."""
+        lo, hi = median_ci(self.head_ms)
+        return timing.TimingResult(
+            samples_ms=list(self.head_ms),
+            median=median(self.head_ms),
+            ci_low=lo,
+            ci_high=hi,
+            method=self.method,
+            n=len(self.head_ms),
+            warnings=list(self.warnings),
+            stopped_by=self.stopped_by,
+            elapsed_s=self.seconds,
+        )
 
     @property
     def tag(self) -> str:

@@ -60,6 +60,12 @@ def launch_args(ls: LaunchSpec) -> dict[str, str]:
     return out
 
 
+def launch_values(ls: LaunchSpec) -> dict[str, Any]:
+    """Scalar and constexpr arguments with their typed values: the timing pass of `kperf ab`
+    relaunches the base's own launch from them (``capture/ab_launch.py``)."""
+    return {a.name: a.value for a in ls.args if a.kind in ("int", "float", "bool", "str", "none")}
+
+
 def build_manifest(
     launches: list[LaunchSpec], variants: list[VariantResult], archs: list[str], rootdir: str | None
 ) -> dict[str, list[dict[str, Any]]]:
@@ -90,7 +96,11 @@ def build_manifest(
                 "config": ls.config,
                 "grid": list(ls.grid),
                 "args": launch_args(ls),
+                "values": launch_values(ls),
+                "options": dict(ls.options),
                 "autotune": ls.autotune,
+                # the marker's thresholds= / metrics=: what the user asked to gate
+                "gate": dict(ls.thresholds or {}),
                 "code": code,
             }
         )

@@ -13,11 +13,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..model import VariantKey, VariantResult, canonical_json
 
 __all__ = [
     "KernelIndex",
+    "kernel_groups",
     "count_words",
     "distinct_spec_labels",
     "kernel_id",
@@ -108,4 +110,67 @@ def distinct_spec_labels(labels: dict[str, tuple[str, str, str]]) -> dict[str, s
             extra = [t for t in tokens[vid] if t not in common]
             if extra:
                 out[vid] = " · ".join(filter(None, [short, ", ".join(extra)]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# kperf ab's timed launches, per Triton kernel
+
+_VERDICT_ORDER = {"slower": 0, "inconclusive": 1, "faster": 2, "unchanged": 3}
+
+
+def _worst_first(r: dict[str, Any]) -> tuple[int, float]:
+    return _VERDICT_ORDER.get(r["verdict"], 9), -(r.get("ratio") or 0)
+
+
+def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The timed rows as one entry per Triton kernel: its worst verdict, the range of its changes,
+    and its launches (each distinct launch once, with the tests that made it) as attributes."""
+    groups: dict[str, dict[str, Any]] = {}
+    for t in timed:
+        name = str(t["kernel"]).split("#", 1)[0]
+        site = str(t.get("site") or name)
+        g = groups.setdefault(site, {"kernel": name, "site": site, "launches": {}, "tests": []})
+        if t["test"] not in g["tests"]:
+            g["tests"].append(t["test"])
+        launch = g["launches"].setdefault(
+            str(t.get("launch") or ""), {"launch": t.get("launch") or "", "runs": []}
+        )
+        launch["runs"].append(t)
+    out = []
+    for g in groups.values():
+        launches = []
+        for entry in g["launches"].values():
+            runs = sorted(
+                entry["runs"], key=lambda r: (_VERDICT_ORDER.get(r["verdict"], 9), -(r.get("ratio") or 0))
+            )
+            worst = runs[0]
+            launches.append(
+                {
+                    "launch": entry["launch"],
+                    "verdict": worst["verdict"],
+                    "ratio": worst.get("ratio"),
+                    "ci_low": worst.get("ci_low"),
+                    "ci_high": worst.get("ci_high"),
+                    "tests": [r["test"] for r in runs],
+                    "changes": worst.get("changes") or [],
+                    "base_launch": worst.get("base_launch") or "",
+                }
+            )
+        launches.sort(key=_worst_first)
+        ratios = [x["ratio"] for x in launches if x.get("ratio") is not None]
+        changes = list(dict.fromkeys(c for x in launches for c in x["changes"]))
+        out.append(
+            {
+                "kernel": g["kernel"],
+                "site": g["site"],
+                "verdict": launches[0]["verdict"],
+                "ratio_min": min(ratios) if ratios else None,
+                "ratio_max": max(ratios) if ratios else None,
+                "launches": launches,
+                "tests": g["tests"],
+                "changes": changes,
+            }
+        )
+    out.sort(key=lambda k: (_VERDICT_ORDER.get(k["verdict"], 9), -(k.get("ratio_max") or 0)))
     return out

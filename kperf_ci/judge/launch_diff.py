@@ -12,6 +12,7 @@ from typing import Any
 
 from kperf_ci.judge.compare import _static_change
 from kperf_ci.judge.matching import _match, parse_config
+from kperf_ci.judge.policy import gated
 from kperf_ci.metrics import MOVED_METRICS, metric, unit_of
 from kperf_ci.model import VariantKey, VariantResult
 from kperf_ci.units import fmt_value
@@ -231,16 +232,32 @@ def tests_from_variants(diff: StaticDiff) -> list[TestDiff]:
     return [out[t] for t in sorted(out)]
 
 
-def static_regressions(tests: list[TestDiff], policy: Any) -> list[dict[str, Any]]:
+def asked(name: str, marker: dict[str, Any], policy: Any) -> bool:
+    """Whether the user asked to gate a static metric by name: the marker's ``metrics=`` or
+    ``thresholds=``, or ``[tool.kperf.thresholds]`` (the catalogue's defaults do not count)."""
+    if name in policy.thresholds or name in marker:
+        return True
+    selection = marker.get("metrics")
+    return bool(selection) and gated(name, selection)
+
+
+def static_regressions(
+    tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
     """Launches whose code regressed beyond `kperf compare`'s static thresholds (spills from 0,
     registers +20%, shared memory over the arch's limit, ...), judged launch by launch on the
-    pairs the per-test diff made, so a config change is judged like any other change."""
+    pairs the per-test diff made, so a config change is judged like any other change.
+
+    ``timed``: (test, kernel qualname) of launches timed A/B on a GPU. Time decides for them: a
+    static metric fails such a launch only when the user asked for it (:func:`asked`)."""
 
     out = []
     for t in tests:
         for lc in t.launches:
             if lc.status != "changed" or lc.base is None or lc.head is None:
                 continue
+            is_timed = timed is not None and (t.test, lc.site.rsplit("::", 1)[-1]) in timed
+            marker = dict(lc.head.get("gate") or {})
             bc, hc = lc.base.get("code") or {}, lc.head.get("code") or {}
             for arch in sorted(set(bc) & set(hc)):
                 x, y = bc[arch], hc[arch]
@@ -249,12 +266,16 @@ def static_regressions(tests: list[TestDiff], policy: Any) -> list[dict[str, Any
                 for name in CODE_METRICS_ORDER:
                     if not isinstance(x.get(name), (int, float)) or not isinstance(y.get(name), (int, float)):
                         continue
+                    if is_timed and not asked(name, marker, policy):
+                        continue
+                    if not gated(name, marker.get("metrics")):  # the marker gates other metrics
+                        continue
                     change = _static_change(
                         metric(name, x[name]),
                         metric(name, y[name]),
                         key,
                         policy,
-                        {},
+                        marker,
                     )
                     if change.regression:
                         reasons.append(change.reason)

@@ -5,10 +5,13 @@ measures, and what it produced is handed to the session."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kperf_ci import measure, measure_replay
+from kperf_ci.capture.ab_launch import ABPlan
 from kperf_ci.capture.replay import LaunchCopier, ReplayDevice
 from kperf_ci.model import VariantResult
 
@@ -30,9 +33,20 @@ def shape_id(item: pytest.Item) -> str:
     return callspec.id if callspec is not None else ""
 
 
+@functools.lru_cache(maxsize=4)
+def plan_of(path: str) -> ABPlan:
+    """kperf ab's plan, read once per process (it does not change while the pass runs)."""
+    return ABPlan.load(path)
+
+
+def plan_path(ks: KperfSession) -> str | None:
+    return ks.config.getoption("kperf_ab_plan", default=None)
+
+
 def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> measure.Request:
     params = params_of(item)
     s = ks.settings
+    path = plan_path(ks)
     return measure.Request(
         nodeid=item.nodeid,
         name=marker.name,
@@ -45,6 +59,8 @@ def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> mea
         ab_threshold=s.ab_threshold,
         ab_precision=s.ab_precision,
         ab_floor_ms=s.ab_floor_ms,
+        ab_plan=plan_of(path) if path else None,
+        named=marker.named,
     )
 
 
@@ -54,6 +70,12 @@ def keep(ks: KperfSession, m: measure.Measurement) -> None:
     ks.blobs.extend(m.blobs)
     ks.ab_results.extend(m.ab_results)
     ks.findings.extend(m.findings)
+    path = plan_path(ks)
+    if path and m.ab_results:
+        # kperf ab reads why a launch was not timed from here (one line per result, appended:
+        # xdist workers write to the same file)
+        with open(path + ".results.jsonl", "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(list(r)) + "\n" for r in m.ab_results))
 
 
 def bench_on_gpu(

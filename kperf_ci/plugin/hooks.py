@@ -9,6 +9,7 @@ import pytest
 
 from kperf_ci.plugin import MARKER_KEY
 from kperf_ci.plugin.finish import finish_session, merge_worker_output, worker_output
+from kperf_ci.plugin.gpu_bench import plan_of, plan_path
 from kperf_ci.plugin.marker import MarkerError, marker_for
 from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession
 from kperf_ci.report.terminal import write_summary
@@ -30,6 +31,18 @@ class ActiveHooks:
         arch = f" arch={','.join(s.arch)}" if session.mode == "static" else ""
         base = f" baseline={s.baseline}" if s.baseline else ""
         return f"kperf: mode={session.mode}{arch} {where}{base} run={session.run_id}"
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """kperf ab's timing pass runs the user's own selection (options such as --kperf-all
+        and -p stay as given) but only the tests whose launches its plan says to time."""
+        plan = plan_path(self.session)
+        if not plan:
+            return
+        wanted = set(plan_of(plan).tests())
+        kept = [it for it in items if it.nodeid in wanted]
+        if len(kept) != len(items):
+            config.hook.pytest_deselected(items=[it for it in items if it.nodeid not in wanted])
+            items[:] = kept
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         try:

@@ -30,6 +30,8 @@ class KperfMarker:
     thresholds: Mapping[str, float] = field(default_factory=dict)
     bytes: float | Callable[..., float] | None = None
     flops: float | Callable[..., float] | None = None
+    # name= was given: variants carry it; else launches are named by their Triton kernel
+    named: bool = True
 
     def resolved(self, params: Mapping[str, Any], key: str) -> float | None:
         """`bytes`/`flops` may be numbers or callables of the test's parameters."""
@@ -107,6 +109,7 @@ def parse_marker(item: pytest.Item) -> KperfMarker | None:
                 f"parameters, got {value!r}"
             )
     return KperfMarker(
+        named=bool(merged.get("name")),
         name=name.strip(),
         tags=tags,
         metrics=metrics,
@@ -153,5 +156,5 @@ def marker_for(item: pytest.Item, mark: str | list[str] | tuple[str, ...] | None
     ``mark`` setting selects it; None when it is not marked."""
     marker = parse_marker(item)
     if marker is None and mark_matches(item, mark):
-        marker = KperfMarker(name=default_name(item))
+        marker = KperfMarker(name=default_name(item), named=False)
     return marker

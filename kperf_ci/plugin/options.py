@@ -75,6 +75,13 @@ def addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="checkout of the base revision: time each kernel A/B against it in this job (kperf ab)",
     )
+    group.addoption(
+        "--kperf-ab-plan",
+        default=None,
+        metavar="FILE",
+        help="set by kperf ab: which launches of each test changed and how the base made them (kernel "
+        "replay A/B)",
+    )
     group.addoption("--kperf-label", default=None, help="label stored with the run (e.g. base/head)")
     group.addoption(
         "--kperf-all",

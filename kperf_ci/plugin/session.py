@@ -120,7 +120,11 @@ class KperfSession:
         if self.recorder is None:
             return contextlib.nullcontext()
         return self.recorder.recording(
-            test=item.nodeid, name=marker.name, tags=marker.tags, thresholds=marker.threshold_dict()
+            # a test that names no kernel: each launch is named by its Triton kernel
+            test=item.nodeid,
+            name=marker.name if marker.named else None,
+            tags=marker.tags,
+            thresholds=marker.threshold_dict(),
         )
 
     def take_launches(self) -> list[Any]:
@@ -307,7 +311,10 @@ def _name_per_kernel(launches: list[Any]) -> list[Any]:
     kernels = {launch.qualname for launch in launches}
     if len(kernels) <= 1:
         return launches
-    return [replace(launch, name=f"{launch.name}/{launch.kernel}") for launch in launches]
+    return [
+        launch if launch.name is None else replace(launch, name=f"{launch.name}/{launch.kernel}")
+        for launch in launches
+    ]
 
 
 def benchmark_fixture_results(item: pytest.Item, marker: KperfMarker) -> list[VariantResult]:

@@ -9,12 +9,13 @@ from typing import Any
 
 from kperf_ci import store
 from kperf_ci.capture.base_tree import ABError
+from kperf_ci.judge.group import kernel_groups
 from kperf_ci.metrics import is_regression
 
 #: the blob that holds the A/B document, on the run labelled "ab"
 AB_BLOB = "ab_report"
 AB_LABEL = "ab"
-DOC_VERSION = 1
+DOC_VERSION = 2  # 2: "kernels" (timed rows per Triton kernel), rows with "site" and "launch"
 
 
 @dataclass
@@ -59,6 +60,9 @@ class ABReport:
             counts[t.status] = counts.get(t.status, 0) + 1
         for t in self.timed:
             counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
+        kernels = kernel_groups(self.timed)
+        for k in kernels:
+            counts[f"kernels_{k['verdict']}"] = counts.get(f"kernels_{k['verdict']}", 0) + 1
         return {
             "version": DOC_VERSION,
             "base": {"rev": self.base_rev, "sha": self.base_sha},
@@ -79,6 +83,7 @@ class ABReport:
                 "tests_to_time": self.tests_to_time(),
             },
             "timed": self.timed,
+            "kernels": kernels,
             "static_regressions": self.static_regressions,
             "messages": self.messages,
             "gpu_seconds": self.gpu_seconds,
@@ -110,11 +115,22 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
             continue
         m = {x.name: x.value for x in r.metrics}
         extra = json.loads(r.artifacts.get("ab") or "{}")
+        launch = json.loads(r.artifacts.get("launch") or "{}")
         kernel_name = r.key.kernel.rsplit("/", 1)[-1]
         base_ms, head_ms = extra.get("base_ms") or [], extra.get("head_ms") or []
         rows.append(
             {
                 "kernel": r.key.kernel,
+                # the Triton kernel ("path::qualname") and the launch timed: a kernel's identity
+                # and its work, whatever the test is called
+                "site": launch.get("site") or r.key.source,
+                "launch": launch_text(launch.get("args") or {}, launch.get("grid"), launch.get("config")),
+                "base_launch": launch_text(
+                    launch.get("base_args") or {}, launch.get("base_grid"), launch.get("base_config")
+                )
+                if launch
+                else "",
+                "changes": list(launch.get("changes") or []),
                 "arch": r.key.arch,
                 "config": r.key.config,
                 "test": r.key.test,
@@ -132,6 +148,23 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+#: longest launch description kept (a kernel with dozens of arguments)
+LAUNCH_TEXT_MAX = 240
+
+
+def launch_text(args: dict[str, Any], grid: Any, config: Any) -> str:
+    """ "x=fp32[4096x4096], n_cols=4096, BLOCK_SIZE=4096; grid 4096x1x1; num_warps=8" """
+    if not args and not grid:
+        return ""
+    parts = ", ".join(f"{k}={v}" for k, v in args.items())
+    g = "x".join(str(int(x)) for x in grid or ()) if isinstance(grid, (list, tuple)) else ""
+    opts = ",".join(
+        o for o in str(config or "").split(",") if o.startswith("num_warps") or o.startswith("num_stages")
+    )
+    text = "; ".join(x for x in (parts, f"grid {g}" if g else "", opts) if x)
+    return text if len(text) <= LAUNCH_TEXT_MAX else text[: LAUNCH_TEXT_MAX - 1] + "…"
 
 
 def timed_line(t: dict[str, Any]) -> str:

@@ -12,14 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import store
+from kperf_ci.capture.ab_launch import plan_from_tests
 from kperf_ci.capture.base_tree import ABError, materialize, repo_root, resolve_rev
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
+from kperf_ci.judge.group import kernel_groups
 from kperf_ci.judge.launch_diff import static_regressions
 from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.report.ab import _change, kernel_change
 from kperf_ci.report.safe_text import terminal_safe as safe
 
-from .document import AB_BLOB, ABReport, _ab_rows, timed_line
+from .document import AB_BLOB, ABReport, _ab_rows
 from .passes import StaticSide, _fail, _pytest, _tail, static_pass
 
 
@@ -27,8 +30,52 @@ def _gpu_available() -> bool:
     return cuda_available()
 
 
-def _static_regressions(settings: Any, tests: list[Any]) -> list[dict[str, Any]]:
-    return static_regressions(tests, ThresholdPolicy.from_settings(settings))
+def _static_regressions(
+    settings: Any, tests: list[Any], timed: set[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    return static_regressions(tests, ThresholdPolicy.from_settings(settings), timed=timed)
+
+
+def _timed_keys(timed: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(test, kernel qualname) of every launch that got a time verdict."""
+    return {(t["test"], str(t.get("site") or t["kernel"]).rsplit("::", 1)[-1]) for t in timed}
+
+
+def _plan_results(plan: Path) -> list[list[str]]:
+    """What the timing pass said of each launch it did not time (written beside the plan)."""
+    path = Path(str(plan) + ".results.jsonl")
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, list) and len(row) == 4:
+            out.append([str(x) for x in row])
+    return out
+
+
+def not_timed_messages(
+    to_time: list[str], timed: list[dict[str, Any]], results: list[list[str]]
+) -> list[str]:
+    """One line per launch the timing pass did not time, with its reason, and one per test it
+    timed nothing of and said nothing about (it failed, or launched no kernel, on the GPU)."""
+    out = []
+    said = set()
+    for test, name, description, verdict in results:
+        if verdict in ("not-timed", "no-base"):
+            out.append(f"not timed: {name} in {test}: {description.removeprefix('not timed: ')}")
+            said.add(test)
+    timed_tests = {t["test"] for t in timed}
+    for test in to_time:
+        if test not in timed_tests and test not in said:
+            out.append(
+                f"not timed: {test} (no changed launch was replayed on the GPU: the test failed or "
+                "skipped there, or launched no Triton kernel; see the log)"
+            )
+    return out
 
 
 def _copy_runs(sides: dict[str, StaticSide], timed_db: Path | None, db: Path) -> str:
@@ -102,15 +149,21 @@ def run_ab(
             report.messages.append(msg)
         else:
             timed_db = Path(tmp) / "ab.db"
+            plan = Path(tmp) / "ab-plan.json"
+            plan_from_tests(tests, time_all=time_all).write(plan)
+            # the user's own arguments (--kperf-all, -p, ...): the plugin keeps only the tests
+            # the plan names
             rc, out = _pytest(
                 root,
                 rel_cwd,
-                to_time,
+                list(args),
                 [
                     "--kperf-mode",
                     "gpu",
                     "--kperf-base-tree",
                     str(base_root),
+                    "--kperf-ab-plan",
+                    str(plan),
                     "--kperf-db",
                     str(timed_db),
                     "--kperf-label",
@@ -120,25 +173,31 @@ def run_ab(
             )
             if not timed_db.exists():
                 _fail(f"A/B timing stored no run (pytest exit {rc})", out)
-            timed_run = store.load_run(timed_db)
+            timed_run = store.load_run(timed_db, artifacts=("ab", "launch"))
             report.device = timed_run.info.fingerprint.gpu
             report.timed = _ab_rows(timed_run.results)
             report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
-            timed_tests = {t["test"] for t in report.timed}
-            for test in to_time:
-                if test not in timed_tests:
-                    msg = f"not timed: {test} (no kperf.bench callable with a base version; see the log)"
-                    report.messages.append(msg)
-                    echo(f"  {safe(msg)}")
+            for msg in not_timed_messages(to_time, report.timed, _plan_results(plan)):
+                report.messages.append(msg)
+                echo(f"  {safe(msg)}")
             if rc not in (0, 1):
                 report.messages.append(f"timing pass: pytest exit {rc}")
                 echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
-            for t in report.timed:
-                echo("  " + safe(timed_line(t)))
-        if not gpu or not report.timed:
-            report.static_regressions = _static_regressions(settings, tests)
-            for r in report.static_regressions:
-                echo(safe(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}"))
+            for k in kernel_groups(report.timed):  # one line per Triton kernel, its launches below
+                echo(
+                    safe(
+                        f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
+                        f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
+                    )
+                )
+                for x in k["launches"]:
+                    echo(safe(f"      {x['verdict']:<12} {_change(x)}  {x['launch']}"))
+        # On a GPU, time decides: a launch timed A/B is judged by its time (its static changes
+        # are "what moved"); static thresholds judge the launches that were not timed, and timed
+        # ones only for the metrics a test's marker or [tool.kperf] asked to gate
+        report.static_regressions = _static_regressions(settings, tests, _timed_keys(report.timed))
+        for r in report.static_regressions:
+            echo(safe(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}"))
         report.wall_s = time.monotonic() - t_start
         if db is not None:
             db = Path(db)

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from kperf_ci.judge.group import kernel_groups
 from kperf_ci.report.html import no_control_chars
 from kperf_ci.report.safe_text import markdown_safe
 
@@ -47,8 +48,28 @@ def _change(t: dict[str, Any]) -> str:
     return f"{pct(t['ratio'])}{ci}"
 
 
+def kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The timed launches per Triton kernel (stored since document version 2; grouped here for
+    older documents)."""
+    kernels = doc.get("kernels")
+    return list(kernels) if isinstance(kernels, list) else kernel_groups(doc.get("timed") or [])
+
+
+def kernel_change(k: dict[str, Any]) -> str:
+    """One launch: its change with the interval; several: the range of their changes."""
+    launches = k.get("launches") or []
+    if len(launches) == 1:
+        return _change(launches[0])
+    lo, hi = k.get("ratio_min"), k.get("ratio_max")
+    if lo is None:
+        return "?"
+    return pct(lo) if lo == hi else f"{pct(lo)} .. {pct(hi)}"
+
+
 def headline(doc: dict[str, Any]) -> str:
     c = doc.get("counts") or {}
+    if "kernels" in doc:  # kernels, not launches: one kernel launched at 4 shapes is one kernel
+        c = {**c, **{v: c.get(f"kernels_{v}", 0) for v in ("slower", "faster", "unchanged", "inconclusive")}}
     slower, faster = int(c.get("slower", 0)), int(c.get("faster", 0))
     regs = doc.get("static_regressions") or []
     static_reg = len({str(r.get("kernel", "")) for r in regs})  # kernels, as the README counts them
@@ -96,25 +117,39 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
         + (f" on {md(doc['device'])}" if doc.get("device") else " (static only)"),
         "",
     ]
-    timed = doc.get("timed") or []
-    if timed:
+    kernels = kernels_of(doc)
+    if kernels:
         lines += [
-            "| | kernel | test | change [99% CI] | what moved |",
-            "|---|---|---|---|---|",
+            "| | kernel | launches | change [99% CI] | tests | what moved |",
+            "|---|---|---|---|---|---|",
         ]
-        order = {"slower": 0, "inconclusive": 1, "faster": 2, "unchanged": 3}
-        moved_by_test = {t["test"]: t.get("changes") or [] for t in doc.get("tests") or []}
-        for t in sorted(timed, key=lambda t: (order.get(t["verdict"], 9), -(t.get("ratio") or 0))):
-            moved = list(t.get("regions_moved") or []) + list(moved_by_test.get(t["test"], []))
+        for k in kernels:
+            n_tests = len(k.get("tests") or [])
             lines.append(
-                f"| {_ICON.get(t['verdict'], '')} {md(t['verdict'])} | {md(t['kernel'])} | {md(t['test'])} "
-                f"| {md(_change(t))} | {md('; '.join(moved)) or '-'} |"
+                f"| {_ICON.get(k['verdict'], '')} {md(k['verdict'])} | {md(k['kernel'])} ({md(k['site'])}) "
+                f"| {len(k.get('launches') or [])} | {md(kernel_change(k))} | {n_tests} "
+                f"| {md('; '.join(k.get('changes') or [])) or '-'} |"
             )
-        lines.append("")
+        lines += ["", "<details><summary>Each timed launch</summary>", ""]
+        for k in kernels:
+            lines.append(f"- **{md(k['kernel'])}**")
+            for x in k.get("launches") or []:
+                lines.append(
+                    f"  - {_ICON.get(x['verdict'], '')} {md(x['verdict'])} {md(_change(x))}: "
+                    f"{md(x['launch']) or '-'} ({md(', '.join(x.get('tests') or []))})"
+                )
+        lines += ["", "</details>", ""]
     regs = doc.get("static_regressions") or []
     if regs:
         lines += ["**Static regressions**", ""]
-        lines += [f"- {md(r['kernel'])} {md(r['arch'])} ({md(r['test'])}): {md(r['reason'])}" for r in regs]
+        for (kernel, arch), rs in _by_kernel(regs).items():
+            reasons = list(dict.fromkeys(str(r["reason"]) for r in rs))
+            more = f" (+{len(reasons) - 1} other change(s))" if len(reasons) > 1 else ""
+            tests = sorted({str(r["test"]) for r in rs})
+            lines.append(
+                f"- {md(kernel)} {md(arch)}: {md(reasons[0])}{more}; {len(rs)} launch(es) in "
+                f"{len(tests)} test(s): {md(', '.join(tests[:5]))}{' …' if len(tests) > 5 else ''}"
+            )
         lines.append("")
     changed = _changed_tests(doc)
     if changed:
@@ -130,6 +165,13 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
         cut = text[: max_chars - 200].rsplit("\n", 1)[0]
         text = cut + "\n\n… (truncated: the full report is in the job's artifacts)\n"
     return text
+
+
+def _by_kernel(regs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in regs:
+        out.setdefault((str(r.get("kernel", "")), str(r.get("arch", ""))), []).append(r)
+    return out
 
 
 def render_summary(doc: dict[str, Any]) -> str:
@@ -152,8 +194,20 @@ code{font-size:12px}ul{margin:0;padding-left:1.2em}
 <p>Base <code>{{ base_sha }}</code> ({{ base_rev }}) vs
 {% if same %}the working tree of{% else %}head{% endif %} <code>{{ head_sha }}</code>
 {% if device %}on {{ device }}{% else %}(static only){% endif %}</p>
+{% if kernels %}
+<h2>Timed A/B per kernel (interleaved, paired)</h2>
+<table id="kernels"><tr><th>verdict</th><th>kernel</th><th>change [99% CI]</th><th>launches</th>
+<th>tests</th><th>what moved</th></tr>
+{% for k in kernels %}<tr class="{{ k.verdict }}"><td>{{ k.verdict }}</td>
+<td>{{ k.kernel }}<br><code>{{ k.site }}</code></td><td>{{ k.change }}</td>
+<td><ul>{% for x in k.launches %}<li>{{ x.verdict }} {{ x.change }}:
+<code>{{ x.launch }}</code></li>{% endfor %}</ul></td>
+<td><ul>{% for t in k.tests %}<li>{{ t }}</li>{% endfor %}</ul></td>
+<td><ul>{% for m in k.changes %}<li>{{ m }}</li>{% endfor %}</ul></td></tr>
+{% endfor %}</table>
+{% endif %}
 {% if timed %}
-<h2>Timed A/B (interleaved, paired)</h2>
+<h2>Timed A/B per test</h2>
 <table id="timed"><tr><th>verdict</th><th>kernel</th><th>test</th><th>change [99% CI]</th>
 <th>base / head median</th><th>pairs</th><th>what moved</th></tr>
 {% for t in timed %}<tr class="{{ t.verdict }}"><td>{{ t.verdict }}</td><td>{{ t.kernel }}</td>
@@ -190,9 +244,25 @@ def render_html(doc: dict[str, Any]) -> str:
             "change": _change(t),
             "medians": f"{_ms(t.get('base_median_ms'))} / {_ms(t.get('head_median_ms'))}",
             "pairs": int(t.get("pairs") or 0),
-            "moved": [str(m) for m in (t.get("regions_moved") or [])] + moved_by_test.get(t["test"], []),
+            "moved": [str(m) for m in (t.get("regions_moved") or [])]
+            + [str(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
         }
         for t in doc.get("timed") or []
+    ]
+    kernels = [
+        {
+            "verdict": str(k["verdict"]),
+            "kernel": str(k["kernel"]),
+            "site": str(k["site"]),
+            "change": kernel_change(k),
+            "launches": [
+                {"verdict": str(x["verdict"]), "change": _change(x), "launch": str(x.get("launch") or "")}
+                for x in k.get("launches") or []
+            ],
+            "tests": [str(t) for t in k.get("tests") or []],
+            "changes": [str(c) for c in k.get("changes") or []],
+        }
+        for k in kernels_of(doc)
     ]
     base_sha, base_rev, head_sha, same = _sides(doc)
     return _HTML.render(
@@ -203,6 +273,7 @@ def render_html(doc: dict[str, Any]) -> str:
         same=same,
         device=doc.get("device"),
         timed=timed,
+        kernels=kernels,
         regs=doc.get("static_regressions") or [],
         tests=[
             {

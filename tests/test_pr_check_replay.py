@@ -1,0 +1,246 @@
+"""`kperf ab` on a repository whose tests never call kperf.bench (as Liger-Kernel's): the changed
+launches are replayed and timed A/B against the base's own launch of the same kernel.
+
+`kperf ab --gpu` runs as a subprocess on a real two-commit git repository. Only the device
+boundary is faked, by the repository's own conftest.py (test code, switched on by an environment
+variable): kernels run in Triton's interpreter, the replay device's timing backend reads a clock
+that charges 11 us per launch of the head tree's kernels and 10 us per launch of the base
+tree's, and every launch made in the timing pass is logged (file, kernel, grid, num_warps and
+constexprs), so the test sees which launches were sent to timing and how the base side was made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+def scale(x):
+    """The wrapper the tests call, as a library's autograd function would."""
+    y = torch.empty_like(x)
+    BLOCK, WARPS = 256, 4
+    scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=WARPS)
+    return y
+
+
+def copy(x):
+    y = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256, num_warps=4)
+    return y
+'''
+
+TESTS = """
+import pytest
+import torch
+
+from abkern.ops import copy, scale
+
+
+@pytest.mark.parametrize("n", [1000, 4096])
+def test_scale(n):
+    x = torch.rand(n)
+    torch.testing.assert_close(scale(x).float(), x * 2)
+
+
+def test_copy():
+    x = torch.rand(512)
+    assert torch.equal(copy(x), x)
+"""
+
+# The device boundary, faked for this repository's timing pass only (KPERF_TEST_FAKE_GPU=1 and
+# --kperf-mode gpu): never part of kperf-ci.
+CONFTEST = '''
+import json
+import os
+
+LOG = os.environ.get("KPERF_TEST_FAKE_GPU")
+LAUNCHES = []
+
+
+def pytest_configure(config):
+    if not LOG or config.getoption("kperf_mode", default=None) != "gpu":
+        return
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from kperf_ci.capture import gpu
+    from kperf_ci.capture.replay import ReplayDevice
+    from kperf_ci.plugin import gpu_bench
+
+    orig = InterpretedFunction.run
+
+    def run(fn, *args, grid, warmup, **kwargs):
+        if not warmup:
+            path = fn.fn.__code__.co_filename
+            side = "base" if "kperf-base-" in path else "head"
+            LAUNCHES.append(side)
+            bound = {**dict(zip(fn.arg_names, args)), **kwargs}
+            consts = {k: v for k, v in bound.items() if k.isupper()}
+            g = grid(kwargs) if callable(grid) else grid
+            with open(LOG, "a") as f:
+                f.write(json.dumps({"side": side, "kernel": fn.fn.__name__, "grid": list(g),
+                                    "num_warps": kwargs.get("num_warps"), "const": consts}) + "\\n")
+        return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)
+
+    InterpretedFunction.run = run
+
+    class Clock:
+        """Device time: 10 us per base launch, 11 us per head launch since the last marker."""
+        host = 0.0
+
+        def marker(self):
+            self.host += 0.002
+            return len(LAUNCHES)
+
+        def elapsed_ms(self, a, b):
+            return sum(0.011 if s == "head" else 0.010 for s in LAUNCHES[a:b])
+
+        def synchronize(self): pass
+        def flush(self): pass
+        def l2_bytes(self): return 50 << 20
+        def capture_graph(self, call): return call
+        def state(self): return {}
+        def host_time(self): return self.host
+        def sleep(self, s): self.host += s
+
+    def capture(call):
+        call()
+        return [gpu.LaunchInfo(name="?", grid=(1, 1, 1))]
+
+    def fake_cuda(cls):
+        return ReplayDevice(capture=capture, gpu_name="FAKE GPU", sm_count=132, backend=Clock(),
+                            regions=lambda out, call: {})
+
+    gpu_bench.ReplayDevice.cuda = classmethod(fake_cuda)
+'''
+
+
+def git(repo: Path, *args: str) -> None:
+    ident = ["-c", "user.name=kperf-test", "-c", "user.email=test@kperf.local"]
+    subprocess.run(["git", "-C", str(repo), *ident, *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "abkern").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "abkern" / "__init__.py").write_text("")
+    (repo / "abkern" / "ops.py").write_text(KERNELS)
+    (repo / "tests" / "test_ops.py").write_text(TESTS)
+    (repo / "conftest.py").write_text(CONFTEST)
+    (repo / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_90"]\n')
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    # the pull request: the scale kernel's launch (block size, so grid, and num_warps); copy as is
+    ops = repo / "abkern" / "ops.py"
+    ops.write_text(ops.read_text().replace("BLOCK, WARPS = 256, 4", "BLOCK, WARPS = 128, 2"))
+    git(repo, "commit", "-q", "-a", "-m", "head")
+    return repo
+
+
+def kperf_ab(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict, list]:
+    log = tmp_path / "launches.jsonl"
+    env = dict(os.environ, KPERF_TEST_FAKE_GPU=str(log), TRITON_INTERPRET="1", PYTHONPATH=str(repo))
+    env.pop("KPERF_DB", None)
+    out = tmp_path / "ab.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--gpu", "--json", str(out),
+         *extra, "tests", "--kperf-all"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    launches = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    return r, doc, launches
+
+
+@pytest.mark.slow
+def test_changed_launches_are_timed_against_the_base_launch(repo, tmp_path):
+    r, doc, launches = kperf_ab(repo, tmp_path)
+    assert doc, r.stdout + r.stderr
+    # one regression, found by time: the head launches read 10% slower on the fake clock
+    assert r.returncode == 1, r.stdout + r.stderr
+    timed = doc["timed"]
+    assert {t["test"] for t in timed} == {
+        "tests/test_ops.py::test_scale[1000]",
+        "tests/test_ops.py::test_scale[4096]",
+    }
+    assert {t["kernel"] for t in timed} == {"scale_kernel"}  # the Triton kernel, not the test
+    assert all(t["site"] == "abkern/ops.py::scale_kernel" for t in timed)
+    assert all(t["verdict"] == "slower" for t in timed)
+    assert all(1.08 < t["ratio"] < 1.12 for t in timed)
+    assert any("grid 8x1x1" in t["launch"] and "num_warps=2" in t["launch"] for t in timed)  # n=1000
+    # the base side: the base tree's kernel with the base's own constexpr, options and grid
+    base = [x for x in launches if x["side"] == "base"]
+    head = [x for x in launches if x["side"] == "head" and x["kernel"] == "scale_kernel"]
+    assert base and head
+    assert {(tuple(x["grid"]), x["num_warps"], x["const"]["BLOCK"]) for x in base} == {
+        ((4, 1, 1), 4, 256),
+        ((16, 1, 1), 4, 256),
+    }
+    assert {(tuple(x["grid"][:1]), x["num_warps"], x["const"]["BLOCK"]) for x in head} >= {
+        ((8,), 2, 128),
+        ((32,), 2, 128),
+    }
+    # the unchanged kernel's test is identical: never replayed
+    assert not [x for x in launches if x["kernel"] == "copy_kernel"]
+    # one row per kernel in the document and the comment
+    (kernel,) = doc["kernels"]
+    assert kernel["kernel"] == "scale_kernel" and kernel["verdict"] == "slower"
+    assert len(kernel["launches"]) == 2 and len(kernel["tests"]) == 2
+    comment = (repo / "reports" / "ab" / "comment.md").read_text()
+    assert "1 kernel(s) slower than the base revision" in comment
+    # markdown-escaped: one row for the kernel, its 2 launches and 2 tests as attributes
+    row = "| 🔴 slower | scale\\_kernel (abkern/ops.py::scale\\_kernel) | 2 | +10.00% | 2 |"
+    assert comment.count(row) == 1
+    # time decided: registers or instruction counts that moved are not static regressions here
+    assert doc["static_regressions"] == []
+    assert "scale_kernel (abkern/ops.py::scale_kernel)" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_changed_argument_dtype_is_not_timed_and_says_why(repo, tmp_path):
+    ops = repo / "abkern" / "ops.py"
+    ops.write_text(
+        ops.read_text().replace(
+            "y = torch.empty_like(x)\n    BLOCK, WARPS",
+            "y = torch.empty_like(x, dtype=torch.float64)\n    BLOCK, WARPS",
+        )
+    )
+    git(repo, "commit", "-q", "-a", "--amend", "--no-edit")
+    r, doc, launches = kperf_ab(repo, tmp_path)
+    assert doc, r.stdout + r.stderr
+    assert not doc["timed"]
+    notes = "\n".join(doc["messages"])
+    assert "not timed: scale_kernel in tests/test_ops.py::test_scale[1000]" in notes
+    assert "argument y_ptr is fp32[1000] in base and fp64[1000] in head" in notes
+    assert not [x for x in launches if x["side"] == "base"]
+    # not timed: its static changes judge it, as without a GPU
+    assert r.returncode in (0, 1)
