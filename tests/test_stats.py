@@ -165,3 +165,34 @@ def test_describe_is_one_line():
     r = compare_samples(lognormal(rng, 50, 0.005), lognormal(rng, 50, 0.005, 0.03))
     line = r.describe()
     assert line.startswith("slower +2.9") and "\n" not in line and "n=50/50" in line
+
+
+def _reference_median_ci(xs, confidence):
+    """The straightforward version: sort, then scipy's binomial quantile for this n alone."""
+    from scipy.stats import binom
+
+    s = sorted(xs)
+    n = len(s)
+    if n < 6:
+        return s[0], s[-1]
+    low = max(1, int(binom.ppf((1.0 - confidence) / 2, n, 0.5)))
+    return s[low - 1], s[min(n - 1, n - low)]
+
+
+def test_numpy_median_and_ci_agree_with_the_reference_on_random_data():
+    import statistics
+
+    from kperf_ci.judge.stats import median, median_ci
+
+    rng = np.random.default_rng(7)
+    sizes = [1, 2, 5, 6, 7, 20, 99, 100, 101, 1000, 1023, 1024, 1025, 4097, 10000]
+    sizes += [int(n) for n in rng.integers(6, 12000, 40)]
+    for n in sizes:
+        xs = list(np.exp(rng.normal(0.0, 0.05, n)) * rng.uniform(0.005, 2.0))
+        if n % 3 == 0:
+            xs = [round(x, 2) for x in xs]  # ties
+        assert median(xs) == pytest.approx(statistics.median(xs), rel=1e-12, abs=0)
+        assert median(np.asarray(xs)) == pytest.approx(statistics.median(xs), rel=1e-12, abs=0)
+        for conf in (0.95, 0.99, 0.9):
+            assert median_ci(xs, conf) == _reference_median_ci(xs, conf), (n, conf)
+    assert math.isnan(median([])) and all(math.isnan(v) for v in median_ci(np.array([])))

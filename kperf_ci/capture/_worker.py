@@ -20,8 +20,6 @@ and stand-in tensors (``.dtype`` + ``.data_ptr()``) reproduce the recorded speci
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -33,18 +31,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kperf_ci.capture import sass
 from kperf_ci.capture._standins import StandInTensor, _capture_ptxas_log, _make_driver
+from kperf_ci.capture.metrics_cache import cached_static_metrics
 from kperf_ci.capture.sass import arch_capability, static_metrics
 from kperf_ci.config import (
-    ENV_METRICS_CACHE_DIR,
-    ENV_NO_METRICS_CACHE,
     ENV_NO_PREWARM,
     ENV_WORKER_PATH,
     env_switch,
     env_text,
 )
-from kperf_ci.model import Metric
 
 # --------------------------------------------------------------------------------------------
 # importing kernels
@@ -237,7 +232,8 @@ def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> d
     if kernel is None:
         raise RuntimeError("compile returned no kernel")
     t1 = time.perf_counter()
-    metrics, sass, digest, cached = _cached_static_metrics(kernel, arch, static_metrics)
+    # one cache for static and GPU mode (capture.metrics_cache): warm runs skip the tools
+    metrics, sass, digest, cached = cached_static_metrics(kernel.asm, kernel.metadata, arch, static_metrics)
     t2 = time.perf_counter()
     arts = {}
     if "sass" in artifacts:
@@ -257,81 +253,6 @@ def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> d
         "triton_name": kernel.metadata.name,
         "metrics_cached": cached,
     }
-
-
-def _metrics_cache_dir() -> str | None:
-    if env_switch(ENV_NO_METRICS_CACHE):
-        return None
-    d = env_text(ENV_METRICS_CACHE_DIR)
-    if not d:
-        try:
-            from triton import knobs
-
-            d = os.path.join(knobs.cache.dir, "kperf-static")
-        except Exception:
-            return None
-    return d
-
-
-@functools.lru_cache(maxsize=1)
-def _code_version() -> str:
-    """Changes whenever the metric code changes, so cached metrics never go stale."""
-
-    with open(sass.__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
-def _cached_static_metrics(kernel: Any, arch: str, fn: Any) -> tuple[list[Any], str, str, bool]:
-    """static_metrics(), memoized on disk by the cubin/PTX/metadata it reads (warm runs skip
-    cuobjdump/nvdisasm/ptxas entirely)."""
-
-    md = kernel.metadata
-    h = hashlib.sha256()
-    cubin = kernel.asm.get("cubin") or b""
-    for part in (
-        _code_version(),
-        arch,
-        kernel.asm.get("ptx", ""),
-        json.dumps(
-            [
-                getattr(md, "shared", None),
-                getattr(md, "num_warps", None),
-                getattr(md, "num_stages", None),
-                getattr(md, "kperf_ptxas", None),
-            ],
-            sort_keys=True,
-        ),
-    ):
-        h.update(str(part).encode())
-        h.update(b"\0")
-    h.update(cubin if isinstance(cubin, bytes) else str(cubin).encode())
-    d = _metrics_cache_dir()
-    path = os.path.join(d, h.hexdigest() + ".json") if d else None
-    if path and os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                c = json.load(f)
-            return [Metric(*m) for m in c["metrics"]], c["sass"], c["sass_hash"], True
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    metrics, sass, digest = fn(kernel.asm, md, arch)
-    if path:
-        try:
-            os.makedirs(d, exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(
-                    {
-                        "metrics": [[m.name, m.value, m.unit, m.kind, m.better] for m in metrics],
-                        "sass": sass,
-                        "sass_hash": digest,
-                    },
-                    f,
-                )
-            os.replace(tmp, path)
-        except OSError:
-            pass
-    return metrics, sass, digest, False
 
 
 def prewarm() -> None:

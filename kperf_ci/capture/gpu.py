@@ -11,8 +11,9 @@ Two hooks, both removed in ``finally``:
   seen by the enter hook during that call are completed with these.
 
 ``LaunchInfo`` carries the compiled kernel's registers, spills, shared memory and its ``asm``
-dict; static metrics come from :func:`kperf_ci.capture.sass.static_metrics` (computed once per
-compiled kernel).
+dict; static metrics come from :func:`kperf_ci.capture.sass.static_metrics`, through
+:mod:`kperf_ci.capture.metrics_cache` (computed once per cubin: in memory for the process and on
+disk across runs, shared with static mode).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from kperf_ci.traces.kernel_records import load_records
 
 from ..hardware import normalize_arch
 from ..model import Metric
-from .sass import static_metrics
+from .metrics_cache import cached_static_metrics
 
 
 @dataclass
@@ -197,8 +198,8 @@ def capture_launches(
     """Run ``fn(*args, **kwargs)`` once; return its result and the launches it made, in order.
 
     With ``static=True`` each distinct compiled kernel also gets its static metrics from
-    ``kperf_ci.capture.sass.static_metrics`` (failures are kept in ``LaunchInfo.static_error``,
-    never raised).
+    ``kperf_ci.capture.sass.static_metrics``, cached by cubin (failures are kept in
+    ``LaunchInfo.static_error``, never raised).
     """
     with launch_capture(keep_args=keep_args) as launches:
         result = fn(*args, **kwargs)
@@ -243,7 +244,11 @@ def arch_of(kernel: Any) -> str:
 
 
 def add_static_metrics(launches: list[LaunchInfo]) -> None:
-    """Static metrics and SASS hash of each distinct compiled kernel among ``launches``."""
+    """Static metrics and SASS hash of each distinct compiled kernel among ``launches``.
+
+    Cached by a hash of the cubin, PTX and metadata (:mod:`kperf_ci.capture.metrics_cache`):
+    nvdisasm and friends took ~0.5 s per launch on an H100 host, the largest fixed cost of a
+    replayed launch; a kernel seen before, in this process or an earlier one, costs a hash."""
     done: dict[int, tuple[list[Metric], str | None, str | None]] = {}
     for info in launches:
         if info.kernel is None:
@@ -251,7 +256,7 @@ def add_static_metrics(launches: list[LaunchInfo]) -> None:
         key = id(info.kernel)
         if key not in done:
             try:
-                metrics, _normalized, digest = static_metrics(
+                metrics, _normalized, digest, _cached = cached_static_metrics(
                     info.kernel.asm, info.kernel.metadata, arch_of(info.kernel)
                 )
                 done[key] = (list(metrics), digest, None)

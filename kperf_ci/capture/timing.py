@@ -27,7 +27,12 @@ The loop (``time_callable``):
    disagreed by up to 10%. The time floors make every median cover a comparable window.)
 4. Pacing: after every batch the loop idles so that the GPU is busy at most ``duty_cycle``
    (default 0.5) of the time, keeping compute-bound kernels under the power cap (see timing_steps.pace).
-   Budgets count wall time, ``min_time_s`` counts busy time.
+   Budgets count wall time, ``min_time_s`` counts busy time. The idle time is decided per
+   batch from the device's own work (calls and flushes), not as a fixed share of host time: a
+   short kernel whose host side is slower than its device side is not paced at all.
+   Short kernels (under ``short_kernel_ms``) whose CI cannot reach the target within the budget
+   stop once ``min_time_s`` is measured ("futile", with a warning), instead of spending the
+   budget for a CI that shrinks as 1/sqrt(n).
 5. Re-warm: every timed batch follows an idle gap (pacing, the stop checks, state reads), and
    on an H100 the first call after a gap ran 1.2-2.2x the median (clock dropped while idle,
    empty queue). So each batch starts with ~``rewarm_ms`` of calls queued right before it; they
@@ -59,6 +64,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..judge.stats import median, median_ci
 from ..model import Metric
 from .backend import CudaBackend, DeviceBackend, GraphReplayMismatch, default_backend
@@ -66,6 +73,8 @@ from .timing_steps import (
     TimingConfig,
     Variant,
     choose_method,
+    device_busy_s,
+    mark_warm,
     pace,
     rewarm_calls,
     sample_batch,
@@ -116,7 +125,7 @@ class TimingResult:
     flushed_l2: bool = False
     warmup_calls: int = 0
     warmup_converged: bool = False
-    stopped_by: str = ""  # "ci", "budget" or "max_samples"
+    stopped_by: str = ""  # "ci", "budget", "max_samples" or "futile" (a short kernel, see futile)
     elapsed_s: float = 0.0  # host seconds spent measuring (after warm-up)
     # calls timed right after an idle gap, before each batch, and left out of every statistic
     discarded_ms: list[float] = field(default_factory=list)
@@ -181,12 +190,34 @@ def ci_ok(xs: Sequence[float], cfg: TimingConfig) -> bool:
     width (a drifting device can give a narrow CI of a moving target)."""
     if len(xs) < cfg.min_samples:
         return False
+    xs = np.asarray(xs, dtype=np.float64)  # once: a check looks at thousands of samples
     lo, hi = median_ci(xs, cfg.confidence)
     m = median(xs)
     if not (m > 0 and (hi - lo) / m <= cfg.ci_rel_width):
         return False
     half = len(xs) // 2
     return abs(median(xs[:half]) - median(xs[half:])) / m <= cfg.ci_rel_width
+
+
+def futile(v: Variant, cfg: TimingConfig, spent_s: float, budget_s: float) -> bool:
+    """A short kernel (warm median under ``short_kernel_ms``) whose CI cannot get narrow enough:
+    after ``min_time_s``, the CI of the median, shrinking as 1/sqrt(n) over the rest of the
+    budget at the rate of samples so far, would still be wider than ``futile_rel`` times
+    ``ci_rel_width``; or ``short_max_samples`` are taken. Longer kernels keep the full budget."""
+    if not (0 < v.warm_median < cfg.short_kernel_ms) or v.t_spent < cfg.min_time_s:
+        return False
+    n = len(v.samples)
+    if n >= cfg.short_max_samples:
+        return True
+    if n < cfg.min_samples or spent_s <= 0:
+        return False
+    xs = np.asarray(v.samples, dtype=np.float64)
+    lo, hi = median_ci(xs, cfg.confidence)
+    m = median(xs)
+    if not m > 0:
+        return False
+    n_end = n * max(budget_s / spent_s, 1.0)
+    return (hi - lo) / m * math.sqrt(n / n_end) > cfg.futile_rel * cfg.ci_rel_width
 
 
 def interleaved_order(names: Sequence[str], round_index: int) -> list[str]:
@@ -216,6 +247,7 @@ def drift_warning(samples: Sequence[float], cfg: TimingConfig) -> str | None:
     n = len(samples)
     if n < 30:
         return None
+    samples = np.asarray(samples, dtype=np.float64)
     third = n // 3
     a, b = median(samples[:third]), median(samples[-third:])
     if a > 0 and abs(b - a) / a > cfg.drift_warn_rel:
@@ -233,7 +265,13 @@ def _finish(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool, stopp
     warnings = list(v.warnings) + state_warnings(v.state_start, end, cfg)
     if (d := drift_warning(v.samples, cfg)) is not None:
         warnings.append(d)
-    if stopped_by != "ci" and v.samples:
+    if stopped_by == "futile" and v.samples:
+        m = median(v.samples)
+        warnings.append(
+            f"stopped early: a short kernel whose CI of the median ({(hi - lo) / m:.2%} with "
+            f"{len(v.samples)} samples) would not reach {cfg.ci_rel_width:.2%} within the budget"
+        )
+    elif stopped_by != "ci" and v.samples:
         m = median(v.samples)
         warnings.append(
             f"stopped by {stopped_by} before the CI of the median reached {cfg.ci_rel_width:.2%} "
@@ -308,7 +346,7 @@ def time_interleaved(
     for name in interleaved_order(names, 0):
         warmup(vs[name], be, cfg, flush)
     for name in names:
-        choose_method(vs[name], be, cfg)
+        choose_method(vs[name], be, cfg, flush)
     for name in names:  # state after warm-up: what the measured part starts from
         vs[name].state_start = be.state()
 
@@ -323,17 +361,23 @@ def time_interleaved(
             v.samples.extend(sample_batch(v, be, cfg.round_samples, flush, rewarm_calls(v, cfg)))
             busy = be.host_time() - ts
             v.t_spent += busy
-            pace(be, busy, cfg)
+            pace(be, device_busy_s(v, busy), cfg, busy)  # idle by the device's share, see pace
         r += 1
-        if all(vs[n].t_spent >= cfg.min_time_s and ci_ok(vs[n].samples, cfg) for n in names):
+        ok = {n: vs[n].t_spent >= cfg.min_time_s and ci_ok(vs[n].samples, cfg) for n in names}
+        if all(ok.values()):
             stopped_by = "ci"
             break
-        if be.host_time() - t0 >= total_budget:
+        spent = be.host_time() - t0
+        if spent >= total_budget:
             stopped_by = "budget"
             break
         if any(len(vs[n].samples) >= cfg.max_samples for n in names):
             stopped_by = "max_samples"
             break
+        if all(ok[n] or futile(vs[n], cfg, spent, total_budget) for n in names):
+            stopped_by = "futile"
+            break
+    mark_warm(be)  # the device has been busy until now: the next variant warms briefly
     return {name: _finish(vs[name], be, cfg, flush, stopped_by) for name in names}
 
 
