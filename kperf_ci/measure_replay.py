@@ -142,9 +142,11 @@ def _replay_ab(
         return []
     if entry.status == "identical" and not changed and not plan.time_all:
         return []  # same code, options and work on both sides
-    base_fn, why = base_call(launch, entry, req.base_tree or "")
+    base_fn, note = base_call(launch, entry, req.base_tree or "")
     if base_fn is None:
-        return _not_timed(out, req, prefix, why or "no base launch")
+        return _not_timed(out, req, prefix, note or "no base launch")
+    if note:
+        out.warn(f"{prefix}: {note}")
     head_fn = launch.call()
     try:
         infos = device.capture(head_fn)
@@ -165,7 +167,7 @@ def _replay_ab(
     )  # fmt: skip
     for v in variants:
         v.tags.append("replay")
-        v.artifacts["launch"] = canonical_json(_launch_doc(entry, launch))
+        v.artifacts["launch"] = canonical_json({**_launch_doc(entry, launch), "note": note})
     return variants
 
 

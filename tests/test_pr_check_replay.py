@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import needs_gpu
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -226,7 +227,9 @@ def test_changed_launches_are_timed_against_the_base_launch(repo, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_changed_argument_dtype_is_not_timed_and_says_why(repo, tmp_path):
+def test_a_float_argument_of_another_dtype_gets_the_base_its_own(repo, tmp_path):
+    """The sides cannot share a buffer of another dtype: the base gets a fresh one of its own
+    dtype and shape, and the row says so."""
     ops = repo / "abkern" / "ops.py"
     ops.write_text(
         ops.read_text().replace(
@@ -237,10 +240,91 @@ def test_a_changed_argument_dtype_is_not_timed_and_says_why(repo, tmp_path):
     git(repo, "commit", "-q", "-a", "--amend", "--no-edit")
     r, doc, launches = kperf_ab(repo, tmp_path)
     assert doc, r.stdout + r.stderr
-    assert not doc["timed"]
-    notes = "\n".join(doc["messages"])
-    assert "not timed: scale_kernel in tests/test_ops.py::test_scale[1000]" in notes
-    assert "argument y_ptr is fp32[1000] in base and fp64[1000] in head" in notes
-    assert not [x for x in launches if x["side"] == "base"]
-    # not timed: its static changes judge it, as without a GPU
-    assert r.returncode in (0, 1)
+    rows = {t["test"]: t for t in doc["timed"]}
+    row = rows["tests/test_ops.py::test_scale[1000]"]
+    assert "base timed on its own arguments: y_ptr fp32[1000] (head fp64[1000])" in row["changes"]
+    assert [x for x in launches if x["side"] == "base"]
+
+
+def test_only_float_tensors_are_made_fresh():
+    import torch
+
+    from kperf_ci.capture.ab_launch import own_tensor
+
+    x = torch.zeros(4)
+    t = own_tensor("bf16[3x5]", x)
+    assert t.dtype == torch.bfloat16 and list(t.shape) == [3, 5] and t.device == x.device
+    assert own_tensor("i32[3x5]", x) is None  # indices: random values could go out of bounds
+    assert own_tensor("fp32[3x5]", 7) is None  # the head's value is not a tensor
+    assert own_tensor("4096", x) is None
+
+
+# ----------------------------------------------------------------------------------- on a GPU
+
+GPU_KERNELS = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+def copy(x):
+    y = torch.empty_like(x)
+    BLOCK, WARPS = 4096, 8
+    copy_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK, num_warps=WARPS)
+    return y
+"""
+
+GPU_TESTS = """
+import pytest
+import torch
+
+from abkern.ops import copy
+
+
+@pytest.mark.parametrize("n", [1 << 24])
+def test_copy(n):
+    x = torch.rand(n, device="cuda")
+    assert torch.equal(copy(x), x)
+"""
+
+
+@needs_gpu
+@pytest.mark.gpu
+def test_a_launch_option_change_is_timed_slower_on_the_gpu(tmp_path):
+    """A wrapper's launch option (num_warps 8 -> 1 on a 64 MB copy) in a suite that never calls
+    kperf.bench: kperf ab replays the launch, times it against the base's own launch and calls it
+    slower; the Triton kernel names the row."""
+    repo = tmp_path / "repo"
+    (repo / "abkern").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "abkern" / "__init__.py").write_text("")
+    (repo / "abkern" / "ops.py").write_text(GPU_KERNELS)
+    (repo / "tests" / "test_ops.py").write_text(GPU_TESTS)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    ops = repo / "abkern" / "ops.py"
+    ops.write_text(ops.read_text().replace("BLOCK, WARPS = 4096, 8", "BLOCK, WARPS = 4096, 1"))
+    git(repo, "commit", "-q", "-a", "-m", "head")
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    out = tmp_path / "ab.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--json", str(out),
+         "tests", "--kperf-all"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    print(r.stdout[-3000:], r.stderr[-2000:])
+    doc = json.loads(out.read_text())
+    assert r.returncode == 1, r.stdout + r.stderr
+    (row,) = doc["timed"]
+    assert row["kernel"] == "copy_kernel" and row["site"] == "abkern/ops.py::copy_kernel"
+    assert row["verdict"] == "slower" and row["ratio"] > 1.02
+    assert "num_warps=1" in row["launch"] and "num_warps 8 -> 1" in row["changes"]
+    assert doc["static_regressions"] == []  # time decided

@@ -182,7 +182,8 @@ def describe_launch(launch: Any) -> Any:
 
 
 def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[], Any] | None, str | None]:
-    """(a zero-argument launch of the base version, None) or (None, why it cannot be built).
+    """(a zero-argument launch of the base version, a note or None) or (None, why it cannot be
+    built). The note says which arguments the base got of its own.
 
     ``launch`` is the head's :class:`~kperf_ci.capture.replay.CapturedLaunch` (its argument
     copies are shared with the base side)."""
@@ -203,11 +204,15 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
     if _is_autotuner(base_obj):
         return _autotuned_base(base_obj, names, head_bound, head_text, base_text, launch)
     values: dict[str, Any] = {}
+    own: list[str] = []
     for name in names:
         if name in head_bound and head_text.get(name) == base_text.get(name):
             values[name] = head_bound[name]  # same value or same dtype[shape]: the head's copy
         elif name in base_values:
             values[name] = base_values[name]  # a scalar or constexpr that changed
+        elif (fresh := own_tensor(base_text.get(name), head_bound.get(name))) is not None:
+            values[name] = fresh  # a float tensor of another shape: the base gets its own
+            own.append(f"{name} {base_text.get(name)} (head {head_text.get(name, '-')})")
         elif name in head_bound:
             return None, (
                 f"argument {name} is {base_text.get(name, '?')} in base and {head_text.get(name, '?')} "
@@ -220,7 +225,30 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
     if not grid:
         return None, "the base launch's grid was not recorded; not timed"
     args = [values[n] for n in names]
-    return (lambda: base_jit.run(*args, grid=grid, warmup=False, **options)), None
+    note = f"base timed on its own arguments: {'; '.join(own)}" if own else None
+    return (lambda: base_jit.run(*args, grid=grid, warmup=False, **options)), note
+
+
+#: Triton dtype names of the floating tensors a base side may get fresh (random values are valid
+#: data for them; an integer tensor may hold indices, which random values would send out of bounds)
+FLOAT_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+
+def own_tensor(base_text: Any, head_value: Any) -> Any:
+    """A fresh random tensor of the base's ``dtype[shape]`` (e.g. a scratch buffer sized by the
+    grid) on the head argument's device, or None when the argument is not a float tensor."""
+    if not isinstance(base_text, str) or "[" not in base_text or not hasattr(head_value, "device"):
+        return None
+    dtype, _, dims = base_text.partition("[")
+    if dtype not in FLOAT_DTYPES:
+        return None
+    try:
+        shape = [int(d) for d in dims.rstrip("]").split("x") if d]
+    except ValueError:
+        return None
+    import torch
+
+    return torch.randn(shape, dtype=getattr(torch, FLOAT_DTYPES[dtype]), device=head_value.device)
 
 
 def _autotuned_base(

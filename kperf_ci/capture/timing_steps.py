@@ -325,10 +325,7 @@ def warmup(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool) -> Non
             choose_method(v, be, cfg)
             if v.method == "graph":
                 meds.clear()  # replays time differently from plain calls: settle on replays
-        if (
-            len(meds) >= max(cfg.warmup_min_batches, cfg.warmup_settle + 1)
-            and be.host_time() - t0 >= min_s
-        ):
+        if len(meds) >= max(cfg.warmup_min_batches, cfg.warmup_settle + 1) and be.host_time() - t0 >= min_s:
             tail = meds[-(cfg.warmup_settle + 1) :]
             if all(
                 a > 0 and abs(b - a) / a <= cfg.warmup_rel_tol for a, b in zip(tail, tail[1:], strict=False)

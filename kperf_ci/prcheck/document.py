@@ -130,7 +130,8 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
                 )
                 if launch
                 else "",
-                "changes": list(launch.get("changes") or []),
+                "changes": list(launch.get("changes") or [])
+                + ([launch["note"]] if launch.get("note") else []),
                 "arch": r.key.arch,
                 "config": r.key.config,
                 "test": r.key.test,
