@@ -690,6 +690,8 @@ def _slim(doc: dict) -> dict:
         "timed",
         "static_regressions",
         "device",
+        "stage_s",
+        "kernels",
     )
     out = {k: doc.get(k) for k in keep}
     out["tests"] = [
@@ -866,6 +868,13 @@ def assemble(out_dir: Path) -> dict:
     errors = [abs(x["kperf_pct"] - x["truth_pct"]) for x in launches if x["kperf_pct"] is not None]
     aa_rows = [r for s in AA_RUNS for r in (parts[s].get("doc") or {}).get("timed") or []]
     alarms = [r for r in aa_rows if r.get("verdict") in ("slower", "faster")]
+    # what the A/A says about an absolute floor: how far apart identical launches read (us)
+    offsets = sorted(
+        abs(r["head_median_ms"] - r["base_median_ms"]) * 1000
+        for r in aa_rows
+        if r.get("head_median_ms") is not None and r.get("base_median_ms") is not None
+    )
+    rel = sorted(abs(r["ratio"] - 1) * 100 for r in aa_rows if r.get("ratio") is not None)
     lo = parts["launch_option"]
     lo_doc = lo.get("doc") or {}
     plain = parts["plain"].get("wall_s_plain_two_trees")
@@ -889,6 +898,17 @@ def assemble(out_dir: Path) -> dict:
             for v in sorted({r.get("verdict") for r in aa_rows})
         },
         "aa_alarms": [{k: r.get(k) for k in ("kernel", "test", "verdict", "ratio")} for r in alarms],
+        "aa_offset_us": {
+            "median": statistics.median(offsets) if offsets else None,
+            "p95": offsets[int(0.95 * (len(offsets) - 1))] if offsets else None,
+            "max": offsets[-1] if offsets else None,
+        },
+        "aa_abs_ratio_pct": {
+            "median": statistics.median(rel) if rel else None,
+            "p95": rel[int(0.95 * (len(rel) - 1))] if rel else None,
+            "max": rel[-1] if rel else None,
+        },
+        "stage_s_ab": lo_doc.get("stage_s"),
         "aa_runs": {
             s: {
                 **(parts[s].get("ab") or {}),
@@ -1084,6 +1104,10 @@ def render_md(r: dict) -> str:
         f"- A/A (`--time-all`, head = base + a comment in `{AA_PLANT.path}`): {r['aa_comparisons']} timed "
         f"launch comparisons, verdicts {r['aa_verdicts']}; false-alarm rate "
         f"{'-' if far is None else f'{far:.2%}'}; runs {r['aa_runs']}.",
+        f"- A/A spread (what an absolute floor must cover): |head - base| of the medians "
+        f"{r.get('aa_offset_us')} us, |ratio - 1| {r.get('aa_abs_ratio_pct')} %; the replay floor "
+        "(`ab_replay_floor_ms`) is 0.1 us.",
+        f"- `kperf ab` stages on the launch_option case (wall seconds): {r.get('stage_s_ab')}.",
         f"- Cost, over {' '.join(r['plain_files'])} (the launch_option case): plain pytest in both trees "
         f"{_secs(r['wall_s_plain_two_trees'])} ({r['wall_s_plain']}); `kperf ab` {_secs(r['wall_s_ab'])} "
         f"with {r['gpu_s_ab']} GPU seconds of timing and {r['launches_captured']} captured launches; "
@@ -1209,7 +1233,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=str(RESULTS), help="directory of the part files, logs, json and md")
     ap.add_argument(
-        "--rounds", type=int, default=20, help="interleaved base/head rounds of the truth (>= 20)"
+        "--rounds", type=int, default=12, help="interleaved base/head rounds of the truth"
     )
     ap.add_argument("--workdir", default=None, help="where the case repositories go (default: a temp dir)")
     ap.add_argument("--python", default=sys.executable)

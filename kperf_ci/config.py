@@ -53,10 +53,8 @@ class Settings:
     thresholds: dict[str, float] = field(default_factory=dict)  # metric name (or "time") -> rel / abs
     time_floor_ms: float = 0.001
     timing_budget_s: float = 2.0  # GPU mode: host seconds of measurement per variant
-    # GPU mode, kernel replay of the launches a marked test makes outside kperf.bench
-    # (kperf_ci/capture/replay.py): per test, device memory for the argument copies taken before
-    # each launch, distinct launches replayed, and host seconds spent replaying; each limit that
-    # bites is reported for the test
+    # GPU mode, kernel replay (capture/replay.py), per test: device memory for argument copies,
+    # distinct launches replayed, host seconds replaying; a limit that bites is reported
     replay_copy_mb: float = 4096.0
     replay_launches: int = 32
     replay_seconds: float = 120.0
@@ -67,10 +65,11 @@ class Settings:
     # ... and the half-width of that interval at which it stops (0.005: the effect is reported to
     # about +-0.5%); a reference measurement asks for less, with a larger timing_budget_s
     ab_precision: float = 0.005
-    # ... and an absolute floor: on an H100 identical kernels of a few microseconds read up to
-    # 0.1 us (3%) apart between the two sides of an A/A with a tight interval
-    # (benchmarks/results/pr_check_eval.aa-before-floor.log), so a change must also exceed this
+    # ... and absolute floors. kperf.bench callables: on an H100 identical few-microsecond kernels
+    # read up to 0.1 us apart (pr_check_eval.aa-before-floor.log; each side's call allocates
+    # its outputs anew). Replayed launches share one set of buffers: realrepo_ab_eval.md's A/A
     ab_floor_ms: float = 0.0005
+    ab_replay_floor_ms: float = 0.0001
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
@@ -252,6 +251,7 @@ _VALIDATORS = {
     "ab_threshold": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_precision": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_floor_ms": lambda k, v, s: _number(k, v, s),
+    "ab_replay_floor_ms": lambda k, v, s: _number(k, v, s),
     "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
     "gate": _table,
     "report": _str,

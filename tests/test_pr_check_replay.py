@@ -313,7 +313,9 @@ def test_a_launch_option_change_is_timed_slower_on_the_gpu(tmp_path):
     ops = repo / "abkern" / "ops.py"
     ops.write_text(ops.read_text().replace("BLOCK, WARPS = 4096, 8", "BLOCK, WARPS = 4096, 1"))
     git(repo, "commit", "-q", "-a", "-m", "head")
-    env = dict(os.environ, PYTHONPATH=str(repo))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
+    )
     out = tmp_path / "ab.json"
     r = subprocess.run(
         [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--json", str(out),

@@ -59,6 +59,7 @@ def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> mea
         ab_threshold=s.ab_threshold,
         ab_precision=s.ab_precision,
         ab_floor_ms=s.ab_floor_ms,
+        ab_replay_floor_ms=s.ab_replay_floor_ms,
         ab_plan=plan_of(path) if path else None,
         named=marker.named,
     )

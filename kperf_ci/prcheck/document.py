@@ -31,6 +31,8 @@ class ABReport:
     device: str | None = None
     gpu_seconds: float = 0.0
     wall_s: float = 0.0
+    # wall seconds of each stage: "static" (both trees, side by side), "timing" (the A/B pass)
+    stage_s: dict[str, float] = field(default_factory=dict)
     db: str | None = None
 
     @property
@@ -88,6 +90,7 @@ class ABReport:
             "messages": self.messages,
             "gpu_seconds": self.gpu_seconds,
             "wall_s": self.wall_s,
+            "stage_s": self.stage_s,
             "db": self.db,
         }
 

@@ -6,6 +6,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,33 @@ def _env_for(root: Path) -> dict[str, str]:
 def _pytest(
     root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str
 ) -> tuple[int, str]:
+    return _start(root, rel_cwd, args, kperf_args, python).wait()
+
+
+class _Pass:
+    """One pytest pass running as a subprocess; its output goes to a temporary file, so that
+    two passes can run side by side without filling a pipe."""
+
+    def __init__(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.out = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=self.out, stderr=subprocess.STDOUT, text=True
+        )
+
+    def wait(self) -> tuple[int, str]:
+        try:
+            rc = self.proc.wait()
+        except BaseException:  # Ctrl-C: no pass outlives the command
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        self.out.seek(0)
+        text = self.out.read()
+        self.out.close()
+        return rc, text
+
+
+def _start(root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str) -> _Pass:
     # One rootdir for every pass (the invocation directory, unless the user names one): node ids
     # are relative to it, and the static passes' ids select the tests of the timing pass.  Left
     # to pytest, a repository without a pytest config gets a rootdir from the arguments, which
@@ -52,8 +81,7 @@ def _pytest(
         else [f"--rootdir={root / rel_cwd}"]
     )
     cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *rootdir, "--kperf", *kperf_args, *args]
-    p = subprocess.run(cmd, cwd=root / rel_cwd, env=_env_for(root), capture_output=True, text=True)
-    return p.returncode, (p.stdout + p.stderr)
+    return _Pass(cmd, root / rel_cwd, _env_for(root))
 
 
 def _tail(text: str, n: int = 15) -> str:
@@ -92,13 +120,12 @@ class StaticSide:
     manifest: dict[str, list[dict[str, Any]]] | None
     rc: int
     output: str
+    wall_s: float = 0.0  # both static passes, run side by side
 
 
-def _static_side(
-    side: str, root: Path, rel_cwd: Path, args: list[str], workdir: Path, python: str, messages: list[str]
-) -> StaticSide:
+def _static_start(side: str, root: Path, rel_cwd: Path, args: list[str], workdir: Path, python: str) -> _Pass:
     db = workdir / f"{side}.db"
-    rc, out = _pytest(
+    return _start(
         root,
         rel_cwd,
         args,
@@ -107,6 +134,12 @@ def _static_side(
         ["--kperf-mode", "static", "--kperf-db", str(db), "--kperf-label", f"ab-{side}-static"],
         python,
     )
+
+
+def _static_side(
+    side: str, root: Path, rc: int, out: str, workdir: Path, rel_cwd: Path, messages: list[str]
+) -> StaticSide:
+    db = workdir / f"{side}.db"
     if not db.exists():
         _fail(f"static pass in the {side} tree stored no run (pytest exit {rc})", out)
     run = store.load_run(db)
@@ -150,14 +183,28 @@ def static_pass(
     """Run the static pass in both trees; (variant-level StaticDiff, per-test diffs, messages,
     the two sides)."""
     messages: list[str] = []
+    base_args, dropped = _base_args(args, base_root / rel_cwd)
+    if dropped:
+        messages.append(f"not in the base revision, skipped there: {' '.join(dropped)}")
+    # Both trees at once: a static pass times nothing, so the two share the machine (and the
+    # GPU, on a GPU runner) without harm, and the check waits for the slower one only.
+    t0 = time.monotonic()
+    running = {
+        "base": _static_start("base", base_root, rel_cwd, base_args, workdir, python),
+        "head": _static_start("head", head_root, rel_cwd, args, workdir, python),
+    }
+    try:
+        done = {side: p.wait() for side, p in running.items()}
+    finally:
+        for p in running.values():
+            if p.proc.poll() is None:
+                p.proc.kill()
+    wall_s = time.monotonic() - t0
     sides = {}
     for side, root in (("base", base_root), ("head", head_root)):
-        side_args = args
-        if side == "base":
-            side_args, dropped = _base_args(args, base_root / rel_cwd)
-            if dropped:
-                messages.append(f"not in the base revision, skipped there: {' '.join(dropped)}")
-        sides[side] = _static_side(side, root, rel_cwd, side_args, workdir, python, messages)
+        rc, out = done[side]
+        sides[side] = _static_side(side, root, rc, out, workdir, rel_cwd, messages)
+        sides[side].wall_s = wall_s
     diff = diff_static(sides["base"].run.results, sides["head"].run.results)
     if sides["base"].manifest is not None and sides["head"].manifest is not None:
         tests = diff_tests(sides["base"].manifest, sides["head"].manifest)

@@ -114,6 +114,7 @@ def run_ab(
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
         diff, tests, msgs, sides = static_pass(root, base_root, rel_cwd, list(args), Path(tmp), python)
         report.static, report.tests = diff, tests
+        report.stage_s["static"] = sides["head"].wall_s
         report.messages += msgs
         for m in msgs:
             echo(f"  note: {m}")
@@ -151,6 +152,7 @@ def run_ab(
             timed_db = Path(tmp) / "ab.db"
             plan = Path(tmp) / "ab-plan.json"
             plan_from_tests(tests, time_all=time_all).write(plan)
+            t_timing = time.monotonic()
             # the user's own arguments (--kperf-all, -p, ...): the plugin keeps only the tests
             # the plan names
             rc, out = _pytest(
@@ -171,6 +173,7 @@ def run_ab(
                 ],
                 python,
             )
+            report.stage_s["timing"] = time.monotonic() - t_timing
             if not timed_db.exists():
                 _fail(f"A/B timing stored no run (pytest exit {rc})", out)
             timed_run = store.load_run(timed_db, artifacts=("ab", "launch"))
@@ -199,6 +202,11 @@ def run_ab(
         for r in report.static_regressions:
             echo(safe(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}"))
         report.wall_s = time.monotonic() - t_start
+        echo(
+            f"kperf ab: {report.wall_s:.1f} s ("
+            + ", ".join(f"{k} {v:.1f} s" for k, v in report.stage_s.items())
+            + f"; {report.gpu_seconds:.1f} GPU s of A/B timing)"
+        )
         if db is not None:
             db = Path(db)
             db.parent.mkdir(parents=True, exist_ok=True)
