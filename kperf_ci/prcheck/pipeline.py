@@ -205,7 +205,7 @@ def run_ab(
         echo(
             f"kperf ab: {report.wall_s:.1f} s ("
             + ", ".join(f"{k} {v:.1f} s" for k, v in report.stage_s.items())
-            + f"; {report.gpu_seconds:.1f} GPU s of A/B timing)"
+            + f"; {report.gpu_seconds:.2f} GPU s of A/B timing)"
         )
         if db is not None:
             db = Path(db)
