@@ -772,8 +772,70 @@ def _match(case: Case, truth: dict, rows: list[dict]) -> list[dict]:
                     else [(r["ci_low"] - 1) * 100, (r["ci_high"] - 1) * 100],
                     "pairs": None if r is None else r.get("pairs"),
                     "seconds": None if r is None else r.get("seconds"),
+                    "row": None
+                    if r is None
+                    else {k: r.get(k) for k in ("ratio", "ci_low", "ci_high", "base_median_ms", "verdict")},
                 }
             )
+    return out
+
+
+# The floor the measured runs used: kperf-ci at the measured commit gave replayed launches their
+# own absolute floor, ab_replay_floor_ms = 0.1 us. The A/A below showed identical few-microsecond
+# launches 0.1-0.35 us apart, so the shipped default is ab_floor_ms (0.5 us) for replay too; the
+# floor table re-judges the measured intervals at other floors (kperf_ci.judge.stats.decide, the
+# rule kperf applies), which the md labels as re-judged, not re-measured.
+AS_RUN_FLOOR_US = 0.1
+FLOORS_US = (0.1, 0.25, 0.4, 0.5, 1.0)
+
+
+def rejudge(row: dict | None, floor_us: float) -> str:
+    """The verdict kperf's rule gives a measured interval at another absolute floor. The band is
+    max(ab_threshold, floor / base median), as compare_samples sets it (its median is that of the
+    order-balanced blocks; the row keeps the raw base median, within a rounding of it)."""
+    from kperf_ci.config import Settings
+    from kperf_ci.judge.stats import decide
+
+    if not row:
+        return "not timed"
+    vals = [row.get(k) for k in ("ratio", "ci_low", "ci_high", "base_median_ms")]
+    if any(v is None for v in vals) or not vals[3]:
+        return str(row.get("verdict"))
+    band = max(Settings().ab_threshold, floor_us / 1000.0 / vals[3])
+    return decide(vals[0], vals[1], vals[2], band)
+
+
+def floor_table(
+    cases: list[dict], case_rows: dict[str, list[dict]], launches: list[dict], aa_rows: list[dict]
+) -> list[dict]:
+    out = []
+    for f in FLOORS_US:
+        alarms = sum(rejudge(r, f) in ("slower", "faster") for r in aa_rows)
+        verdicts = {
+            c["name"]: _summary_verdict([{"verdict": rejudge(r, f)} for r in case_rows.get(c["name"], [])])
+            for c in cases
+            if case_rows.get(c["name"])
+        }
+        regs = [c for c in cases if c["expect"] == "slower" and (c["truth_pct"] or 0) >= 2]
+        recall = {}
+        for lim in (2, 5):
+            due = [x for x in launches if x["truth_pct"] >= lim]
+            recall[str(lim)] = (
+                sum(rejudge(x.get("row"), f) == "slower" for x in due) / len(due) if due else None
+            )
+        out.append(
+            {
+                "floor_us": f,
+                "as_run": f == AS_RUN_FLOOR_US,
+                "aa_false_alarms": alarms,
+                "aa_comparisons": len(aa_rows),
+                "false_alarm_rate": alarms / len(aa_rows) if aa_rows else None,
+                "regressions_slower": sum(verdicts.get(c["name"]) == "slower" for c in regs),
+                "regressions": len(regs),
+                "case_verdicts": verdicts,
+                "recall_launches": recall,
+            }
+        )
     return out
 
 
@@ -858,6 +920,9 @@ def assemble(out_dir: Path) -> dict:
             missed.append(
                 f"{c['name']}: {c['verdict']}, {c['gpu_s']} GPU s (expected identical, no GPU time)"
             )
+    for c in CASES:
+        if not parts[c.name]:
+            missed.append(f"{c.name}: not run (no part file; `--steps {c.name}` runs it)")
     for x in launches:
         if x["truth_pct"] >= 2 and x["verdict"] != "slower":
             lo = x["truth_ci95_pct"][0]
@@ -909,6 +974,13 @@ def assemble(out_dir: Path) -> dict:
             "max": rel[-1] if rel else None,
         },
         "stage_s_ab": lo_doc.get("stage_s"),
+        "as_run_floor_us": AS_RUN_FLOOR_US,
+        "floor_table": floor_table(
+            cases,
+            {c.name: _kernel_rows(parts[c.name].get("doc") or {}, c.kernel) for c in CASES if parts[c.name]},
+            launches,
+            aa_rows,
+        ),
         "aa_runs": {
             s: {
                 **(parts[s].get("ab") or {}),
@@ -1006,6 +1078,38 @@ def target_lines(r: dict) -> list[str]:
     ]
 
 
+def floor_lines(r: dict) -> list[str]:
+    """The absolute floor, re-judged: the measured intervals at other floors (no re-measurement)."""
+    rows = r.get("floor_table") or []
+    if not rows:
+        return []
+    out = [
+        "## The absolute floor: the measured intervals re-judged at other floors",
+        "",
+        "Each timed launch's measured ratio and 99% interval judged again by kperf's own rule "
+        "(`kperf_ci.judge.stats.decide`) with band = max(`ab_threshold`, floor / base median). "
+        "Re-judged from the runs above, not re-measured: a run at another floor could also have "
+        "stopped sampling at another point. The shipped default is `ab_floor_ms` = 0.5 us.",
+        "",
+        "| floor | A/A false alarms | planted regressions >= 2% called slower | case verdicts "
+        "| launch recall >= 2% / >= 5% |",
+        "|---|---|---|---|---|",
+    ]
+
+    def share(v: float | None, digits: int = 0) -> str:
+        return "-" if v is None else f"{v:.{digits}%}"
+
+    for x in rows:
+        rl = x["recall_launches"]
+        floor = f"{x['floor_us']} us" + (" (as run)" if x["as_run"] else "")
+        alarms = f"{x['aa_false_alarms']} of {x['aa_comparisons']} ({share(x['false_alarm_rate'], 1)})"
+        regs = f"{x['regressions_slower']} of {x['regressions']}"
+        out.append(
+            f"| {floor} | {alarms} | {regs} | {x['case_verdicts']} | {share(rl['2'])} / {share(rl['5'])} |"
+        )
+    return out
+
+
 def _patch_lines(r: dict) -> list[str]:
     out = []
     for c in r["cases"]:
@@ -1026,7 +1130,13 @@ def render_md(r: dict) -> str:
         "",
         f"Written by `benchmarks/{NAME}.py` from runs on {r['device']} (torch {v.get('torch')}, triton "
         f"{v.get('triton')}); Liger-Kernel {r['commit']}, unmodified except for each case's patch; kperf-ci "
-        f"commit per step: {r['kperf_commit']}.",
+        f"commit per step: {r['kperf_commit']}"
+        + (
+            f" (as recorded on the GPU machine, whose copy's .git was stale; the parts measured "
+            f"{r['kperf_commit_given']}, given at render time with --measured-commit)."
+            if r.get("kperf_commit_given")
+            else "."
+        ),
         "",
         "Each case is a two-commit git repository (base = Liger, head = Liger + the planted patch). "
         "**Truth**: the changed module loaded from both trees, the op's wrapper called once per side at each "
@@ -1123,7 +1233,11 @@ def render_md(r: dict) -> str:
         "",
         "## Targets (issue 22), with default settings",
         "",
+        f"As run (replay floor {r['as_run_floor_us']} us, the default of the measured commit):",
+        "",
         *target_lines(r),
+        "",
+        *floor_lines(r),
         "",
     ]
     return "\n".join(L) + "\n"
@@ -1232,15 +1346,17 @@ def main(argv: list[str] | None = None) -> int:
         "--steps", default=",".join(STEPS), help=f"comma list of steps ({', '.join(STEPS)}); '' renders"
     )
     ap.add_argument("--out", default=str(RESULTS), help="directory of the part files, logs, json and md")
-    ap.add_argument(
-        "--rounds", type=int, default=12, help="interleaved base/head rounds of the truth"
-    )
+    ap.add_argument("--rounds", type=int, default=12, help="interleaved base/head rounds of the truth")
     ap.add_argument("--workdir", default=None, help="where the case repositories go (default: a temp dir)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--mode", choices=("gpu", "cpu"), default="gpu", help="cpu: the static dry run here")
     ap.add_argument("--cases", default="", help="--mode cpu: only these cases (comma list)")
     ap.add_argument("--export", metavar="DIR", help="only write the pinned Liger files the steps need to DIR")
     ap.add_argument("--no-render", action="store_true")
+    ap.add_argument(
+        "--measured-commit",
+        help="rendering: the kperf-ci commit the parts measured, when their own record is a stale .git",
+    )
     ap.add_argument("--truth-child", help=argparse.SUPPRESS)
     ap.add_argument("--repo", help=argparse.SUPPRESS)
     ap.add_argument("--base-tree", help=argparse.SUPPRESS)
@@ -1309,6 +1425,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{NAME}: step {step} done in {part['step_wall_s']:.0f} s", flush=True)
     if not a.no_render:
         result = assemble(out_dir)
+        if a.measured_commit:
+            # the parts' own record is the device copy's .git, which can be stale (KPERF_EVAL_COMMIT
+            # unset there): the commit the renderer was told the parts measured is kept beside it
+            result["kperf_commit_given"] = a.measured_commit
         (out_dir / f"{NAME}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         (out_dir / f"{NAME}.md").write_text(render_md(result))
         print(render_md(result))

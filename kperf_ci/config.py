@@ -65,11 +65,9 @@ class Settings:
     # ... and the half-width of that interval at which it stops (0.005: the effect is reported to
     # about +-0.5%); a reference measurement asks for less, with a larger timing_budget_s
     ab_precision: float = 0.005
-    # ... and absolute floors. kperf.bench callables: on an H100 identical few-microsecond kernels
-    # read up to 0.1 us apart (pr_check_eval.aa-before-floor.log; each side's call allocates
-    # its outputs anew). Replayed launches share one set of buffers: realrepo_ab_eval.md's A/A
+    # ... and an absolute floor: on an H100 identical few-microsecond kernels read up to 0.35 us
+    # apart with a tight interval, on shared buffers too (CUDA-graph timing; realrepo_ab_eval.md)
     ab_floor_ms: float = 0.0005
-    ab_replay_floor_ms: float = 0.0001
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
     report: str = "reports"  # directory for HTML/markdown reports
@@ -251,7 +249,6 @@ _VALIDATORS = {
     "ab_threshold": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_precision": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_floor_ms": lambda k, v, s: _number(k, v, s),
-    "ab_replay_floor_ms": lambda k, v, s: _number(k, v, s),
     "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
     "gate": _table,
     "report": _str,

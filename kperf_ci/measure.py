@@ -50,7 +50,6 @@ class Request:
     ab_threshold: float = 0.005
     ab_precision: float = 0.005
     ab_floor_ms: float = 0.0005
-    ab_replay_floor_ms: float = 0.0001  # replayed launches: both sides on the same buffers
     # kperf ab's timing pass on tests without kperf.bench: each changed launch is timed against
     # the base's own launch (capture/ab_launch.py); None outside it
     ab_plan: Any = None

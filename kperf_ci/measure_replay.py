@@ -159,7 +159,7 @@ def _replay_ab(
     threshold = float(req.thresholds.get("time", req.ab_threshold))
     ab = adaptive_ab(
         base_fn, head_fn, threshold=threshold, backend=device.backend, budget_s=req.budget_s,
-        precision=req.ab_precision, floor=req.ab_replay_floor_ms, cfg=cfg,
+        precision=req.ab_precision, floor=req.ab_floor_ms, cfg=cfg,
     )  # fmt: skip
     variants = build_variants(
         req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,

@@ -14,6 +14,7 @@ from kperf_ci import measure, measure_replay
 from kperf_ci.capture.ab_launch import ABPlan
 from kperf_ci.capture.replay import LaunchCopier, ReplayDevice
 from kperf_ci.model import VariantResult
+from kperf_ci.plugin.marker import test_id
 
 if TYPE_CHECKING:
     import pytest
@@ -48,7 +49,7 @@ def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> mea
     s = ks.settings
     path = plan_path(ks)
     return measure.Request(
-        nodeid=item.nodeid,
+        nodeid=test_id(item),
         name=marker.name,
         tags=list(marker.tags),
         thresholds=marker.threshold_dict(),
@@ -59,7 +60,6 @@ def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> mea
         ab_threshold=s.ab_threshold,
         ab_precision=s.ab_precision,
         ab_floor_ms=s.ab_floor_ms,
-        ab_replay_floor_ms=s.ab_replay_floor_ms,
         ab_plan=plan_of(path) if path else None,
         named=marker.named,
     )

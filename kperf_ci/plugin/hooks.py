@@ -10,7 +10,7 @@ import pytest
 from kperf_ci.plugin import MARKER_KEY
 from kperf_ci.plugin.finish import finish_session, merge_worker_output, worker_output
 from kperf_ci.plugin.gpu_bench import plan_of, plan_path
-from kperf_ci.plugin.marker import MarkerError, marker_for
+from kperf_ci.plugin.marker import MarkerError, marker_for, test_id
 from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession
 from kperf_ci.report.terminal import write_summary
 
@@ -39,9 +39,9 @@ class ActiveHooks:
         if not plan:
             return
         wanted = set(plan_of(plan).tests())
-        kept = [it for it in items if it.nodeid in wanted]
+        kept = [it for it in items if test_id(it) in wanted]
         if len(kept) != len(items):
-            config.hook.pytest_deselected(items=[it for it in items if it.nodeid not in wanted])
+            config.hook.pytest_deselected(items=[it for it in items if test_id(it) not in wanted])
             items[:] = kept
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

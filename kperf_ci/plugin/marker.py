@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +161,29 @@ def marker_for(item: pytest.Item, mark: str | list[str] | tuple[str, ...] | None
     if marker is None and mark_matches(item, mark):
         marker = KperfMarker(name=default_name(item), named=False)
     return marker
+
+
+@functools.lru_cache(maxsize=256)
+def _git_root(directory: str) -> Path | None:
+    try:
+        cmd = ["git", "-C", directory, "rev-parse", "--show-toplevel"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return Path(out.stdout.strip()).resolve()
+
+
+def test_id(item: pytest.Item) -> str:
+    """The id kperf stores for a test: its node id with the file path relative to the git
+    repository that holds it. pytest's node ids are relative to its rootdir, which in a repository
+    without a pytest config is the arguments' common ancestor: ``tests/test_x.py::t`` in one
+    session, ``<parent folders>/tests/test_x.py::t`` in the next. Outside a repository, the node id."""
+    root = _git_root(str(Path(item.path).resolve().parent))
+    if root is None:
+        return item.nodeid
+    try:
+        rel = Path(item.path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return item.nodeid
+    _, sep, rest = item.nodeid.partition("::")
+    return rel + sep + rest if sep else item.nodeid

@@ -24,7 +24,7 @@ from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.model import Metric, RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
-from kperf_ci.plugin.marker import KperfMarker
+from kperf_ci.plugin.marker import KperfMarker, test_id
 
 RESULTS_KEY = pytest.StashKey[list]()
 LAUNCHES_KEY = pytest.StashKey[list]()
@@ -121,7 +121,7 @@ class KperfSession:
             return contextlib.nullcontext()
         return self.recorder.recording(
             # a test that names no kernel: each launch is named by its Triton kernel
-            test=item.nodeid,
+            test=test_id(item),
             name=marker.name if marker.named else None,
             tags=marker.tags,
             thresholds=marker.threshold_dict(),
@@ -333,7 +333,7 @@ def benchmark_fixture_results(item: pytest.Item, marker: KperfMarker) -> list[Va
     ]
     if len(samples) > 1:
         metrics.append(Metric("time.stddev", statistics.stdev(samples), "ms", "time", "none"))
-    key = VariantKey(kernel=marker.name, arch="host", spec="", config="pytest-benchmark", test=item.nodeid)
+    key = VariantKey(kernel=marker.name, arch="host", spec="", config="pytest-benchmark", test=test_id(item))
     return [
         VariantResult(
             key=key,
