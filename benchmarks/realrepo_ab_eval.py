@@ -41,7 +41,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import kperf_commit  # noqa: E402 - the one reader of the measured commit
+from suites_eval import _run as run_group  # noqa: E402 - one process-group runner with a timeout
 
 RESULTS = ROOT / "benchmarks" / "results"
 NAME = "realrepo_ab_eval"
@@ -428,25 +428,11 @@ def _env(repo: Path, cpu: bool, cache: Path) -> dict[str, str]:
 
 
 def run_cmd(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str, float]:
-    """(exit code or None on timeout, output, wall seconds); a timeout kills the process group."""
+    """(exit code or None on timeout, output, wall seconds): suites_eval's runner, which kills the
+    whole process group on a timeout (kperf's compile workers and passes included), timed."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        rc: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        rc = None
-    return rc, out or "", time.monotonic() - t0
+    rc, out = run_group(cmd, cwd, env, timeout)
+    return rc, out, time.monotonic() - t0
 
 
 def kperf_ab(
