@@ -246,6 +246,27 @@ def test_a_float_argument_of_another_dtype_gets_the_base_its_own(repo, tmp_path)
     assert [x for x in launches if x["side"] == "base"]
 
 
+@pytest.mark.slow
+def test_run_from_a_subdirectory_pairs_the_launches_by_repository_paths(repo, tmp_path):
+    """From the tests' folder, pytest's rootdir is that folder and the kernels live outside it:
+    sites and test ids are still relative to the repository, so base and head launches pair."""
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    env.pop("KPERF_TEST_FAKE_GPU", None)
+    out = tmp_path / "ab.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--no-gpu", "--json", str(out),
+         "--db", str(tmp_path / "ab.db"), "--report-dir", str(tmp_path / "rep"),
+         "test_ops.py", "--kperf-all"],
+        cwd=repo / "tests", env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert "launched in head only" not in r.stdout and "launched in base only" not in r.stdout, r.stdout
+    by_test = {t["test"]: t for t in doc["tests"]}
+    assert by_test["tests/test_ops.py::test_copy"]["status"] == "identical"
+    (lc,) = by_test["tests/test_ops.py::test_scale[1000]"]["launches"]
+    assert lc["site"] == "abkern/ops.py::scale_kernel" and "num_warps 4 -> 2" in lc["changes"]
+
+
 def test_only_float_tensors_are_made_fresh():
     import torch
 

@@ -7,6 +7,7 @@ the same qualified name. Used by `kperf ab` (kperf_ci.prcheck) and by GPU-mode A
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -141,11 +142,19 @@ def _alias_module(base_file: Path, modname: str, base_root: Path) -> types.Modul
     return module
 
 
-def _git_toplevel(directory: Path) -> Path | None:
+@functools.lru_cache(maxsize=256)
+def git_toplevel(directory: str | os.PathLike[str]) -> Path | None:
+    """The root of the git work tree holding ``directory`` (resolved), or None outside one.
+    Where kperf names files (test ids, kernel sites) it names them relative to this, the same
+    whatever directory pytest ran from."""
     try:
-        return repo_root(directory)
-    except ABError:
+        return repo_root(directory).resolve()
+    except (ABError, OSError):
         return None
+
+
+def _git_toplevel(directory: Path) -> Path | None:
+    return git_toplevel(str(directory))
 
 
 def load_base_callable(

@@ -20,15 +20,19 @@ from ..hardware import normalize_arch
 from ..model import Metric, VariantKey, VariantResult
 from .aot import WorkerPool
 from .autotune import over_shared_limit
+from .base_tree import git_toplevel
 from .progress import compile_progress
 from .record import LaunchSpec
 
 
 def source_location(launch: LaunchSpec, rootdir: str | None = None) -> str:
-    """ "examples/kernels/add.py::add_kernel" (relative to rootdir when inside it)."""
+    """ "examples/kernels/add.py::add_kernel": relative to the git work tree that holds the file
+    (the same in a base worktree, a head checkout, and from whatever directory pytest ran), else
+    to rootdir when inside it."""
     path = launch.source_file
     if path:
-        root = os.path.abspath(rootdir or os.getcwd())
+        top = git_toplevel(os.path.dirname(os.path.abspath(path)))
+        root = str(top) if top is not None else os.path.abspath(rootdir or os.getcwd())
         try:
             rel = os.path.relpath(path, root)
             if not rel.startswith(".."):

@@ -11,6 +11,7 @@ are an attribute of the row. The regression count of every consumer (``kperf com
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,8 @@ from ..model import VariantKey, VariantResult, canonical_json
 __all__ = [
     "KernelIndex",
     "kernel_groups",
+    "launch_text",
+    "static_groups",
     "count_words",
     "distinct_spec_labels",
     "kernel_id",
@@ -116,6 +119,23 @@ def distinct_spec_labels(labels: dict[str, tuple[str, str, str]]) -> dict[str, s
 # --------------------------------------------------------------------------------------------
 # kperf ab's timed launches, per Triton kernel
 
+#: longest launch description kept (a kernel with dozens of arguments)
+LAUNCH_TEXT_MAX = 240
+
+
+def launch_text(args: dict[str, Any], grid: Any, config: Any) -> str:
+    """ "x=fp32[4096x4096], n_cols=4096, BLOCK_SIZE=4096; grid 4096x1x1; num_warps=8" """
+    if not args and not grid:
+        return ""
+    parts = ", ".join(f"{k}={v}" for k, v in args.items())
+    g = "x".join(str(int(x)) for x in grid or ()) if isinstance(grid, (list, tuple)) else ""
+    opts = ",".join(
+        o for o in str(config or "").split(",") if o.startswith("num_warps") or o.startswith("num_stages")
+    )
+    text = "; ".join(x for x in (parts, f"grid {g}" if g else "", opts) if x)
+    return text if len(text) <= LAUNCH_TEXT_MAX else text[: LAUNCH_TEXT_MAX - 1] + "…"
+
+
 _VERDICT_ORDER = {"slower": 0, "inconclusive": 1, "faster": 2, "unchanged": 3}
 
 
@@ -174,3 +194,27 @@ def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         )
     out.sort(key=lambda k: (_VERDICT_ORDER.get(k["verdict"], 9), -(k.get("ratio_max") or 0)))
     return out
+
+
+def static_groups(regs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Static regressions of `kperf ab` (one entry per launch and arch) as one entry per Triton
+    kernel and arch: its reasons (each once), its launches and the tests that made them."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in regs:
+        site = str(r.get("site") or r.get("kernel", ""))
+        g = groups.setdefault(
+            (site, str(r.get("arch", ""))),
+            {"kernel": str(r.get("kernel", "")), "arch": str(r.get("arch", "")), "site": site,
+             "reasons": [], "launches": {}, "tests": []},
+        )  # fmt: skip
+        if r.get("reason") not in g["reasons"]:
+            g["reasons"].append(r.get("reason"))
+        if r.get("test") not in g["tests"]:
+            g["tests"].append(r.get("test"))
+        key = json.dumps([r.get("args"), r.get("grid"), r.get("config")], sort_keys=True, default=str)
+        launch = g["launches"].setdefault(
+            key, {"args": r.get("args") or {}, "grid": r.get("grid"), "config": r.get("config"),
+                  "reason": r.get("reason"), "tests": []},
+        )  # fmt: skip
+        launch["tests"].append(r.get("test"))
+    return [{**g, "launches": list(g["launches"].values())} for g in groups.values()]

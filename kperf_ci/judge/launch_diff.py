@@ -281,6 +281,15 @@ def static_regressions(
                         reasons.append(change.reason)
                 if reasons:
                     out.append(
-                        {"kernel": lc.label, "arch": arch, "test": t.test, "reason": "; ".join(reasons)}
+                        {
+                            "kernel": lc.label,
+                            "arch": arch,
+                            "test": t.test,
+                            "reason": "; ".join(reasons),
+                            "site": lc.site,
+                            "args": dict(lc.head.get("args") or {}),
+                            "grid": list(lc.head.get("grid") or ()),
+                            "config": lc.head.get("config"),
+                        }
                     )
     return out

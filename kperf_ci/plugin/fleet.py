@@ -1,5 +1,8 @@
 """The GPU-runner fleet: one pytest-xdist worker per visible GPU, and ``--kperf-shard i/n``.
 
+(PYTEST_DONT_REWRITE: plugin/__init__.py imports this module before pytest loads it as a plugin;
+it holds no test assertions, and the marker keeps pytest from warning in every session.)
+
 **One GPU per worker.** Two processes timing kernels on one GPU disturb each other's numbers, so
 under xdist every worker gets exactly one GPU: the controller lists the GPUs it sees
 (``CUDA_VISIBLE_DEVICES``, or else ``nvidia-smi``'s UUIDs) and hands the list to the workers in

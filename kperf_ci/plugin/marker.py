@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import fnmatch
-import functools
 import math
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from kperf_ci.capture.base_tree import git_toplevel
 
 MARKER_HELP = (
     "kperf(name=None, tags=(), metrics=None, thresholds=None, bytes=None, flops=None): "
@@ -163,22 +163,12 @@ def marker_for(item: pytest.Item, mark: str | list[str] | tuple[str, ...] | None
     return marker
 
 
-@functools.lru_cache(maxsize=256)
-def _git_root(directory: str) -> Path | None:
-    try:
-        cmd = ["git", "-C", directory, "rev-parse", "--show-toplevel"]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return Path(out.stdout.strip()).resolve()
-
-
 def test_id(item: pytest.Item) -> str:
     """The id kperf stores for a test: its node id with the file path relative to the git
     repository that holds it. pytest's node ids are relative to its rootdir, which in a repository
     without a pytest config is the arguments' common ancestor: ``tests/test_x.py::t`` in one
     session, ``<parent folders>/tests/test_x.py::t`` in the next. Outside a repository, the node id."""
-    root = _git_root(str(Path(item.path).resolve().parent))
+    root = git_toplevel(str(Path(item.path).resolve().parent))
     if root is None:
         return item.nodeid
     try:

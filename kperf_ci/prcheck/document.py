@@ -9,7 +9,7 @@ from typing import Any
 
 from kperf_ci import store
 from kperf_ci.capture.base_tree import ABError
-from kperf_ci.judge.group import kernel_groups
+from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.metrics import is_regression
 
 #: the blob that holds the A/B document, on the run labelled "ab"
@@ -87,6 +87,7 @@ class ABReport:
             "timed": self.timed,
             "kernels": kernels,
             "static_regressions": self.static_regressions,
+            "static_kernels": static_groups(self.static_regressions),
             "messages": self.messages,
             "gpu_seconds": self.gpu_seconds,
             "wall_s": self.wall_s,
@@ -152,23 +153,6 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-#: longest launch description kept (a kernel with dozens of arguments)
-LAUNCH_TEXT_MAX = 240
-
-
-def launch_text(args: dict[str, Any], grid: Any, config: Any) -> str:
-    """ "x=fp32[4096x4096], n_cols=4096, BLOCK_SIZE=4096; grid 4096x1x1; num_warps=8" """
-    if not args and not grid:
-        return ""
-    parts = ", ".join(f"{k}={v}" for k, v in args.items())
-    g = "x".join(str(int(x)) for x in grid or ()) if isinstance(grid, (list, tuple)) else ""
-    opts = ",".join(
-        o for o in str(config or "").split(",") if o.startswith("num_warps") or o.startswith("num_stages")
-    )
-    text = "; ".join(x for x in (parts, f"grid {g}" if g else "", opts) if x)
-    return text if len(text) <= LAUNCH_TEXT_MAX else text[: LAUNCH_TEXT_MAX - 1] + "…"
 
 
 def timed_line(t: dict[str, Any]) -> str:

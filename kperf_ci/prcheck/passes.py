@@ -85,7 +85,12 @@ def _start(root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], py
 
 
 def _tail(text: str, n: int = 15) -> str:
-    return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
+    """The end of pytest's output: from its short test summary when it printed one (the lines
+    that name what failed), else the last ``n`` lines."""
+    lines = text.strip().splitlines()
+    start = next((i for i in range(len(lines) - 1, -1, -1) if "short test summary info" in lines[i]), None)
+    shown = lines[start:][: n * 2] if start is not None else lines[-n:]
+    return "\n".join("    " + line for line in shown)
 
 
 def _failed_count(out: str) -> int:
@@ -137,7 +142,14 @@ def _static_start(side: str, root: Path, rel_cwd: Path, args: list[str], workdir
 
 
 def _static_side(
-    side: str, root: Path, rc: int, out: str, workdir: Path, rel_cwd: Path, messages: list[str]
+    side: str,
+    root: Path,
+    rc: int,
+    out: str,
+    workdir: Path,
+    rel_cwd: Path,
+    messages: list[str],
+    marked_all: bool = False,
 ) -> StaticSide:
     db = workdir / f"{side}.db"
     if not db.exists():
@@ -152,10 +164,16 @@ def _static_side(
             _fail(f"static pass in the head tree ({root / rel_cwd}) collected no test", out)
         if rc != 0 and (failed or not kperf_errors):
             # failing tests: the head is broken, not slower
+            hint = (
+                "deselect tests that cannot pass here (-k, --deselect; on a machine without a GPU, "
+                "bf16 tests can fail in Triton's interpreter: README, Static mode)"
+                if marked_all
+                else "tests that pass only on a GPU, or only when marked, can be marked for the whole "
+                "suite with --kperf-all or [tool.kperf] mark"
+            )
             _fail(
                 f"static pass in the head tree: {failed or 'some'} test(s) failed (pytest exit {rc}); "
-                "fix them first (tests that pass only on a GPU, or only when marked, can be marked for "
-                "the whole suite with --kperf-all or [tool.kperf] mark)",
+                f"fix them first, or {hint}",
                 out,
             )
         if not [r for r in run.results if r.key.arch != "host"]:
@@ -203,7 +221,8 @@ def static_pass(
     sides = {}
     for side, root in (("base", base_root), ("head", head_root)):
         rc, out = done[side]
-        sides[side] = _static_side(side, root, rc, out, workdir, rel_cwd, messages)
+        marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
+        sides[side] = _static_side(side, root, rc, out, workdir, rel_cwd, messages, marked_all)
         sides[side].wall_s = wall_s
     diff = diff_static(sides["base"].run.results, sides["head"].run.results)
     if sides["base"].manifest is not None and sides["head"].manifest is not None:

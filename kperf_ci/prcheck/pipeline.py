@@ -16,10 +16,10 @@ from kperf_ci.capture.ab_launch import plan_from_tests
 from kperf_ci.capture.base_tree import ABError, materialize, repo_root, resolve_rev
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
-from kperf_ci.judge.group import kernel_groups
+from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.judge.launch_diff import static_regressions
 from kperf_ci.judge.policy import ThresholdPolicy
-from kperf_ci.report.ab import _change, kernel_change
+from kperf_ci.report.ab import _change, kernel_change, static_summary
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows
@@ -112,6 +112,7 @@ def run_ab(
     report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha)
     echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
+        echo("static: both trees under pytest --kperf-mode static, side by side ...")
         diff, tests, msgs, sides = static_pass(root, base_root, rel_cwd, list(args), Path(tmp), python)
         report.static, report.tests = diff, tests
         report.stage_s["static"] = sides["head"].wall_s
@@ -153,6 +154,7 @@ def run_ab(
             plan = Path(tmp) / "ab-plan.json"
             plan_from_tests(tests, time_all=time_all).write(plan)
             t_timing = time.monotonic()
+            echo(f"timing: {len(to_time)} test(s) on the GPU, each changed launch A/B against its base ...")
             # the user's own arguments (--kperf-all, -p, ...): the plugin keeps only the tests
             # the plan names
             rc, out = _pytest(
@@ -199,8 +201,10 @@ def run_ab(
         # are "what moved"); static thresholds judge the launches that were not timed, and timed
         # ones only for the metrics a test's marker or [tool.kperf] asked to gate
         report.static_regressions = _static_regressions(settings, tests, _timed_keys(report.timed))
-        for r in report.static_regressions:
-            echo(safe(f"  static regression: {r['kernel']} {r['arch']} ({r['test']}): {r['reason']}"))
+        for g in static_groups(report.static_regressions):  # one line per kernel, its launches below
+            echo(safe(f"  static regression: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
+            for x in g["launches"]:
+                echo(safe(f"      {launch_text(x['args'], x['grid'], x['config'])}: {', '.join(x['tests'])}"))
         report.wall_s = time.monotonic() - t_start
         echo(
             f"kperf ab: {report.wall_s:.1f} s ("

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from kperf_ci.judge.group import kernel_groups
+from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.report.html import no_control_chars
 from kperf_ci.report.safe_text import markdown_safe
 
@@ -71,12 +71,20 @@ def headline(doc: dict[str, Any]) -> str:
     if "kernels" in doc:  # kernels, not launches: one kernel launched at 4 shapes is one kernel
         c = {**c, **{v: c.get(f"kernels_{v}", 0) for v in ("slower", "faster", "unchanged", "inconclusive")}}
     slower, faster = int(c.get("slower", 0)), int(c.get("faster", 0))
-    regs = doc.get("static_regressions") or []
-    static_reg = len({str(r.get("kernel", "")) for r in regs})  # kernels, as the README counts them
+    groups = static_kernels_of(doc)
+    static_reg = len({g["site"] for g in groups})  # kernels, as the README counts them
     if slower:
         head = f"🔴 {slower} kernel(s) slower than the base revision"
     elif static_reg:
-        per = f" ({len(regs)} variants)" if len(regs) != static_reg else ""
+        # distinct launches, whatever the number of archs or tests (the body lists them so)
+        n = len(
+            {
+                (g["site"], launch_text(x["args"], x["grid"], x["config"]))
+                for g in groups
+                for x in g["launches"]
+            }
+        )
+        per = f" ({n} launches)" if n != static_reg else ""
         head = f"🔴 {static_reg} kernel(s) with static regressions{per} in changed launches"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
         head = f"🟡 {int(c['changed'])} test(s) changed; not timed (no GPU on this runner)"
@@ -139,17 +147,17 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
                     f"{md(x['launch']) or '-'} ({md(', '.join(x.get('tests') or []))})"
                 )
         lines += ["", "</details>", ""]
-    regs = doc.get("static_regressions") or []
-    if regs:
-        lines += ["**Static regressions**", ""]
-        for (kernel, arch), rs in _by_kernel(regs).items():
-            reasons = list(dict.fromkeys(str(r["reason"]) for r in rs))
-            more = f" (+{len(reasons) - 1} other change(s))" if len(reasons) > 1 else ""
-            tests = sorted({str(r["test"]) for r in rs})
-            lines.append(
-                f"- {md(kernel)} {md(arch)}: {md(reasons[0])}{more}; {len(rs)} launch(es) in "
-                f"{len(tests)} test(s): {md(', '.join(tests[:5]))}{' …' if len(tests) > 5 else ''}"
-            )
+    groups = static_kernels_of(doc)
+    if groups:
+        lines += ["**Static regressions** (launches not timed)", ""]
+        for g in groups:
+            lines.append(f"- {md(g['kernel'])} ({md(g['site'])}) {md(g['arch'])}: {md(static_summary(g))}")
+            for x in g["launches"][:8]:
+                tests = ", ".join(x["tests"][:3]) + (" …" if len(x["tests"]) > 3 else "")
+                lines.append(
+                    f"  - {md(launch_text(x['args'], x['grid'], x['config'])) or '-'}: {md(x['reason'])} "
+                    f"({md(tests)})"
+                )
         lines.append("")
     changed = _changed_tests(doc)
     if changed:
@@ -167,11 +175,20 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
     return text
 
 
-def _by_kernel(regs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in regs:
-        out.setdefault((str(r.get("kernel", "")), str(r.get("arch", ""))), []).append(r)
-    return out
+def static_kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Static regressions per Triton kernel and arch (stored since document version 2)."""
+    groups = doc.get("static_kernels")
+    return list(groups) if isinstance(groups, list) else static_groups(doc.get("static_regressions") or [])
+
+
+def static_summary(g: dict[str, Any]) -> str:
+    """ "registers +244.8% > +10% (default) (+3 other change(s)); 4 launch(es) in 4 test(s)" """
+    reasons = [str(r) for r in g.get("reasons") or []]
+    more = f" (+{len(reasons) - 1} other change(s))" if len(reasons) > 1 else ""
+    return (
+        f"{reasons[0] if reasons else '?'}{more}; {len(g.get('launches') or [])} launch(es) in "
+        f"{len(g.get('tests') or [])} test(s)"
+    )
 
 
 def render_summary(doc: dict[str, Any]) -> str:
@@ -216,9 +233,13 @@ code{font-size:12px}ul{margin:0;padding-left:1.2em}
 <td><ul>{% for m in t.moved %}<li>{{ m }}</li>{% endfor %}</ul></td></tr>
 {% endfor %}</table>
 {% endif %}
-{% if regs %}<h2>Static regressions</h2><ul>
-{% for r in regs %}<li>{{ r.kernel }} {{ r.arch }} ({{ r.test }}): {{ r.reason }}</li>{% endfor %}
-</ul>{% endif %}
+{% if regs %}<h2>Static regressions (launches not timed)</h2>
+<table id="static"><tr><th>kernel</th><th>arch</th><th>what regressed</th><th>launches</th><th>tests</th></tr>
+{% for g in regs %}<tr><td>{{ g.kernel }}<br><code>{{ g.site }}</code></td><td>{{ g.arch }}</td>
+<td>{{ g.summary }}</td>
+<td><ul>{% for x in g.launches %}<li><code>{{ x.launch }}</code>: {{ x.reason }}</li>{% endfor %}</ul></td>
+<td><ul>{% for t in g.tests %}<li>{{ t }}</li>{% endfor %}</ul></td></tr>
+{% endfor %}</table>{% endif %}
 <h2>Static diff per test</h2>
 <table id="tests"><tr><th>test</th><th>status</th><th>what changed</th></tr>
 {% for t in tests %}<tr><td>{{ t.test }}</td><td>{{ t.status }}</td>
@@ -274,7 +295,20 @@ def render_html(doc: dict[str, Any]) -> str:
         device=doc.get("device"),
         timed=timed,
         kernels=kernels,
-        regs=doc.get("static_regressions") or [],
+        regs=[
+            {
+                "kernel": str(g["kernel"]),
+                "arch": str(g["arch"]),
+                "site": str(g["site"]),
+                "summary": static_summary(g),
+                "launches": [
+                    {"launch": launch_text(x["args"], x["grid"], x["config"]), "reason": str(x["reason"])}
+                    for x in g["launches"]
+                ],
+                "tests": [str(t) for t in g["tests"]],
+            }
+            for g in static_kernels_of(doc)
+        ],
         tests=[
             {
                 "test": str(t["test"]),

@@ -29,5 +29,14 @@ def test_static_regressions_are_counted_in_kernels():
         {"kernel": "scale_kernel", "arch": a, "test": "t", "reason": "registers +20%"}
         for a in ("sm_80", "sm_90")
     ]
-    assert ab.headline(doc("c" * 40, regs)).startswith("🔴 1 kernel(s) with static regressions (2 variants)")
+    # one launch that regressed on two archs is one kernel and one launch
+    assert ab.headline(doc("c" * 40, regs)).startswith("🔴 1 kernel(s) with static regressions in")
     assert ab.headline(doc("c" * 40, regs[:1])).startswith("🔴 1 kernel(s) with static regressions in")
+    # the same kernel launched at two sizes by two tests: one kernel, two launches, one row
+    two = [{**regs[0], "test": t, "args": {"n": n}} for t, n in (("t1", "1024"), ("t2", "4096"))]
+    assert ab.headline(doc("c" * 40, two)).startswith("🔴 1 kernel(s) with static regressions (2 launches)")
+    text = ab.render_markdown(doc("c" * 40, two))
+    assert (
+        text.count("- scale\\_kernel (scale\\_kernel) sm\\_80: registers +20%; 2 launch(es) in 2 test(s)")
+        == 1
+    )
