@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import zlib
 from collections.abc import Collection
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from ..model import (
     canonical_json,
     make_metric,
 )
-from .blobs import Blob, _insert_blobs, _pack
+from .blobs import MAX_BLOB_BYTES, MAX_LOADED_BYTES, Blob, _insert_blobs, _pack, unpack
 from .db import _insert_row, _opened, _write_txn
 from .errors import RunNotFoundError
 from .schema import _RUN_TABLES, COMPLETE, EMPTY, INCOMPLETE, INTERRUPTED, RUN_STATUSES, RUNNING
@@ -312,9 +311,13 @@ def load_run(
                 names = sorted({artifacts} if isinstance(artifacts, str) else set(artifacts))
                 sql += f" AND name IN ({','.join('?' * len(names))})"
                 args += names
+            left = MAX_LOADED_BYTES  # many blobs below the cap of one must not add up to GBs either
             for vid, name, data in db.conn.execute(sql, args):
                 if vid in results:
-                    results[vid].artifacts[name] = zlib.decompress(data).decode("utf-8", "replace")
+                    what = f"blob {name!r} of variant {vid!r} in run {rid!r}"
+                    raw = unpack(data, path, what, min(MAX_BLOB_BYTES, left))
+                    left -= len(raw)
+                    results[vid].artifacts[name] = raw.decode("utf-8", "replace")
     return RunRecord(info=info, results=list(results.values()), status=status, skipped=skipped)
 
 

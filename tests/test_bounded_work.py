@@ -1,0 +1,119 @@
+"""Issue 23, findings 1-3: work bounded by what is real, not by numbers or sizes in a file.
+
+Each command runs as a subprocess under a memory and time limit (``resource.setrlimit`` before
+exec), on files this test crafts: a trace that names an absurd SM, a decompression bomb in a
+blob, stored text longer than a PR comment may be.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+from kperf_ci import store
+from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+
+KPERF = [sys.executable, "-m", "kperf_ci.cli"]
+REPO = Path(__file__).parent.parent
+MEMORY_LIMIT = 2 * 1024**3  # address space: enough for kperf with torch imported, far below a bomb
+TIME_LIMIT_S = 60
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CPU, (TIME_LIMIT_S, TIME_LIMIT_S))
+
+
+def kperf(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_", "GITHUB_"))}
+    return subprocess.run(
+        [*KPERF, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**clean, "PYTHONPATH": str(REPO), **env},
+        timeout=TIME_LIMIT_S * 2,
+        preexec_fn=_limits,
+    )
+
+
+def info(run_id: str, started: str = "2026-01-01T00:00:00+00:00", **kw) -> RunInfo:
+    fp = Fingerprint(cpu="cpu", triton="3.6.0", python="3.11", host_hash="x")
+    return RunInfo(run_id, started, "static", fp, git_sha="deadbeef", git_branch="main", **kw)
+
+
+def variant(name: str, regs: float = 32, **artifacts: str) -> VariantResult:
+    return VariantResult(
+        VariantKey(name, "sm_90", "x:*fp32", "num_warps=4", test=f"t.py::{name}"),
+        metrics=[Metric("registers", regs, "count"), Metric("num_warps", 4, "count")],
+        sass_hash="a",
+        artifacts=dict(artifacts),
+    )
+
+
+def one_line_error(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr[-2000:]
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+# --------------------------------------------------------------------------- 2: decompression bombs
+
+
+def bomb(size: int) -> bytes:
+    """zlib data of ``size`` zero bytes, made without holding them: ~1000x smaller."""
+    c, chunk = zlib.compressobj(9), bytes(1 << 20)
+    parts = [c.compress(chunk) for _ in range(size >> 20)]
+    return b"".join(parts) + c.flush()
+
+
+def plant_blob(db: Path, run_id: str, variant_id: str, name: str, packed: bytes) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT OR REPLACE INTO blobs(run_id, variant_id, name, data) VALUES (?, ?, ?, ?)",
+            (run_id, variant_id, name, packed),
+        )
+    conn.close()
+
+
+def test_a_decompression_bomb_is_refused_naming_the_blob(tmp_path):
+    base, cur = tmp_path / "base.db", tmp_path / "run.db"
+    store.save_run(base, info("base"), [variant("k")])
+    store.save_run(cur, info("cur", "2026-01-02T00:00:00+00:00"), [variant("k", 40, findings="[]")])
+    vid = store.load_run(cur).results[0].key.id
+    plant_blob(cur, "cur", vid, "findings", bomb(3 * 1024**3))  # 3 GiB of zeros in ~3 MB
+    for args in (
+        ("show", "--db", "run.db", "--run", "cur"),
+        ("report", "--db", "run.db", "--baseline", "base.db", "--format", "markdown"),
+        ("report", "--db", "run.db", "--baseline", "base.db", "-o", "rep"),
+        (
+            "github",
+            "comment",
+            "--dry-run",
+            "--pr",
+            "7",
+            "--repo",
+            "o/n",
+            "--db",
+            "run.db",
+            "--baseline",
+            "base.db",
+        ),
+    ):
+        r = kperf(tmp_path, *args)
+        one_line_error(r, "'findings'", "decompresses to more than", "run.db")
+
+
+def test_blobs_below_the_cap_still_read(tmp_path):
+    db = tmp_path / "run.db"
+    store.save_run(db, info("cur"), [variant("k", findings="[]")])
+    store.save_blob(db, "cur", "", "note", "x" * 1_000_000)
+    assert store.load_blob(db, "cur", "", "note") == b"x" * 1_000_000
+    assert store.load_run(db, artifacts=True).results[0].artifacts == {"findings": "[]"}
