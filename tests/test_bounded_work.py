@@ -7,13 +7,17 @@ blob, stored text longer than a PR comment may be.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import sqlite3
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
+
+import pytest
 
 from kperf_ci import store
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
@@ -117,3 +121,76 @@ def test_blobs_below_the_cap_still_read(tmp_path):
     store.save_blob(db, "cur", "", "note", "x" * 1_000_000)
     assert store.load_blob(db, "cur", "", "note") == b"x" * 1_000_000
     assert store.load_run(db, artifacts=True).results[0].artifacts == {"findings": "[]"}
+
+
+# --------------------------------------------------------------------------- 1: SM ids and counts
+
+TRACE = REPO / "tests" / "data" / "traces" / "imbalance_equal.json"
+
+
+def hostile_timeline(**change) -> str:
+    obj = json.loads(TRACE.read_text())
+    cols = obj["columns"]
+    if "sm" in change:
+        cols["sm"][0] = change["sm"]
+    if "all_sm" in change:
+        cols["sm"] = [change["all_sm"]] * len(cols["sm"])
+    if "num_sms" in change:
+        obj["num_sms"] = change["num_sms"]
+    if "start" in change:
+        cols["start_ns"] = [change["start"]] * len(cols["start_ns"])
+    return json.dumps(obj)
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"sm": 10**7}, "SM 10000000"),
+        ({"all_sm": 10**9}, "SM 1000000000"),
+        ({"sm": -1}, "SM -1"),
+        ({"num_sms": 10**9}, "SM count 1000000000"),
+    ],
+)
+def test_a_trace_naming_an_absurd_sm_is_refused_quickly(tmp_path, change, needle):
+    (tmp_path / "t.json").write_text(hostile_timeline(**change))
+    t0 = time.monotonic()
+    r = kperf(tmp_path, "analyze", "--trace", "t.json")
+    one_line_error(r, "t.json", needle)
+    assert time.monotonic() - t0 < 30
+    r = kperf(tmp_path, "analyze", "--trace", TRACE.as_posix())  # the real file still analyzes
+    assert r.returncode == 0, r.stderr
+
+
+def test_nan_times_in_a_trace_are_bad_input_not_all_ok(tmp_path):
+    """NaN compares False: every finding read "nan [ok]" and --fail-on-flag passed (finding 6)."""
+    (tmp_path / "t.json").write_text(hostile_timeline(start=float("nan")))
+    r = kperf(tmp_path, "analyze", "--trace", "t.json", "--fail-on-flag")
+    one_line_error(r, "t.json", "not a finite number")
+
+
+def test_a_stored_timeline_or_sm_count_is_bounded_too(tmp_path):
+    """The same code reached through a run database: ``analyze --db`` and ``report``."""
+    base, cur = tmp_path / "base.db", tmp_path / "run.db"
+    store.save_run(base, info("base"), [variant("k")])
+    store.save_run(
+        cur,
+        info("cur", "2026-01-02T00:00:00+00:00"),
+        [variant("k", 40, timeline=hostile_timeline(all_sm=10**9))],
+    )
+    t0 = time.monotonic()
+    r = kperf(tmp_path, "analyze", "--db", "run.db")
+    assert r.returncode == 0, r.stderr  # one variant's bad trace costs that variant, with a note
+    assert "SM 1000000000" in r.stdout, r.stdout
+    r = kperf(tmp_path, "report", "--db", "run.db", "--baseline", "base.db", "-o", "rep")
+    assert r.returncode in (0, 1), r.stderr
+    assert time.monotonic() - t0 < 60
+    # an SM count from the run's fingerprint is bounded as well
+    huge = tmp_path / "huge.db"
+    fp = Fingerprint(cpu="cpu", triton="3.6.0", python="3.11", host_hash="x", sm_count=10**9)
+    store.save_run(
+        huge,
+        RunInfo("h", "2026-01-03T00:00:00+00:00", "static", fp),
+        [variant("k", timeline=hostile_timeline())],
+    )
+    r = kperf(tmp_path, "analyze", "--db", "huge.db")
+    one_line_error(r, "huge.db", "sm_count")

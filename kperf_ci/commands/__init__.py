@@ -29,6 +29,7 @@ import click
 
 from kperf_ci import config, store
 from kperf_ci.config import ENV_TRACEBACK, ConfigError, env_switch
+from kperf_ci.hardware import MAX_SMS
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.report.terminal import console  # noqa: F401 - re-exported for the commands
 from kperf_ci.store import StoreError
@@ -222,8 +223,8 @@ def _info_problem(info: Any) -> str | None:
     for name in ("cpu", "triton", "python", "host_hash"):
         if not _str(getattr(fp, name)):
             return f"run {info.run_id!r}: fingerprint.{name} is not text"
-    if not (fp.sm_count is None or (isinstance(fp.sm_count, int) and fp.sm_count > 0)):
-        return f"run {info.run_id!r}: fingerprint.sm_count is not a positive integer"
+    if not (fp.sm_count is None or (isinstance(fp.sm_count, int) and 0 < fp.sm_count <= MAX_SMS)):
+        return f"run {info.run_id!r}: fingerprint.sm_count is not an SM count (1..{MAX_SMS})"
     if not isinstance(fp.extra, dict):
         return f"run {info.run_id!r}: fingerprint.extra is not an object"
     return None
