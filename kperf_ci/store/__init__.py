@@ -7,6 +7,8 @@ several processes (pytest-xdist workers, parallel CI jobs) can write into one fi
 A file is validated before anything is written to it: the SQLite header, ``PRAGMA quick_check``
 and the schema version. A file that fails is never migrated, converted to WAL or overwritten; the
 error (a :class:`StoreError`) says in one line which file, what is wrong and what to do.
+A reader never writes its input: a file of an older schema is read through a migrated copy
+(a committed baseline, a read-only mount); only a writer migrates a file in place.
 
 Layout: :mod:`.schema` (tables, migrations, run statuses), :mod:`.db` (opening and validating a
 file, the write transaction), :mod:`.runs` (saving and loading runs), :mod:`.blobs` (artifacts),

@@ -3,9 +3,12 @@ and the one write transaction every save uses."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,7 +90,16 @@ def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
         if write or not _is_readonly_error(e):
             raise _translate(e, path) from None
     # Reading a WAL database in a directory we cannot write (no -shm can be made): open it
-    # immutable. Safe because nobody can be writing it from here either.
+    # immutable. Safe because nobody can be writing it from here either -- unless a -wal is
+    # beside it: an immutable open ignores that, and would silently read the older state.
+    wal = Path(str(path) + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise ReadOnlyDatabaseError(
+            path,
+            f"its newest writes are in {wal.name}, which cannot be read without a writable directory",
+            "open it once where its directory is writable (that folds the -wal in), or copy the "
+            ".db with its -wal to a writable place",
+        )
     uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
     return _checked_conn(path, uri, uri=True, check=check)
 
@@ -186,9 +198,10 @@ def _newer(path: Path, version: int) -> NewerSchemaError:
 
 
 def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_utils.Database:
-    """Open a run database, validated and migrated to the current schema.
+    """Open a run database, validated, at the current schema.
 
-    ``create=False``: the file must exist (:class:`MissingDatabaseError` otherwise).
+    ``create=False``: the file must exist (:class:`MissingDatabaseError` otherwise) and is only
+    read: an older schema is migrated in a private temporary copy, never in place.
     ``create=True``: open for writing, creating the file (and its directory) if missing;
     a path that cannot be written raises :class:`ReadOnlyDatabaseError`.
     Nothing is written to a file that failed validation. Close the result with ``db.close()``.
@@ -203,14 +216,20 @@ def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_uti
             raise _newer(p, version)
         if version == 0 and not create:
             raise MissingDatabaseError(p, "empty database, holds no runs", "write a run into it first")
+        if version < schema.SCHEMA_VERSION and not create:
+            # A reader never writes its input (a committed baseline, a read-only mount, a
+            # download): an older schema is migrated in a private copy, once per process.
+            copy = _migrated_copy(p, conn)
+            conn.close()
+            return open_db(copy)
         db = sqlite_utils.Database(conn, execute_plugins=False)
         if create:
             # 64 MiB of page cache instead of SQLite's 2 MiB for a writer: a run of 100,000
             # variants writes indexes far larger than that (import 12.2 s -> 10.2 s); readers
             # gain nothing from it and would hold the memory
             conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-        if create or version < schema.SCHEMA_VERSION:
-            # Validated: from here on writing is allowed.
+        if create:
+            # Validated, and opened to write: from here on writing is allowed.
             _enable_wal(conn, p)
             _migrate(db, p)
         conn.execute("PRAGMA foreign_keys = ON")
@@ -218,6 +237,30 @@ def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_uti
     except BaseException:
         conn.close()
         raise
+
+
+# (resolved path, signature) -> the migrated copy of an older-schema file this process reads
+_COPIES: dict[tuple[str, tuple | None], Path] = {}
+
+
+def _migrated_copy(path: Path, conn: sqlite3.Connection) -> Path:
+    """A copy of ``path`` at the current schema, in a temporary directory removed at exit.
+    Made with SQLite's backup API from the open connection, so a -wal's writes are in it."""
+    key = (str(path.resolve()), _signature(path))
+    done = _COPIES.get(key)
+    if done is not None and done.exists():
+        return done
+    tmp = tempfile.mkdtemp(prefix="kperf-migrated-")
+    atexit.register(shutil.rmtree, tmp, True)
+    dst = Path(tmp) / path.name
+    target = sqlite3.connect(dst)
+    try:
+        conn.backup(target)
+    finally:
+        target.close()
+    open_db(dst, create=True).close()  # migrates the copy
+    _COPIES[key] = dst
+    return dst
 
 
 def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
