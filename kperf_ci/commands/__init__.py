@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -207,7 +208,8 @@ def _str(x: Any, optional: bool = False) -> bool:
 
 
 def _num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A finite number: an Inf metric would judge every comparison with it (inf -> x is "better")."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _info_problem(info: Any) -> str | None:
@@ -247,9 +249,9 @@ def run_problem(record: Any, *, rows_typed: bool = False) -> str | None:
             if not (_str(m.name) and _str(m.unit) and _str(m.kind) and _str(m.better)):
                 return f"{what}: metric {m.name!r} has a name, unit, kind or direction that is not text"
             if not _num(m.value):
-                return f"{what}: metric {m.name!r} is {m.value!r}, not a number"
+                return f"{what}: metric {m.name!r} is {m.value!r}, not a finite number"
         if not rows_typed and not all(_num(x) for x in r.samples):
-            return f"{what}: a timing sample is not a number"
+            return f"{what}: a timing sample is not a finite number"
         if not (isinstance(r.tags, list) and all(_str(t) for t in r.tags)):
             return f"{what}: tags are not a list of text"
         if not isinstance(r.thresholds, dict) or not all(

@@ -181,6 +181,19 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> None:
             )
 
 
+def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
+    """A kperf database with a table gone (dropped by hand, a crafted file) is bad input, not
+    an "no such table" crash in whatever query reaches it first."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    missing = [t for t in schema.TABLES if t not in have]
+    if missing:
+        raise CorruptDatabaseError(
+            path,
+            f"a kperf run database without its table(s) {', '.join(missing)}",
+            "restore the file from git or delete it",
+        )
+
+
 def _not_ours(path: Path) -> CorruptDatabaseError:
     return CorruptDatabaseError(
         path,
@@ -216,6 +229,8 @@ def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_uti
             raise _newer(p, version)
         if version == 0 and not create:
             raise MissingDatabaseError(p, "empty database, holds no runs", "write a run into it first")
+        if version:
+            _check_tables(conn, p)
         if version < schema.SCHEMA_VERSION and not create:
             # A reader never writes its input (a committed baseline, a read-only mount, a
             # download): an older schema is migrated in a private copy, once per process.
