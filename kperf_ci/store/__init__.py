@@ -18,7 +18,7 @@ file, the write transaction), :mod:`.runs` (saving and loading runs), :mod:`.blo
 from __future__ import annotations
 
 from .blobs import Blob, blob_names, load_blob, save_blob
-from .db import open_db, same_database
+from .db import check_writable, open_db, same_database
 from .errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
@@ -58,6 +58,7 @@ __all__ = [
     "RUN_STATUSES",
     "INCOMPLETE",
     "open_db",
+    "check_writable",
     "save_run",
     "add_results",
     "finish_run",

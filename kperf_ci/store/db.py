@@ -47,6 +47,20 @@ def _check_header(path: Path) -> bool:
     return False
 
 
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`ReadOnlyDatabaseError` unless ``path`` could be written (created with its
+    directories when missing), creating and writing nothing: a session checks its run database
+    before the tests run, not after them."""
+    p = Path(path)
+    if p.exists():
+        ok = os.access(p, os.W_OK) and os.access(p.parent, os.W_OK | os.X_OK)
+    else:
+        top = next((a for a in p.parents if a.exists()), Path("/"))
+        ok = top.is_dir() and os.access(top, os.W_OK | os.X_OK)
+    if not ok:
+        raise ReadOnlyDatabaseError(p, "cannot be written here", "choose a writable path (--db / KPERF_DB)")
+
+
 def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
     """Open and validate; never writes. Raises StoreError subclasses."""
     if not path.exists():
