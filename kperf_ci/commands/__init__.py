@@ -9,6 +9,7 @@ Exit codes, for every command:
   path that cannot be written): one line on stderr naming the file, the problem and the fix;
 - 3 (:data:`EXIT_BUG`): kperf-ci crashed. That is a bug in kperf-ci, never a verdict about the
   code under test; a short message on stderr (``KPERF_TRACEBACK=1`` shows the traceback).
+- 130 (:data:`EXIT_INTERRUPTED`): stopped by Ctrl-C, as a shell reports SIGINT (no verdict).
 
 Stored text that a message quotes (a kernel name, a label) goes through
 :func:`kperf_ci.report.safe_text.terminal_safe`; :class:`KperfError` applies it to the whole line.
@@ -41,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_BUG = 3
+EXIT_INTERRUPTED = 130
 
 
 class KperfError(click.ClickException):

@@ -9,9 +9,11 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import sqlite_utils
 
@@ -26,8 +28,13 @@ from .errors import (
 )
 
 BUSY_TIMEOUT_S = 30.0
+# SQLite waits for a lock inside one C call, where Python runs no signal handler: with its busy
+# timeout at 30 s, Ctrl-C took up to 30 s. It waits in slices of this instead, and the slices are
+# repeated from Python (:func:`_waiting`) until BUSY_TIMEOUT_S, so Ctrl-C lands within one slice.
+BUSY_SLICE_S = 0.1
 CACHE_KIB = 64 * 1024
 _SQLITE_HEADER = b"SQLite format 3\x00"
+T = TypeVar("T")
 
 
 def _check_header(path: Path) -> bool:
@@ -99,7 +106,7 @@ def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
             )
     check = _VALIDATED.get(str(path.resolve())) != _signature(path)
     try:
-        return _checked_conn(path, str(path), uri=False, check=check)
+        return _waiting(lambda: _checked_conn(path, str(path), uri=False, check=check))
     except sqlite3.OperationalError as e:
         if write or not _is_readonly_error(e):
             raise _translate(e, path) from None
@@ -138,9 +145,9 @@ def _signature(path: Path) -> tuple | None:
 def _checked_conn(path: Path, target: str, *, uri: bool, check: bool = True) -> sqlite3.Connection:
     """Connect and run ``PRAGMA quick_check`` (unless ``check`` is False: then only the schema
     is read, which still fails on a broken header). OperationalError (locks, permissions) propagates."""
-    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
+    conn = sqlite3.connect(target, timeout=BUSY_SLICE_S, isolation_level=None, uri=uri)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SLICE_S * 1000)}")
         check = conn.execute("PRAGMA quick_check").fetchall() if check else [("ok",)]
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         if check != [("ok",)]:
@@ -166,6 +173,23 @@ def _corrupt(path: Path, e: Exception) -> CorruptDatabaseError:
     return CorruptDatabaseError(
         path, f"corrupt SQLite database ({e})", "restore the file from git or delete it"
     )
+
+
+def _is_locked_error(e: sqlite3.Error) -> bool:
+    msg = str(e)
+    return "locked" in msg or "busy" in msg
+
+
+def _waiting(op: Callable[[], T]) -> T:
+    """``op()``, tried again while SQLite reports a lock, until BUSY_TIMEOUT_S has passed; each
+    try waits one BUSY_SLICE_S inside SQLite, and between tries Python can act on Ctrl-C."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            return op()
+        except sqlite3.OperationalError as e:
+            if not _is_locked_error(e) or time.monotonic() >= deadline:
+                raise
 
 
 def _is_readonly_error(e: sqlite3.Error) -> bool:
@@ -294,8 +318,8 @@ def _migrated_copy(path: Path, conn: sqlite3.Connection) -> Path:
 
 def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
     try:
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        if _waiting(lambda: conn.execute("PRAGMA journal_mode").fetchone()[0].lower()) != "wal":
+            _waiting(lambda: conn.execute("PRAGMA journal_mode = WAL"))
     except sqlite3.OperationalError as e:
         raise _translate(e, path) from None
 
@@ -326,7 +350,7 @@ def _write_txn(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.D
     timeout), so concurrent writers serialise instead of failing on lock upgrade."""
     conn = db.conn
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        _waiting(lambda: conn.execute("BEGIN IMMEDIATE"))
     except sqlite3.Error as e:
         raise _translate(e, path) from None
     try:
