@@ -136,7 +136,7 @@ def _check_databases(config: pytest.Config, settings: Any) -> None:
             store.check_writable(root / settings.db)
             if (root / settings.db).exists():
                 paths.append(root / settings.db)
-        if settings.baseline:
+        if settings.baseline and settings.save:  # a run not stored is compared with nothing
             if not (root / settings.baseline).exists():
                 # the run is made first (without a baseline), then copied in: a whole suite run
                 # to learn that the comparison cannot happen would be wasted
