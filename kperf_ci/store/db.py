@@ -221,7 +221,7 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> None:
 
 def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
     """A kperf database with a table gone (dropped by hand, a crafted file) is bad input, not
-    an "no such table" crash in whatever query reaches it first."""
+    a "no such table" crash in whatever query reaches it first."""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     missing = [t for t in schema.TABLES if t not in have]
     if missing:
