@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from kperf_ci import __version__
-from kperf_ci.commands import CLICK_EXITS, exit_error
+from kperf_ci.commands import CLICK_EXITS, EXIT_INTERRUPTED, exit_error
 from kperf_ci.commands.ab import ab_cmd
 from kperf_ci.commands.agent import agent_group
 from kperf_ci.commands.analyze import analyze_cmd
@@ -33,6 +33,11 @@ class KperfGroup(click.Group):
             raise
         except Exception as e:  # noqa: BLE001 - commands without @user_errors (run, baseline, ab)
             raise exit_error(e) from e
+        except KeyboardInterrupt:
+            # click would say "Aborted!" and exit 1, which CI reads as a regression; 130 is the
+            # shell's code for a process ended by Ctrl-C (SIGINT)
+            click.echo("kperf: interrupted (Ctrl-C)", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 
 @click.group(cls=KperfGroup, context_settings={"help_option_names": ["-h", "--help"]})

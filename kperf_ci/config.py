@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 MODES = ("static", "gpu", "auto")
+MAX_JOBS = 256  # compile workers are processes of a few hundred MB each: more is a typo (10**8, 10**23)
 
 
 class ConfigError(ValueError):
@@ -148,9 +149,7 @@ def _str(key: str, value: Any, source: str) -> str:
 
 
 def _opt_str(key: str, value: Any, source: str) -> str | None:
-    if value is None or value == "":
-        return None
-    return _str(key, value, source)
+    return None if value is None or value == "" else _str(key, value, source)
 
 
 def _mode(key: str, value: Any, source: str) -> str:
@@ -171,6 +170,12 @@ def _number(key: str, value: Any, source: str, *, integer: bool = False, positiv
     if not math.isfinite(num) or num < 0 or (positive and num <= 0):  # NaN would switch a gate off
         raise _fail(key, source, value, "use a positive number" if positive else "use a number >= 0")
     return num
+
+
+def _jobs(key: str, value: Any, source: str) -> int:
+    if not 1 <= (n := int(_number(key, value, source, integer=True, positive=True))) <= MAX_JOBS:
+        raise _fail(key, source, value, f"use an integer from 1 to {MAX_JOBS}")
+    return n
 
 
 def _arch_list(key: str, value: Any, source: str) -> list[str]:
@@ -249,7 +254,7 @@ _VALIDATORS = {
     "ab_threshold": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_precision": lambda k, v, s: _number(k, v, s, positive=True),
     "ab_floor_ms": lambda k, v, s: _number(k, v, s),
-    "jobs": lambda k, v, s: int(_number(k, v, s, integer=True, positive=True)),
+    "jobs": lambda k, v, s: _jobs(k, v, s),
     "gate": _table,
     "report": _str,
     "label": _opt_str,
@@ -339,10 +344,8 @@ def _env_values() -> dict[str, tuple[str, str]]:
 
 def load_settings(rootdir: str | os.PathLike[str], cli_overrides: dict[str, Any] | None = None) -> Settings:
     """Resolve every setting: CLI (``cli_overrides``, keyed like [tool.kperf]) > KPERF_* > file > default.
-
-    Relative paths from pyproject.toml are made absolute against the file's directory, defaults
-    against ``rootdir``; CLI and environment paths are left as given (relative to the cwd).
-    """
+    Paths from pyproject.toml are made absolute against its directory, defaults against
+    ``rootdir``; CLI and environment paths are left as given (relative to the cwd)."""
     root = Path(rootdir).resolve()
     cli = {k: v for k, v in (cli_overrides or {}).items() if v is not None}
     unknown = sorted(set(cli) - set(_KEYS))
@@ -400,9 +403,8 @@ def _validated(key: str, raw: Any, source: str, pyproject: Path | None) -> Any:
 def resolve_setting(rootdir: str | os.PathLike[str], key: str, cli_value: Any = None) -> Any:
     """One setting by :func:`load_settings`' precedence and validator, without the others: the
     plugin decides ``enabled`` and ``mode`` before conftests are imported (Triton's interpreter
-    must be switched on before any kernel is defined), where a bad ``arch`` must not fail yet
-    and probing ptxas for it would cost time. Unknown keys in [tool.kperf] are load_settings'
-    to report."""
+    must be on before any kernel is defined), where a bad ``arch`` must not fail yet and probing
+    ptxas would cost time. Unknown keys in [tool.kperf] are load_settings' to report."""
     if key not in _KEYS:
         raise ConfigError(f"unknown kperf setting {key}; known: {', '.join(_KEYS)}")
     root = Path(rootdir).resolve()
@@ -418,9 +420,8 @@ def resolve_setting(rootdir: str | os.PathLike[str], key: str, cli_value: Any = 
 
 def may_be_enabled(rootdir: str | os.PathLike[str]) -> bool:
     """Whether kperf can be on without --kperf: ``KPERF_ENABLED`` is set, or ``rootdir``'s
-    pyproject.toml has ``enabled`` in [tool.kperf]. A text check first, so that a plugin that is
-    installed but not used pays no TOML parse; a file that does not parse says False here and is
-    reported once kperf is on."""
+    pyproject.toml has ``enabled`` in [tool.kperf]. A text check first: an unused plugin pays no
+    TOML parse; a file that does not parse says False here and is reported once kperf is on."""
     if "KPERF_ENABLED" in os.environ:
         return True
     try:
@@ -440,11 +441,9 @@ def effective_mode(mode: str) -> str:
 
 # --------------------------------------------------------------------------- process switches
 
-# KPERF_* variables that are not settings of a project (those are the KPERF_<KEY> spellings of
-# the keys above): each concerns one process or machine -- a secret of the CI, a cache directory,
-# a traceback for a bug report, the paths a parent process hands its compile workers -- so none
-# has a key in pyproject.toml or a pytest option. They are named here and read through the two
-# functions below, so this is the list of every variable kperf reads.
+# KPERF_* variables that are not settings of a project (those are KPERF_<KEY>): each concerns one
+# process or machine (a CI secret, a cache directory, a traceback, paths for compile workers), so
+# none has a pyproject key or pytest option. This is the list of every variable kperf reads.
 ENV_HOST_SALT = "KPERF_HOST_SALT"  # key of the host-name hash (fingerprint.host_hash), e.g. a CI secret
 ENV_TRACEBACK = "KPERF_TRACEBACK"  # show the traceback of an internal error (exit 3)
 ENV_NO_REPORT = "KPERF_NO_REPORT"  # `kperf run`: do not write the reports after pytest

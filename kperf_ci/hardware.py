@@ -140,6 +140,11 @@ ARCHS: dict[str, ArchLimits] = dict(
     ]
 )
 
+#: The most SMs a trace or a run may name: 8x the largest part in the table above. Per-SM
+#: work and arrays follow this number, so an SM id or count read from a file is checked against
+#: it (an ``sm`` of 10**7 in a trace cost 476 s and 4.4 GB; 10**9 ran out of memory).
+MAX_SMS = 8 * max(a.sm_count for a in ARCHS.values() if a.sm_count)
+
 #: Max shared memory per CTA (dynamic, opt-in), bytes, by compute capability.
 MAX_SHARED_PER_BLOCK: dict[int, int] = {a.capability: a.smem_per_block for a in ARCHS.values()}
 

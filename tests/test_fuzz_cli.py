@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -525,3 +526,190 @@ def test_fuzz_examples_also_hold_in_real_processes(tmp_path):
         everything = r.stdout + r.stderr + (_files_text(tmp_path / "rep") if args[0] == "report" else "")
         assert CANARY_TEXT not in everything and CANARY_ENV not in everything
         assert "\x1b]" not in r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------- hostile numbers (issue 23)
+#
+# Numbers read from a file (SM ids and counts, grid sizes, record counts, times that are NaN or
+# Inf) and blob sizes must not size the work: every case runs in its own process under a memory
+# and CPU-time limit, so a number that makes a command allocate or loop for it fails the case
+# (MemoryError is exit 3, the CPU limit kills it) instead of slowing the suite or the machine.
+
+BOUND_MEMORY = 2 * 1024**3  # address space of one case: kperf with torch imported fits well
+BOUND_CPU_S = 60
+BOUND = settings(FUZZ, max_examples=int(os.environ.get("KPERF_FUZZ_EXAMPLES", "12")))
+
+huge_int = st.one_of(
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.sampled_from([-1, 0, 1, 131, 132, 1183, 1184, 10**7, 10**9, 2**31, 2**63 - 1]),
+)
+hostile_float = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -1.0, 1e300, -1e300, float("nan"), float("inf"), 5e-324]),
+)
+
+
+def _bounded() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (BOUND_MEMORY, BOUND_MEMORY))
+    resource.setrlimit(resource.RLIMIT_CPU, (BOUND_CPU_S, BOUND_CPU_S))
+
+
+def _bounded_run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    env.update(PYTHONPATH=str(Path(__file__).parent.parent), GITHUB_TOKEN=CANARY_ENV)
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=BOUND_CPU_S * 2,
+        preexec_fn=_bounded,
+    )
+    assert r.returncode in (0, 1, 2), (args, r.returncode, r.stdout[-1500:], r.stderr[-1500:])
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, (args, r.stderr[-1500:])
+    if r.returncode == 2:
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("Error: "), (args, r.stderr[-1500:])
+    return r
+
+
+HUGE_SM = st.one_of(st.sampled_from([-1, 1184, 10**7, 10**9, 2**31, 2**63 - 1]), huge_int)
+
+
+@st.composite
+def hostile_timeline(draw) -> dict:
+    """A sane kperf-timeline document of a few records with one hostile thing in it: an SM id,
+    the SM count, times, CTA or warp ids, the version, or a column of another length."""
+    n = draw(st.integers(1, 6))
+    cols = {
+        "cta": list(range(n)),
+        "warp": [-1] * n,
+        "sm": [i % 132 for i in range(n)],
+        "region": ["kernel"] * n,
+        "start_ns": [10.0 * i for i in range(n)],
+        "end_ns": [10.0 * i + 100 for i in range(n)],
+    }
+    doc = {"format": "kperf-timeline", "version": 1, "kernel": "k", "num_sms": 132, "columns": cols}
+    knob = draw(st.sampled_from(["sm", "sm_all", "num_sms", "time", "cta", "warp", "version", "length"]))
+    i = draw(st.integers(0, n - 1))
+    if knob == "sm":
+        cols["sm"][i] = draw(HUGE_SM)
+    elif knob == "sm_all":
+        cols["sm"] = [draw(HUGE_SM)] * n
+    elif knob == "num_sms":
+        doc["num_sms"] = draw(st.one_of(HUGE_SM, hostile_float))
+    elif knob == "time":
+        cols[draw(st.sampled_from(["start_ns", "end_ns"]))][i] = draw(hostile_float)
+    elif knob in ("cta", "warp"):
+        cols[knob][i] = draw(huge_int)
+    elif knob == "version":
+        doc["version"] = draw(st.one_of(huge_int, hostile_float))
+    else:
+        cols["sm"] = cols["sm"] * draw(st.sampled_from([0, 2, 3]))
+    return doc
+
+
+def _json(doc: object) -> str:
+    return json.dumps(doc)  # NaN and Infinity as Python writes them
+
+
+@BOUND
+@given(doc=hostile_timeline())
+def test_fuzz_hostile_numbers_in_a_trace_file_are_bounded(doc, tmp_path_factory):
+    work = tmp_path_factory.mktemp("fuzz-trace")
+    (work / "t.json").write_text(_json(doc))
+    r = _bounded_run(work, "analyze", "--trace", "t.json", "--fail-on-flag")
+    event(f"trace exit {r.returncode}")
+    if any(not math.isfinite(x) for c in ("start_ns", "end_ns") for x in doc["columns"][c]):
+        assert r.returncode == 2  # NaN/Inf times are refused, never "nan [ok]" and exit 0
+
+
+@st.composite
+def hostile_run(draw) -> tuple[RunInfo, list[VariantResult]]:
+    """A run whose stored numbers are hostile: the fingerprint's SM count, launch metrics (grid,
+    warps, registers, shared memory) and a stored timeline."""
+    fp = Fingerprint(
+        cpu="cpu", gpu="NVIDIA H100", triton="3.6.0", sm_count=draw(st.one_of(st.none(), huge_int))
+    )
+    info = RunInfo("cur1", "2026-01-02T00:00:00+00:00", "gpu", fp)
+    value = st.one_of(st.floats(allow_nan=False), huge_int, st.sampled_from([1e30, -1e30, float("inf")]))
+    metrics = [
+        Metric(n, draw(value), "count")
+        for n in ("grid", "num_warps", "registers", "shared_bytes", "launch.grid", "sass.instructions")
+        if draw(st.booleans())
+    ]
+    artifacts = {"timeline": _json(draw(hostile_timeline()))}
+    key = VariantKey("k", "sm_90", "x:*fp32", "num_warps=4", test="t.py::k")
+    samples = draw(
+        st.lists(st.floats(min_value=1e-6, max_value=1e3), max_size=draw(st.sampled_from([0, 3, 50])))
+    )
+    return info, [VariantResult(key, metrics, samples=samples, artifacts=artifacts)]
+
+
+@BOUND
+@given(run_=hostile_run())
+def test_fuzz_hostile_numbers_in_a_database_are_bounded(run_, tmp_path_factory):
+    work = tmp_path_factory.mktemp("fuzz-db")
+    info, results = run_
+    try:
+        store.save_run(work / "run.db", info, results)
+    except (ValueError, OverflowError):
+        return  # SQLite itself cannot hold it (an integer past 64 bits): nothing to read back
+    base = RunInfo("base1", "2026-01-01T00:00:00+00:00", "gpu", info.fingerprint)
+    store.save_run(work / "base.db", base, [replace(r, artifacts={}) for r in results])
+    for args in (
+        ("analyze", "--db", "run.db"),
+        ("show", "--db", "run.db", "--run", "cur1"),
+        ("compare", "--db", "run.db", "--baseline", "base.db"),
+        ("report", "--db", "run.db", "--baseline", "base.db", "--format", "markdown"),
+    ):
+        r = _bounded_run(work, *args)
+        event(f"db {args[0]} exit {r.returncode}")
+
+
+@BOUND
+@given(
+    size=st.sampled_from([0, 1, 4096, 60 * 2**20, 65 * 2**20, 300 * 2**20, 3 * 2**30]),
+    name=st.sampled_from(ARTIFACT_NAMES),
+)
+def test_fuzz_blob_sizes_are_bounded(size, name, tmp_path_factory):
+    """A blob of any decompressed size, up to a 3 GiB bomb (3 MB stored) under a 2 GiB limit."""
+    import sqlite3
+
+    work = tmp_path_factory.mktemp("fuzz-blob")
+    key = VariantKey("k", "sm_90", "x:*fp32", "num_warps=4", test="t.py::k")
+    info = RunInfo("cur1", "2026-01-02T00:00:00+00:00", "static", Fingerprint(triton="3.6.0"))
+    store.save_run(
+        work / "run.db", info, [VariantResult(key, [Metric("registers", 32)], artifacts={name: "x"})]
+    )
+    store.save_run(
+        work / "base.db", replace(info, run_id="base1"), [VariantResult(key, [Metric("registers", 32)])]
+    )
+    c, chunk = zlib.compressobj(9), bytes(min(size, 1 << 20))
+    packed = b"".join(c.compress(chunk) for _ in range(size // max(len(chunk), 1))) + c.flush()
+    with sqlite3.connect(work / "run.db") as conn:
+        conn.execute("UPDATE blobs SET data = ? WHERE name = ?", (packed, name))
+    conn.close()
+    for args in (
+        ("show", "--db", "run.db", "--run", "cur1"),
+        ("analyze", "--db", "run.db"),
+        ("report", "--db", "run.db", "--baseline", "base.db", "--format", "markdown"),
+        (
+            "github",
+            "comment",
+            "--dry-run",
+            "--pr",
+            "1",
+            "--repo",
+            "o/n",
+            "--db",
+            "run.db",
+            "--baseline",
+            "base.db",
+        ),
+    ):
+        r = _bounded_run(work, *args)
+        event(f"blob {size >> 20} MiB {args[0]} exit {r.returncode}")

@@ -217,8 +217,11 @@ def test_a_launch_that_fails_to_replay_is_reported_and_the_rest_measured(kernels
 
 FAKE_DEVICE_CONFTEST = """
 import pytest
+import kperf_ci.plugin
 from kperf_ci.capture import gpu
 from kperf_ci.capture.replay import ReplayDevice
+
+kperf_ci.plugin.cuda_available = lambda: True  # the device is faked below: gpu mode may start
 
 
 class FakeEvents:

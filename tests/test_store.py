@@ -142,7 +142,7 @@ def test_pending_migration_applied_in_order(db_path, monkeypatch):
     monkeypatch.setattr(store.schema, "MIGRATIONS", [*store.schema.MIGRATIONS, m2, m3_fails])
     monkeypatch.setattr(store.schema, "SCHEMA_VERSION", len(store.schema.MIGRATIONS))
     with pytest.raises(RuntimeError, match="migration bug"):
-        store.open_db(db_path)
+        store.open_db(db_path, create=True)  # a writer migrates the file (a reader, a copy)
     with sqlite3.connect(db_path) as c:
         # m2 committed on its own, m3 rolled back whole
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
@@ -163,7 +163,7 @@ def test_migration_script_runs_inside_its_transaction(db_path, monkeypatch):
     monkeypatch.setattr(store.schema, "MIGRATIONS", [*store.schema.MIGRATIONS, m_half])
     monkeypatch.setattr(store.schema, "SCHEMA_VERSION", len(store.schema.MIGRATIONS))
     with pytest.raises(sqlite3.OperationalError, match="already exists"):
-        store.open_db(db_path)
+        store.open_db(db_path, create=True)
     with sqlite3.connect(db_path) as c:
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
@@ -421,11 +421,15 @@ def test_version_1_database_migrates_with_its_runs_finished(db_path):
         c.execute("ALTER TABLE runs DROP COLUMN status")
         c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     c.close()
+    before = db_path.read_bytes()
     assert store.run_statuses(db_path) == {"full": store.COMPLETE, "none": store.EMPTY}
+    assert store.load_run(db_path, "full").status == store.COMPLETE
+    assert db_path.read_bytes() == before  # a reader reads a migrated copy (issue 23)
+    store.save_run(db_path, make_info("new"), [])  # a writer migrates the file itself
     with sqlite3.connect(db_path) as c:
         assert c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
     c.close()
-    assert store.load_run(db_path, "full").status == store.COMPLETE
+    assert store.run_statuses(db_path)["full"] == store.COMPLETE
 
 
 def test_blobs_are_written_with_the_run(db_path):

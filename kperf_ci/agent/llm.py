@@ -30,6 +30,24 @@ _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 _HYP = re.compile(r"^\s*(?:\*\*)?hypothesis(?:\*\*)?\s*:\s*(.+)$", re.I | re.M)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect: urllib copies headers set with ``add_header`` onto the redirected
+    request, so a 302 to another host would receive ``Authorization: Bearer <key>``. A 3xx
+    becomes an HTTPError that names the fix (use the final URL)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def mask_key(text: str, key: str) -> str:
+    """``text`` with the key replaced: a reply that echoes it (asked to, or by a prompt
+    injection in the kernel source) must not be printed, stored in the population or shown."""
+    return text.replace(key, "***") if key and len(key) >= 4 else text
+
+
 class ProposerError(Exception):
     """One line, never with the key: why no proposal came back (``kind``: malformed, http, ...)."""
 
@@ -139,15 +157,21 @@ class LLMProposer:
             req = urllib.request.Request(
                 url, data=body, method="POST", headers={"Content-Type": "application/json"}
             )
-            if self.endpoint.api_key:
-                req.add_header("Authorization", "Bearer " + self.endpoint.api_key)
+            if self.endpoint.api_key:  # unredirected as well: never copied to a redirect
+                req.add_unredirected_header("Authorization", "Bearer " + self.endpoint.api_key)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                with _OPENER.open(req, timeout=self.timeout_s) as resp:
                     raw = resp.read()
                 self.answered = True
-                return _content(raw)
+                return mask_key(_content(raw), self.endpoint.api_key)
             except urllib.error.HTTPError as e:
                 self.failure = f"HTTP {e.code}"
+                if 300 <= e.code < 400:
+                    raise ProposerError(
+                        "http",
+                        f"{url} answered HTTP {e.code} (a redirect, not followed: the key is never sent "
+                        "to another address); set KPERF_LLM_BASE_URL to the final URL",
+                    ) from None
                 if e.code not in RETRY_STATUS:
                     raise ProposerError(
                         "http", f"{url} answered HTTP {e.code}; check the URL, model and key"
@@ -180,6 +204,8 @@ def endpoint_problem(p: LLMProposer) -> str:
         fix = "check KPERF_LLM_BASE_URL, or unset it to use the offline config search"
     elif f in ("HTTP 401", "HTTP 403"):
         fix = "the key was rejected: check KPERF_LLM_API_KEY (or OPENAI_API_KEY) for this endpoint"
+    elif f.startswith("HTTP 3"):
+        fix = "the endpoint redirects (not followed: the key stays); set KPERF_LLM_BASE_URL to the final URL"
     elif f == "HTTP 404":
         fix = "check KPERF_LLM_BASE_URL (the path before /chat/completions, e.g. .../v1) and KPERF_LLM_MODEL"
     elif f.startswith("HTTP 4"):

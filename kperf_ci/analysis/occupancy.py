@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..traces.records import check_sm_count
 from . import intervals
 from .findings import Finding, pct, us
 from .timeline import Timeline
@@ -38,6 +39,7 @@ class SmBusy:
 def sm_busy(tl: Timeline, num_sms: int | None = None) -> SmBusy:
     spans = tl.cta_spans()
     n = max(num_sms or 0, tl.sm_count())
+    check_sm_count(n or None)  # num_sms may come from a run's fingerprint or be set after load
     t0 = float(spans.start_ns.min()) if len(spans) else 0.0
     t1 = float(spans.end_ns.max()) if len(spans) else 0.0
     busy, busy_ns = [], np.zeros(n)

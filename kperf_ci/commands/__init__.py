@@ -9,6 +9,7 @@ Exit codes, for every command:
   path that cannot be written): one line on stderr naming the file, the problem and the fix;
 - 3 (:data:`EXIT_BUG`): kperf-ci crashed. That is a bug in kperf-ci, never a verdict about the
   code under test; a short message on stderr (``KPERF_TRACEBACK=1`` shows the traceback).
+- 130 (:data:`EXIT_INTERRUPTED`): stopped by Ctrl-C, as a shell reports SIGINT (no verdict).
 
 Stored text that a message quotes (a kernel name, a label) goes through
 :func:`kperf_ci.report.safe_text.terminal_safe`; :class:`KperfError` applies it to the whole line.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -29,6 +31,7 @@ import click
 
 from kperf_ci import config, store
 from kperf_ci.config import ENV_TRACEBACK, ConfigError, env_switch
+from kperf_ci.hardware import MAX_SMS
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.report.terminal import console  # noqa: F401 - re-exported for the commands
 from kperf_ci.store import StoreError
@@ -39,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_BUG = 3
+EXIT_INTERRUPTED = 130
 
 
 class KperfError(click.ClickException):
@@ -206,7 +210,8 @@ def _str(x: Any, optional: bool = False) -> bool:
 
 
 def _num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A finite number: an Inf metric would judge every comparison with it (inf -> x is "better")."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _info_problem(info: Any) -> str | None:
@@ -222,8 +227,8 @@ def _info_problem(info: Any) -> str | None:
     for name in ("cpu", "triton", "python", "host_hash"):
         if not _str(getattr(fp, name)):
             return f"run {info.run_id!r}: fingerprint.{name} is not text"
-    if not (fp.sm_count is None or (isinstance(fp.sm_count, int) and fp.sm_count > 0)):
-        return f"run {info.run_id!r}: fingerprint.sm_count is not a positive integer"
+    if not (fp.sm_count is None or (isinstance(fp.sm_count, int) and 0 < fp.sm_count <= MAX_SMS)):
+        return f"run {info.run_id!r}: fingerprint.sm_count is not an SM count (1..{MAX_SMS})"
     if not isinstance(fp.extra, dict):
         return f"run {info.run_id!r}: fingerprint.extra is not an object"
     return None
@@ -246,9 +251,9 @@ def run_problem(record: Any, *, rows_typed: bool = False) -> str | None:
             if not (_str(m.name) and _str(m.unit) and _str(m.kind) and _str(m.better)):
                 return f"{what}: metric {m.name!r} has a name, unit, kind or direction that is not text"
             if not _num(m.value):
-                return f"{what}: metric {m.name!r} is {m.value!r}, not a number"
+                return f"{what}: metric {m.name!r} is {m.value!r}, not a finite number"
         if not rows_typed and not all(_num(x) for x in r.samples):
-            return f"{what}: a timing sample is not a number"
+            return f"{what}: a timing sample is not a finite number"
         if not (isinstance(r.tags, list) and all(_str(t) for t in r.tags)):
             return f"{what}: tags are not a list of text"
         if not isinstance(r.thresholds, dict) or not all(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from kperf_ci import store
 from kperf_ci.capture.base_tree import ABError
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.prcheck.passes import PassFailed, _tail
@@ -73,6 +74,11 @@ def ab_cmd(
         raise KperfError(
             f"{report_dir}: cannot create the report directory ({e.strerror}); pass --report-dir"
         ) from None
+    # the database both passes write into is checked now too: found bad after them, their
+    # minutes of compiling and timing were for nothing (a reader opens it: nothing is written)
+    store.check_writable(db)
+    if Path(db).exists():
+        store.open_db(db).close()
     try:
         report = run_ab(base, list(pytest_args), gpu=gpu, time_all=time_all, db=db, echo=click.echo)
         doc = load_ab_document(db)  # render from what was stored, as `kperf report --ab` would

@@ -8,6 +8,7 @@ that never replied included (unreachable, key rejected, failing until the budget
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -23,6 +24,7 @@ from kperf_ci.agent.population import Population
 from kperf_ci.agent.prompts import context_from_db, jit_names
 from kperf_ci.agent.targets import TARGETS, get_target
 from kperf_ci.capture.base_tree import ABError
+from kperf_ci.device import cuda_available
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
 
@@ -89,14 +91,26 @@ def _kernels_from_ab(ab_db: str, root: Path) -> list[str]:
 
 
 def _device(choice: str) -> str:
-    if choice != "auto":
+    """The device candidates run on; ``cuda`` asked for where none is usable is bad input (every
+    candidate would fail to launch and the run would end "no faster variant", exit 0)."""
+    if choice == "cpu":
         return choice
-    try:
-        import torch  # heavy, optional here
+    usable = cuda_available()
+    if choice == "cuda" and not usable:
+        raise KperfError("--device cuda: no usable CUDA GPU here; use --device cpu (verify only) or auto")
+    return "cuda" if usable else "cpu"
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
+
+#: Seeds go to torch and numpy, which take at most 2**32 - 1 (numpy) or 2**64 - 1 (torch).
+MAX_SEED = 2**32 - 1
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A budget or timeout that is a number: NaN compares False with everything, so a NaN
+    budget is never spent (and an infinite one never ends a run)."""
+    if not math.isfinite(value):
+        raise KperfError(f"{param.opts[0]} {value}: not a finite number; give seconds, e.g. {param.default}")
+    return value
 
 
 @agent_group.command("run")
@@ -124,15 +138,26 @@ def _device(choice: str) -> str:
 )
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--max-llm-calls", type=click.IntRange(0), default=20, show_default=True)
-@click.option("--max-gpu-seconds", type=click.FloatRange(0), default=600.0, show_default=True)
-@click.option("--max-wall-s", type=click.FloatRange(0), default=1800.0, show_default=True)
+@click.option(
+    "--max-gpu-seconds", type=click.FloatRange(0), default=600.0, show_default=True, callback=_finite
+)
+@click.option("--max-wall-s", type=click.FloatRange(0), default=1800.0, show_default=True, callback=_finite)
 @click.option("--max-rounds", type=click.IntRange(0), default=40, show_default=True)
 @click.option(
     "--patience", type=click.IntRange(1), default=6, show_default=True, help="rounds without progress"
 )
 @click.option("--seeds", default="11,23", show_default=True, help="verification seeds, comma-separated")
-@click.option("--timeout-s", type=click.FloatRange(1), default=300.0, show_default=True, help="per candidate")
-@click.option("--bench-budget-s", type=click.FloatRange(0.1), default=3.0, show_default=True)
+@click.option(
+    "--timeout-s",
+    type=click.FloatRange(1),
+    default=300.0,
+    show_default=True,
+    help="per candidate",
+    callback=_finite,
+)
+@click.option(
+    "--bench-budget-s", type=click.FloatRange(0.1), default=3.0, show_default=True, callback=_finite
+)
 @click.option("--no-value-check", is_flag=True, help="skip the zeros-vs-random timing check")
 @click.option(
     "--out",
@@ -177,6 +202,8 @@ def run_cmd(
         raise KperfError(f"--seeds {seeds!r}: expected integers separated by commas, e.g. 11,23") from None
     if not seed_list:
         raise KperfError("--seeds: give at least one seed, e.g. 11,23")
+    if not all(0 <= x <= MAX_SEED for x in seed_list):
+        raise KperfError(f"--seeds {seeds!r}: each seed must be from 0 to {MAX_SEED}")
     rootp = Path(root)
     try:
         names = [kernel] if kernel else (_kernels_from_ab(ab_db, rootp) if ab_db else [])

@@ -6,7 +6,7 @@ import click
 
 from kperf_ci import store
 
-from . import KperfError, load_settings, user_errors
+from . import KperfError, load_settings, read_run, user_errors
 
 
 @click.group("baseline")
@@ -27,7 +27,7 @@ def update_cmd(db: str | None, baseline: str | None, run_id: str | None) -> None
     settings = load_settings(db=db, baseline=baseline)
     if not settings.baseline:
         raise KperfError("no baseline given; pass --baseline PATH or set [tool.kperf] baseline")
-    run = store.load_run(settings.db, run_id)
+    run = read_run(settings.db, run_id)  # a run that does not decode is never copied
     rid = run.info.run_id
     if run.skipped:
         passed = ", ".join(f"{r} ({status})" for r, status in run.skipped)

@@ -97,6 +97,10 @@ def _dry_opt(fn: F) -> F:
 def _need_repo(repo: str) -> str:
     if not repo:
         raise KperfError("no repository: pass --repo OWNER/NAME (Actions sets $GITHUB_REPOSITORY)")
+    try:
+        ghc.check_repo_name(repo)  # before any database is read, and in --dry-run too
+    except ghc.GitHubUserError as e:
+        raise KperfError(str(e)) from None
     return repo
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import re
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -46,7 +47,7 @@ def import_cmd(bench_json: str, db: str | None, label: str | None) -> None:
     path = Path(bench_json)
     try:
         with bulk_objects():
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = _loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise KperfError(f"{path}: no such file; produce it with `pytest --benchmark-json {path}`") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -115,6 +116,28 @@ def _obj(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
             f"{where}: '{key}' is {_kind(value)}, not an object; is this a --benchmark-json file?"
         )
     return value
+
+
+# A \uD800-\uDFFF escape: JSON allows a lone one, which no UTF-8 file, database or terminal can hold.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def _visible(value: Any) -> Any:
+    """Strings with lone surrogates spelled out ("\\udc80"), in lists too (dicts are done by the hook)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8") if _LONE.search(value) else value
+    if isinstance(value, list):
+        return [_visible(v) for v in value]
+    return value
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``; a file with surrogate escapes gets its lone surrogates spelled out, so a
+    name stays distinct and readable instead of crashing the store (exit 3)."""
+    if not _SURROGATE_ESCAPE.search(text):  # the usual file: no walk over 20,000 benchmarks
+        return json.loads(text)
+    return _visible(json.loads(text, object_pairs_hook=lambda kv: {_visible(k): _visible(v) for k, v in kv}))
 
 
 def _text(value: Any) -> str | None:

@@ -36,7 +36,7 @@ import click
 from kperf_ci import store
 from kperf_ci.report.safe_text import terminal_safe
 
-from . import KperfError, user_errors
+from . import KperfError, read_run, user_errors
 
 # Tables whose rows belong to one run; every one has run_id and variant_id ('' = the run itself).
 _RUN_TABLES = ("run_variants", "metrics", "samples", "blobs")
@@ -188,12 +188,22 @@ def _open_copy(src: Path, work: Path, n: int) -> Any:
     if Path(f"{src}-wal").is_file():
         shutil.copyfile(f"{src}-wal", f"{copy}-wal")
     try:
+        _check_runs(copy)
         return store.open_db(copy)
     except store.StoreError as e:
         fix = e.fix
         if isinstance(e, store.CorruptDatabaseError):  # the store's hint names --db/--baseline
             fix = f"check that {src} is a kperf run database (restore it from its artifact or drop it)"
         raise KperfError(f"{src}: {e.problem.replace(str(copy), str(src))}; {fix}") from None
+    except KperfError as e:
+        raise KperfError(e.message.replace(str(copy), str(src))) from None
+
+
+def _check_runs(copy: Path) -> None:
+    """Every run decodes as one kperf-ci wrote (``read_run``): a malformed run is refused, never
+    merged with exit 0 for the next reader to trip on."""
+    for rid in store.run_statuses(copy):
+        read_run(copy, rid)
 
 
 def merge_databases(inputs: list[Path], output: Path, *, shards: bool = False) -> MergeStats:

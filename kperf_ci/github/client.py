@@ -15,6 +15,7 @@ Everything kperf sends to GitHub goes through :func:`connect` and :meth:`Client.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,9 +59,8 @@ class Client:
         return s.replace(self.token, "***") if self.token else s
 
     def repo(self, full_name: str) -> Any:
+        check_repo_name(full_name)
         owner, _, name = full_name.partition("/")
-        if not owner or not name or "/" in name:
-            raise GitHubUserError(f"--repo {full_name!r}: expected OWNER/NAME (e.g. octo-org/kernels)")
         found = self.call(lambda: self.gh.repository(owner, name), f"repository {full_name}")
         if found is None:  # github3 answers a 404 with None
             raise GitHubUserError(not_found(f"repository {full_name}"))
@@ -74,7 +74,7 @@ class Client:
             except gh_exc.GitHubError as e:
                 retry = _retry_for(e, attempt)
                 if retry is None or attempt == ATTEMPTS - 1:
-                    raise GitHubUserError(self.redact(_message(e, what))) from None
+                    raise GitHubUserError(self.redact(_message(e, what, self.redact))) from None
             except gh_exc.ConnectionError as e:
                 if attempt == ATTEMPTS - 1:
                     raise GitHubUserError(
@@ -123,8 +123,21 @@ def not_found(what: str) -> str:
     )
 
 
-def _message(e: gh_exc.GitHubError, what: str) -> str:
-    detail = " ".join(str(getattr(e, "msg", "") or "").split())[:200]
+#: GitHub's own rules: an owner is letters, digits and single hyphens; a repository name letters,
+#: digits, ``.``, ``_`` and ``-``. Anything else (``?``, ``#``, ``/``, ``..``) would change the API
+#: URL the name is pasted into.
+_REPO_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/(?!\.\.?$)[A-Za-z0-9._-]{1,100}")
+
+
+def check_repo_name(full_name: str) -> None:
+    """Refuse what is not OWNER/NAME before it reaches an API URL (GitHubUserError, exit 2)."""
+    if not _REPO_NAME.fullmatch(full_name or ""):
+        raise GitHubUserError(f"--repo {full_name!r}: expected OWNER/NAME (e.g. octo-org/kernels)")
+
+
+def _message(e: gh_exc.GitHubError, what: str, redact: Callable[[object], str] = str) -> str:
+    # redacted before it is cut: a cut through the token would leave part of it unmasked
+    detail = " ".join(redact(getattr(e, "msg", "") or "").split())[:200]
     if not isinstance(e.code, int):
         return (
             f"GitHub's answer for {what} was not what the API documents ({type(e).__name__}: "
@@ -146,7 +159,7 @@ def _message(e: gh_exc.GitHubError, what: str) -> str:
     if e.code == 404:
         return not_found(what)
     if e.code == 422:
-        errors = "; ".join(str(x) for x in (e.errors or []))[:200]
+        errors = redact("; ".join(str(x) for x in (e.errors or [])))[:200]
         return f"GitHub refused {what} as invalid (422: {detail}{'; ' + errors if errors else ''})"
     if e.code >= 500:
         return f"GitHub kept failing on {what} ({e.code}) after {ATTEMPTS} attempts; rerun the job later"

@@ -7,12 +7,13 @@ decided on the raw samples (``compare_timing``), never on two medians alone when
 Metrics are only compared when the two machines make them comparable (fingerprint.comparable).
 
 Variants pair by :func:`kperf_ci.judge.matching.match_variants` (exact key; then the same
-kernel/arch/test; then the same launch site or kernel when unambiguous), so a launch-option or
+kernel/arch/test; then the same launch site or kernel when unambiguous; past the exact key only
+within one problem: test parameters and argument sizes), so a launch-option or
 constexpr change is one "changed" variant judged on its metrics, not one added and one removed.
 A GPU-mode run meets a static baseline through the compute capability of its GPU (static metrics
 only). A comparison (:mod:`.comparison`) in which fewer than MIN_COMPARED_FRACTION of the
 current variants were compared has the status "no comparable baseline": consumers say so
-instead of "no regressions".
+instead of "no regressions", and nothing in it fails (exit 0 with the reason, never a red 1).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..metrics import (
 )
 from ..model import Metric, RunRecord, VariantKey, VariantResult
 from ..units import fmt_value
-from .comparison import Comparison, Incomparable, KeyChange, MetricChange, NotRun
+from .comparison import COMPARED, Comparison, Incomparable, KeyChange, MetricChange, NotRun
 from .group import KernelIndex
 from .matching import arch_class, match_variants
 from .policy import ThresholdPolicy, gated
@@ -313,4 +314,18 @@ def compare_runs(
                         key_change=pair.change,
                     )
                 )
+    if comp.status != COMPARED:
+        _not_judged(comp)
     return comp
+
+
+def _not_judged(comp: Comparison) -> None:
+    """Too little of the run was compared for a verdict (``status_line`` says so): nothing fails.
+    What did move is kept, marked as not judged, so a first run on a new GPU class against a
+    static baseline is a yellow "no comparable baseline" with the reason, never a red exit 1."""
+    for ch in comp.changes:
+        if ch.regression:
+            ch.regression = False
+            ch.reason += " (not judged: no comparable baseline)"
+    comp.not_run += [NotRun(k, "no comparable baseline for this run") for k in comp.removed]
+    comp.removed = []

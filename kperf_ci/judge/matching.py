@@ -23,6 +23,7 @@ __all__ = [
     "match_variants",
     "parse_config",
     "parse_spec",
+    "same_problem",
 ]
 
 
@@ -147,6 +148,28 @@ def _site(source: str) -> str:
     return f"{stem}::{qual}"
 
 
+def _test_params(test: str) -> str:
+    """The parametrization of a pytest node id, which names the problem's sizes:
+    "t.py::test_softmax[64-256-fp32]" -> "64-256-fp32"; "" for an unparametrized test."""
+    name = test.rpartition("::")[2]
+    _, sep, rest = name.partition("[")
+    return rest[:-1] if sep and rest.endswith("]") else ""
+
+
+def same_problem(b: VariantKey, c: VariantKey) -> bool:
+    """Whether two variants ran the same problem: the same test parameters, and the same
+    argument sizes where both runs recorded them (GPU mode's " @ <test parameters>").
+
+    A variant of another problem is another variant, never a "changed" one: the static
+    baseline's interpreter-size softmax (BLOCK_SIZE 256) is no baseline for an H100 run's
+    GPU-size launch (BLOCK_SIZE 4096); pairing them made a false regression."""
+    if _test_params(b.test) != _test_params(c.test):
+        return False
+    _, at_b, shape_b = b.spec.partition(" @ ")
+    _, at_c, shape_c = c.spec.partition(" @ ")
+    return not (at_b and at_c) or shape_b == shape_c
+
+
 @dataclass(frozen=True)
 class VariantPair:
     """A baseline variant and the current variant it was matched with."""
@@ -179,6 +202,9 @@ def match_variants(
     """Pair the variants of two runs, in stages; each stage sees only what earlier ones left.
 
     1. ``id``: kernel, arch, spec and config all equal.
+    Stages 2-4 pair only variants of the same problem (:func:`same_problem`): the same test
+    parameters and argument sizes.
+
     2. ``test``: the same kernel, arch and pytest node id: a constexpr or launch option changed.
        When a test has several such variants on each side, the closest pairs go first (fewest
        differing config/spec items; ties by test, spec, config), so the sorting is deterministic.
@@ -226,7 +252,7 @@ def match_variants(
             bs = gb.get(g, [])
             if not bs or (name in ("source", "kernel") and (len(bs) != 1 or len(cs) != 1)):
                 continue
-            for b, c in _closest_pairs(bs, cs, cross_mode):
+            for b, c in _closest_pairs(bs, cs, cross_mode, same=name == "id"):
                 change = describe_key_change(b.key, c.key, with_shape=not cross_mode)
                 if name in ("source", "kernel") and b.key.test != c.key.test and not cross_mode:
                     change = "; ".join(filter(None, [change, f"test {b.key.test} -> {c.key.test}"]))
@@ -251,16 +277,20 @@ def match_variants(
 
 
 def _closest_pairs(
-    bs: list[VariantResult], cs: list[VariantResult], cross_mode: bool
+    bs: list[VariantResult], cs: list[VariantResult], cross_mode: bool, *, same: bool = False
 ) -> list[tuple[VariantResult, VariantResult]]:
     """Greedy pairing of two sorted groups: fewest differing key items first, then same test,
-    then the groups' own order; a variant is paired at most once."""
+    then the groups' own order; a variant is paired at most once. Unless ``same`` (the groups
+    hold one compiled variant), only pairs of the same problem are candidates."""
 
     def distance(b: VariantResult, c: VariantResult) -> int:
         return len(_key_diff(b.key, c.key, with_shape=not cross_mode))
 
     cands = sorted(
-        (distance(b, c), b.key.test != c.key.test, i, j) for i, b in enumerate(bs) for j, c in enumerate(cs)
+        (distance(b, c), b.key.test != c.key.test, i, j)
+        for i, b in enumerate(bs)
+        for j, c in enumerate(cs)
+        if same or same_problem(b.key, c.key)
     )
     taken_b: set[int] = set()
     taken_c: set[int] = set()

@@ -76,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"kperf: {e}") from None
     _refuse_self_baseline(config, settings)
     if not hasattr(config, "workerinput"):
+        _refuse_gpu_mode_without_gpu(settings)
         _check_databases(config, settings)
     session = KperfSession.from_config(config, settings)
     config.stash[SESSION_KEY] = session
@@ -113,6 +114,16 @@ def _refuse_self_baseline(config: pytest.Config, settings: Any) -> None:
         )
 
 
+def _refuse_gpu_mode_without_gpu(settings: Any) -> None:
+    """GPU mode times kernels on the device: without one every test would fail in Triton
+    ("0 active drivers") and the run would read as a red suite. A usage error instead."""
+    if settings.mode == "gpu" and not cuda_available():
+        raise pytest.UsageError(
+            f"kperf: mode gpu ({settings.sources.get('mode')}) needs a usable CUDA GPU and there is "
+            "none here; use --kperf-mode static (compiles without a GPU) or auto"
+        )
+
+
 def _check_databases(config: pytest.Config, settings: Any) -> None:
     """A run database or baseline that cannot be used is reported before any test runs, not after
     the tests and the compile: one usage line (pytest exit 4), the files left untouched."""
@@ -120,17 +131,25 @@ def _check_databases(config: pytest.Config, settings: Any) -> None:
 
     root = config.rootpath
     paths = []
-    if settings.save and (root / settings.db).exists():
-        paths.append(root / settings.db)
-    # a missing baseline is reported at the end, after the run is stored: the first run of a
-    # project is what its baseline is made from
-    if settings.baseline and (root / settings.baseline).exists():
-        paths.append(root / settings.baseline)
-    for path in paths:
-        try:
+    try:
+        if settings.save:
+            store.check_writable(root / settings.db)
+            if (root / settings.db).exists():
+                paths.append(root / settings.db)
+        if settings.baseline and settings.save:  # a run not stored is compared with nothing
+            if not (root / settings.baseline).exists():
+                # the run is made first (without a baseline), then copied in: a whole suite run
+                # to learn that the comparison cannot happen would be wasted
+                raise pytest.UsageError(
+                    f"kperf: baseline {root / settings.baseline} ({settings.sources.get('baseline')}) "
+                    "does not exist; create it with `kperf baseline update --db RUN.db --baseline PATH` "
+                    "from a run made without a baseline"
+                )
+            paths.append(root / settings.baseline)
+        for path in paths:
             store.open_db(path).close()  # header, integrity, schema version; nothing written on failure
-        except store.StoreError as e:
-            raise pytest.UsageError(f"kperf: {e}") from None
+    except store.StoreError as e:
+        raise pytest.UsageError(f"kperf: {e}") from None
 
 
 def _create_run(session: Any) -> None:

@@ -48,7 +48,9 @@ class ActiveHooks:
         try:
             marker = marker_for(item, getattr(self.session.settings, "mark", None))  # --kperf-all
         except MarkerError as e:
-            pytest.fail(str(e), pytrace=False)
+            # from None: a fail raised while handling e would print the message twice, e's
+            # and then "During handling of the above exception" with its own
+            raise pytest.fail.Exception(str(e), pytrace=False) from None
         if marker is not None:
             item.stash[MARKER_KEY] = marker
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from kperf_ci.config import MAX_JOBS
+
 MODES = ("static", "gpu", "auto")
 
 
@@ -32,8 +34,10 @@ def _positive_int(value: str) -> int:
         n = int(value)
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--kperf-jobs must be a positive integer, got {value!r}")
+    if not 1 <= n <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(
+            f"--kperf-jobs must be an integer from 1 to {MAX_JOBS}, got {value!r}"
+        )
     return n
 
 

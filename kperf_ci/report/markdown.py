@@ -54,9 +54,24 @@ _ICON = {
 #: Stored text as literal markdown (kperf_ci.report.safe_text.markdown_safe), under its old name.
 md_escape = markdown_safe
 
+#: The most characters of one stored field (a kernel name, a branch, a GPU name, a reason) the
+#: comment shows: its 65,000 characters are for rows, and one 70,000-character name in a crafted
+#: or unlucky database must neither break the limit nor leave room for only two rows.
+FIELD_CHARS = 200
+#: The most differing fingerprint fields and notes the comment lists; the rest are counted.
+MAX_LISTED = 8
+
+
+def md_field(value: object, limit: int = FIELD_CHARS) -> str:
+    """Stored text cut to ``limit`` characters (an ellipsis says so), as literal markdown."""
+    s = "" if value is None else str(value)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return markdown_safe(s)
+
 
 def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None], what: str) -> list[str]:
-    name = md_escape(v.key.kernel)
+    name = md_field(v.key.kernel)
     href = kernel_link(v)
     if href:
         name = f"[{name}]({href})"
@@ -65,10 +80,10 @@ def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None],
     return [
         "❌" if v.regression else _ICON.get(v.verdict, ""),
         name,
-        md_escape(v.key.arch),
-        md_escape(" · ".join(x for x in (v.key.config, v.short_spec) if x)),
-        md_escape(v.headline_text),
-        md_escape(what),
+        md_field(v.key.arch),
+        md_field(" · ".join(x for x in (v.key.config, v.short_spec) if x)),
+        md_field(v.headline_text),
+        md_field(what, 2 * FIELD_CHARS),
     ]
 
 
@@ -88,16 +103,16 @@ def _runs_line(report: Report) -> str:
     def side(info) -> str:  # noqa: ANN001
         if info is None:
             return "none"
-        bits = [md_escape(info.run_id[:12])]
-        where = " @ ".join(md_escape(x) for x in (info.git_branch, (info.git_sha or "")[:10]) if x)
+        bits = [md_field(info.run_id[:12])]
+        where = " @ ".join(md_field(x) for x in (info.git_branch, (info.git_sha or "")[:10]) if x)
         if where:
             bits.append(f"({where})")
         return " ".join(bits)
 
     fp = report.current.fingerprint
-    machine = md_escape(fp.gpu or fp.cpu or "unknown machine")
+    machine = md_field(fp.gpu or fp.cpu or "unknown machine")
     runs = f"**current** {side(report.current)} vs **baseline** {side(report.baseline)}"
-    return f"{runs} · {md_escape(report.current.mode)} · {machine}"
+    return f"{runs} · {md_field(report.current.mode)} · {machine}"
 
 
 def _counts_line(report: Report) -> str:
@@ -110,7 +125,7 @@ def _counts_line(report: Report) -> str:
 
 def _headline(report: Report) -> str:
     icon = {"bad": "❌", "warn": "⚠️", "good": "✅"}[report.verdict_state]
-    return f"## {icon} kperf: {md_escape(report.verdict_line)}"
+    return f"## {icon} kperf: {md_field(report.verdict_line)}"
 
 
 def _warnings(report: Report) -> list[str]:
@@ -119,11 +134,14 @@ def _warnings(report: Report) -> list[str]:
     if differ:
         rows = {f: (b, c) for f, b, c, _d in report.fingerprint_rows}
         detail = ", ".join(
-            f"{md_escape(f)} {md_escape(rows[f][0] or '-')} → {md_escape(rows[f][1] or '-')}" for f in differ
-        )
+            f"{md_field(f)} {md_field(rows[f][0] or '-')} → {md_field(rows[f][1] or '-')}"
+            for f in differ[:MAX_LISTED]
+        ) + (f" and {len(differ) - MAX_LISTED} more" if len(differ) > MAX_LISTED else "")
         out += ["> [!WARNING]", f"> The two runs come from different machines or software: {detail}.", ""]
-    for n in report.notes:
-        out.append(f"> {md_escape(n)}")
+    for n in report.notes[:MAX_LISTED]:
+        out.append(f"> {md_field(n, 2 * FIELD_CHARS)}")
+    if len(report.notes) > MAX_LISTED:
+        out.append(f"> _… {len(report.notes) - MAX_LISTED} more notes; see the full report._")
     if report.notes:
         out.append("")
     return out
@@ -154,27 +172,27 @@ def _findings_rows(report: Report, link: Callable[[VariantView], str | None]) ->
     rows = []
     prev: tuple[int, str] | None = None
     for v, f in report.flagged_findings:
-        name = md_escape(v.key.kernel)
+        name = md_field(v.key.kernel)
         href = link(v)
         if href:
             name = f"[{name}]({href}#findings)"
-        variant = md_escape(" · ".join(x for x in (v.key.config, v.short_spec) if x))
+        variant = md_field(" · ".join(x for x in (v.key.config, v.short_spec) if x))
         if variant:
             name += f"<br><sub>{variant}</sub>"
-        value = md_escape(fmt_value(f.value, f.unit))
+        value = md_field(fmt_value(f.value, f.unit))
         th = threshold_text(f)
         if th:
-            value += f" ({md_escape(th)})"
+            value += f" ({md_field(th)})"
         same = prev == (id(v), f.suggestion)
         prev = (id(v), f.suggestion)
         rows.append(
             [
                 "🆕" if v.is_new_flag(f) else "⚠️",
                 name,
-                md_escape(f.name),
+                md_field(f.name),
                 value,
-                md_escape(f.explanation),
-                "_same as above_" if same else md_escape(f.suggestion),
+                md_field(f.explanation, 2 * FIELD_CHARS),
+                "_same as above_" if same else md_field(f.suggestion, 2 * FIELD_CHARS),
             ]
         )
     return rows
@@ -226,10 +244,11 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
     ]
     if report.link:
         head += [f"**[Full report]({report.link})** (plots, distributions, SASS diffs, history)", ""]
-    for line in head:
-        out.add(line)
     # Room kept for the note that closes a cut table and the final truncation note.
     reserve = 400
+    for line in head:  # bounded by the caps above; checked all the same, the limit is GitHub's
+        if out.fits(line, reserve):
+            out.add(line)
     omitted: list[str] = []
 
     def add_table(variants: list[VariantView], what: Callable[[VariantView], str]) -> int:
@@ -248,7 +267,7 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
 
     regs = report.regressions
     if regs:
-        out.add(f"### Regressions ({md_escape(report.verdict_line)})")
+        out.add(f"### Regressions ({md_field(report.verdict_line)})")
         out.add("")
         left = add_table(regs, lambda v: "; ".join(v.reasons) or v.summary)
         out.add("")

@@ -7,6 +7,8 @@ several processes (pytest-xdist workers, parallel CI jobs) can write into one fi
 A file is validated before anything is written to it: the SQLite header, ``PRAGMA quick_check``
 and the schema version. A file that fails is never migrated, converted to WAL or overwritten; the
 error (a :class:`StoreError`) says in one line which file, what is wrong and what to do.
+A reader never writes its input: a file of an older schema is read through a migrated copy
+(a committed baseline, a read-only mount); only a writer migrates a file in place.
 
 Layout: :mod:`.schema` (tables, migrations, run statuses), :mod:`.db` (opening and validating a
 file, the write transaction), :mod:`.runs` (saving and loading runs), :mod:`.blobs` (artifacts),
@@ -16,7 +18,7 @@ file, the write transaction), :mod:`.runs` (saving and loading runs), :mod:`.blo
 from __future__ import annotations
 
 from .blobs import Blob, blob_names, load_blob, save_blob
-from .db import open_db, same_database
+from .db import check_writable, open_db, same_database
 from .errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
@@ -56,6 +58,7 @@ __all__ = [
     "RUN_STATUSES",
     "INCOMPLETE",
     "open_db",
+    "check_writable",
     "save_run",
     "add_results",
     "finish_run",

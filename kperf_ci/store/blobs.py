@@ -9,9 +9,43 @@ from collections.abc import Collection
 from pathlib import Path
 
 from .db import _opened, _write_txn
-from .errors import RunNotFoundError
+from .errors import CorruptDatabaseError, RunNotFoundError
 
 Blob = tuple[str, str, "bytes | str"]  # (variant id or "" for the run, name, data)
+
+#: The most one blob may decompress to. zlib expands up to ~1000x, so a few MB of crafted
+#: database (a fork PR's, read by comment.yml) could otherwise cost GBs; the largest real
+#: artifacts (a timeline of a long run, a big kernel's SASS) are a few MB.
+MAX_BLOB_BYTES = 64 * 1024 * 1024
+#: The most all the blobs one ``load_run`` reads may decompress to together.
+MAX_LOADED_BYTES = 256 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.0f} MiB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def unpack(data: bytes, path: str | os.PathLike[str], what: str, limit: int = MAX_BLOB_BYTES) -> bytes:
+    """Decompress a stored blob, streaming, never past ``limit`` bytes: a bigger one (a
+    decompression bomb) raises :class:`CorruptDatabaseError` naming the blob (exit 2)."""
+    d = zlib.decompressobj()
+    out = bytearray()
+    buf = bytes(data)
+    while buf:
+        out += d.decompress(buf, min(_CHUNK, limit + 1 - len(out)))
+        if len(out) > limit:
+            raise CorruptDatabaseError(
+                path,
+                f"{what} decompresses to more than {_mib(limit)} (a decompression bomb?)",
+                "delete that run or restore the file from git",
+            )
+        buf = d.unconsumed_tail
+        if d.eof:
+            break
+    if not d.eof:
+        raise zlib.error(f"{what}: incomplete or truncated zlib data")
+    return bytes(out)
 
 
 def _pack(data: bytes | str) -> bytes:
@@ -46,7 +80,7 @@ def load_blob(path: str | os.PathLike[str], run_id: str, variant_id: str, name: 
             "SELECT data FROM blobs WHERE run_id = ? AND variant_id = ? AND name = ?",
             (run_id, variant_id, name),
         ).fetchone()
-    return zlib.decompress(row[0]) if row else None
+    return unpack(row[0], path, f"blob {name!r} of run {run_id!r}") if row else None
 
 
 def blob_names(path: str | os.PathLike[str], run_id: str, variant_id: str = "") -> list[str]:

@@ -3,12 +3,17 @@ and the one write transaction every save uses."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
+import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import sqlite_utils
 
@@ -23,8 +28,13 @@ from .errors import (
 )
 
 BUSY_TIMEOUT_S = 30.0
+# SQLite waits for a lock inside one C call, where Python runs no signal handler: with its busy
+# timeout at 30 s, Ctrl-C took up to 30 s. It waits in slices of this instead, and the slices are
+# repeated from Python (:func:`_waiting`) until BUSY_TIMEOUT_S, so Ctrl-C lands within one slice.
+BUSY_SLICE_S = 0.1
 CACHE_KIB = 64 * 1024
 _SQLITE_HEADER = b"SQLite format 3\x00"
+T = TypeVar("T")
 
 
 def _check_header(path: Path) -> bool:
@@ -42,6 +52,20 @@ def _check_header(path: Path) -> bool:
     if len(head) < 100:
         raise CorruptDatabaseError(path, "truncated SQLite file", "restore the file from git or delete it")
     return False
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`ReadOnlyDatabaseError` unless ``path`` could be written (created with its
+    directories when missing), creating and writing nothing: a session checks its run database
+    before the tests run, not after them."""
+    p = Path(path)
+    if p.exists():
+        ok = os.access(p, os.W_OK) and os.access(p.parent, os.W_OK | os.X_OK)
+    else:
+        top = next((a for a in p.parents if a.exists()), Path("/"))
+        ok = top.is_dir() and os.access(top, os.W_OK | os.X_OK)
+    if not ok:
+        raise ReadOnlyDatabaseError(p, "cannot be written here", "choose a writable path (--db / KPERF_DB)")
 
 
 def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
@@ -82,12 +106,21 @@ def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
             )
     check = _VALIDATED.get(str(path.resolve())) != _signature(path)
     try:
-        return _checked_conn(path, str(path), uri=False, check=check)
+        return _waiting(lambda: _checked_conn(path, str(path), uri=False, check=check))
     except sqlite3.OperationalError as e:
         if write or not _is_readonly_error(e):
             raise _translate(e, path) from None
     # Reading a WAL database in a directory we cannot write (no -shm can be made): open it
-    # immutable. Safe because nobody can be writing it from here either.
+    # immutable. Safe because nobody can be writing it from here either -- unless a -wal is
+    # beside it: an immutable open ignores that, and would silently read the older state.
+    wal = Path(str(path) + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise ReadOnlyDatabaseError(
+            path,
+            f"its newest writes are in {wal.name}, which cannot be read without a writable directory",
+            "open it once where its directory is writable (that folds the -wal in), or copy the "
+            ".db with its -wal to a writable place",
+        )
     uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
     return _checked_conn(path, uri, uri=True, check=check)
 
@@ -112,9 +145,9 @@ def _signature(path: Path) -> tuple | None:
 def _checked_conn(path: Path, target: str, *, uri: bool, check: bool = True) -> sqlite3.Connection:
     """Connect and run ``PRAGMA quick_check`` (unless ``check`` is False: then only the schema
     is read, which still fails on a broken header). OperationalError (locks, permissions) propagates."""
-    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
+    conn = sqlite3.connect(target, timeout=BUSY_SLICE_S, isolation_level=None, uri=uri)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SLICE_S * 1000)}")
         check = conn.execute("PRAGMA quick_check").fetchall() if check else [("ok",)]
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         if check != [("ok",)]:
@@ -140,6 +173,23 @@ def _corrupt(path: Path, e: Exception) -> CorruptDatabaseError:
     return CorruptDatabaseError(
         path, f"corrupt SQLite database ({e})", "restore the file from git or delete it"
     )
+
+
+def _is_locked_error(e: sqlite3.Error) -> bool:
+    msg = str(e)
+    return "locked" in msg or "busy" in msg
+
+
+def _waiting(op: Callable[[], T]) -> T:
+    """``op()``, tried again while SQLite reports a lock, until BUSY_TIMEOUT_S has passed; each
+    try waits one BUSY_SLICE_S inside SQLite, and between tries Python can act on Ctrl-C."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            return op()
+        except sqlite3.OperationalError as e:
+            if not _is_locked_error(e) or time.monotonic() >= deadline:
+                raise
 
 
 def _is_readonly_error(e: sqlite3.Error) -> bool:
@@ -169,6 +219,19 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> None:
             )
 
 
+def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
+    """A kperf database with a table gone (dropped by hand, a crafted file) is bad input, not
+    a "no such table" crash in whatever query reaches it first."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    missing = [t for t in schema.TABLES if t not in have]
+    if missing:
+        raise CorruptDatabaseError(
+            path,
+            f"a kperf run database without its table(s) {', '.join(missing)}",
+            "restore the file from git or delete it",
+        )
+
+
 def _not_ours(path: Path) -> CorruptDatabaseError:
     return CorruptDatabaseError(
         path,
@@ -186,9 +249,10 @@ def _newer(path: Path, version: int) -> NewerSchemaError:
 
 
 def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_utils.Database:
-    """Open a run database, validated and migrated to the current schema.
+    """Open a run database, validated, at the current schema.
 
-    ``create=False``: the file must exist (:class:`MissingDatabaseError` otherwise).
+    ``create=False``: the file must exist (:class:`MissingDatabaseError` otherwise) and is only
+    read: an older schema is migrated in a private temporary copy, never in place.
     ``create=True``: open for writing, creating the file (and its directory) if missing;
     a path that cannot be written raises :class:`ReadOnlyDatabaseError`.
     Nothing is written to a file that failed validation. Close the result with ``db.close()``.
@@ -203,14 +267,22 @@ def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_uti
             raise _newer(p, version)
         if version == 0 and not create:
             raise MissingDatabaseError(p, "empty database, holds no runs", "write a run into it first")
+        if version:
+            _check_tables(conn, p)
+        if version < schema.SCHEMA_VERSION and not create:
+            # A reader never writes its input (a committed baseline, a read-only mount, a
+            # download): an older schema is migrated in a private copy, once per process.
+            copy = _migrated_copy(p, conn)
+            conn.close()
+            return open_db(copy)
         db = sqlite_utils.Database(conn, execute_plugins=False)
         if create:
             # 64 MiB of page cache instead of SQLite's 2 MiB for a writer: a run of 100,000
             # variants writes indexes far larger than that (import 12.2 s -> 10.2 s); readers
             # gain nothing from it and would hold the memory
             conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-        if create or version < schema.SCHEMA_VERSION:
-            # Validated: from here on writing is allowed.
+        if create:
+            # Validated, and opened to write: from here on writing is allowed.
             _enable_wal(conn, p)
             _migrate(db, p)
         conn.execute("PRAGMA foreign_keys = ON")
@@ -220,10 +292,34 @@ def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_uti
         raise
 
 
+# (resolved path, signature) -> the migrated copy of an older-schema file this process reads
+_COPIES: dict[tuple[str, tuple | None], Path] = {}
+
+
+def _migrated_copy(path: Path, conn: sqlite3.Connection) -> Path:
+    """A copy of ``path`` at the current schema, in a temporary directory removed at exit.
+    Made with SQLite's backup API from the open connection, so a -wal's writes are in it."""
+    key = (str(path.resolve()), _signature(path))
+    done = _COPIES.get(key)
+    if done is not None and done.exists():
+        return done
+    tmp = tempfile.mkdtemp(prefix="kperf-migrated-")
+    atexit.register(shutil.rmtree, tmp, True)
+    dst = Path(tmp) / path.name
+    target = sqlite3.connect(dst)
+    try:
+        conn.backup(target)
+    finally:
+        target.close()
+    open_db(dst, create=True).close()  # migrates the copy
+    _COPIES[key] = dst
+    return dst
+
+
 def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
     try:
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        if _waiting(lambda: conn.execute("PRAGMA journal_mode").fetchone()[0].lower()) != "wal":
+            _waiting(lambda: conn.execute("PRAGMA journal_mode = WAL"))
     except sqlite3.OperationalError as e:
         raise _translate(e, path) from None
 
@@ -254,7 +350,7 @@ def _write_txn(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.D
     timeout), so concurrent writers serialise instead of failing on lock upgrade."""
     conn = db.conn
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        _waiting(lambda: conn.execute("BEGIN IMMEDIATE"))
     except sqlite3.Error as e:
         raise _translate(e, path) from None
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import zlib
 from collections.abc import Collection
 from pathlib import Path
 
@@ -20,9 +19,9 @@ from ..model import (
     canonical_json,
     make_metric,
 )
-from .blobs import Blob, _insert_blobs, _pack
+from .blobs import MAX_BLOB_BYTES, MAX_LOADED_BYTES, Blob, _insert_blobs, _pack, unpack
 from .db import _insert_row, _opened, _write_txn
-from .errors import RunNotFoundError
+from .errors import CorruptDatabaseError, RunNotFoundError
 from .schema import _RUN_TABLES, COMPLETE, EMPTY, INCOMPLETE, INTERRUPTED, RUN_STATUSES, RUNNING
 
 
@@ -204,6 +203,12 @@ def _resolve_run_id(
     that is not incomplete (still running or interrupted) is picked, and with ``skip_empty``
     (a baseline) not empty either: a run that measured nothing judges nothing."""
     where, params = [], []
+    if run_id is not None and not run_id.strip():  # a LIKE '%' would take it for "any run"
+        raise RunNotFoundError(
+            path,
+            "the run id is empty",
+            "give a run id or a unique prefix (`kperf show` lists them), or leave --run out for the latest",
+        )
     if run_id is not None:
         where.append("(run_id = ? OR run_id LIKE ? ESCAPE '\\')")
         esc = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -264,6 +269,12 @@ def load_run(
     p = Path(path)
     with _opened(p) as db:
         rid, status, skipped = _resolve_run_id(db, p, run_id, label, skip_empty=baseline)
+        if status not in RUN_STATUSES:  # what a reader decides by (latest, baseline) must be known
+            raise CorruptDatabaseError(
+                p,
+                f"run {rid!r} has status {status!r}, which no kperf-ci writes",
+                "restore the file from git, or delete that run",
+            )
         info = _info(next(db.query("SELECT * FROM runs WHERE run_id = ?", [rid])))
         results: dict[str, VariantResult] = {}
         conn = db.conn
@@ -312,23 +323,31 @@ def load_run(
                 names = sorted({artifacts} if isinstance(artifacts, str) else set(artifacts))
                 sql += f" AND name IN ({','.join('?' * len(names))})"
                 args += names
+            left = MAX_LOADED_BYTES  # many blobs below the cap of one must not add up to GBs either
             for vid, name, data in db.conn.execute(sql, args):
                 if vid in results:
-                    results[vid].artifacts[name] = zlib.decompress(data).decode("utf-8", "replace")
+                    what = f"blob {name!r} of variant {vid!r} in run {rid!r}"
+                    raw = unpack(data, path, what, min(MAX_BLOB_BYTES, left))
+                    left -= len(raw)
+                    results[vid].artifacts[name] = raw.decode("utf-8", "replace")
     return RunRecord(info=info, results=list(results.values()), status=status, skipped=skipped)
+
+
+_MAX_REAL = "1.7976931348623157e308"  # a larger REAL is +-Inf (NaN is stored as NULL)
 
 
 def rows_typed(path: str | os.PathLike[str], run_id: str) -> bool:
     """Whether every metric and sample row of a run holds the column types kperf-ci writes
-    (text names, numeric values): checked in SQL, so a reader need not look at each of a large
+    (text names, finite numeric values): checked in SQL, so a reader need not look at each of a large
     run's million rows in Python. False means "look closer", not necessarily "broken"."""
     num = "('integer', 'real')"
     with _opened(path) as db:
         row = db.conn.execute(
             "SELECT EXISTS(SELECT 1 FROM metrics WHERE run_id = ?1 AND (typeof(name) <> 'text' "
             "OR typeof(unit) <> 'text' OR typeof(kind) <> 'text' OR typeof(better) <> 'text' "
-            f"OR typeof(value) NOT IN {num})) "
-            f"OR EXISTS(SELECT 1 FROM samples WHERE run_id = ?1 AND typeof(value_ms) NOT IN {num})",
+            f"OR typeof(value) NOT IN {num} OR abs(value) > {_MAX_REAL})) "
+            f"OR EXISTS(SELECT 1 FROM samples WHERE run_id = ?1 AND (typeof(value_ms) NOT IN {num} "
+            f"OR abs(value_ms) > {_MAX_REAL}))",
             (run_id,),
         ).fetchone()
     return not row[0]

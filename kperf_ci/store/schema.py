@@ -129,6 +129,8 @@ def _m002_run_status(db: sqlite_utils.Database) -> None:
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m001_initial, _m002_run_status]
 SCHEMA_VERSION = len(MIGRATIONS)
 
+#: The tables every schema version from 1 on has.
+TABLES = ("meta", "runs", "kernels", "variants", "run_variants", "metrics", "samples", "blobs")
 # Tables whose rows belong to one run, in the order they are copied/deleted.
 _RUN_TABLES = ("run_variants", "metrics", "samples", "blobs")
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..hardware import MAX_SMS
+
 KERNEL_REGION = "kernel"
 
 
@@ -54,6 +56,12 @@ class CtaSpans:
         return self.end_ns - self.start_ns
 
 
+def check_sm_count(n: int | None) -> None:
+    """Refuse an SM count no GPU has: analyses allocate and loop per SM."""
+    if n is not None and not 0 < n <= MAX_SMS:
+        raise ValueError(f"SM count {n} is outside 1..{MAX_SMS}")
+
+
 @dataclass
 class Timeline:
     """Region records of one kernel launch, as parallel numpy arrays (one entry per record).
@@ -84,6 +92,17 @@ class Timeline:
         for name in ("warp", "sm", "region", "start_ns", "end_ns"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"Timeline.{name} has {len(getattr(self, name))} entries, cta has {n}")
+        check_sm_count(self.num_sms)
+        if n and (self.sm.min() < 0 or self.sm.max() >= MAX_SMS):
+            bad = int(np.argmax((self.sm < 0) | (self.sm >= MAX_SMS)))
+            raise ValueError(f"record {bad} names SM {self.sm[bad]}, outside 0..{MAX_SMS - 1}")
+        finite = np.isfinite(self.start_ns) & np.isfinite(self.end_ns)
+        if n and not finite.all():  # NaN compares False everywhere: every finding would read "ok"
+            bad = int(np.argmin(finite))
+            raise ValueError(
+                f"record {bad} has a time that is not a finite number "
+                f"({self.start_ns[bad]}, {self.end_ns[bad]})"
+            )
         if n and np.any(self.end_ns < self.start_ns):
             bad = int(np.argmax(self.end_ns < self.start_ns))
             raise ValueError(
