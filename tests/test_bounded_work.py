@@ -263,3 +263,44 @@ def test_a_long_kernel_name_does_not_stop_the_regression_table(tmp_path):
     rows = [ln for ln in body.splitlines() if ln.startswith("| ❌")]
     assert len(rows) == 66, (len(rows), len(body))
     assert "more regressions not shown" not in body
+
+
+def test_a_nested_npz_bomb_is_refused_before_it_loads():
+    """A timeline.npz is a zip of its own: the blob cap bounds the outer zlib layer only. A member
+    that inflates past the cap, or an .npy header declaring a huge shape, is refused before numpy
+    allocates anything (a 7.4 KB blob cost 3.15 GB in analyze --db and report)."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from kperf_ci.traces.timeline_file import MAX_NPZ_BYTES, read_npz
+
+    buf = io.BytesIO()
+    np.savez_compressed(
+        buf, header=np.frombuffer(b"{}", dtype=np.uint8), sm=np.zeros(MAX_NPZ_BYTES // 4 + 1, np.int32)
+    )
+    assert len(buf.getvalue()) < MAX_NPZ_BYTES // 100  # a small blob
+    with pytest.raises(ValueError, match="inflates to more than"):
+        read_npz(buf.getvalue())
+
+    fake = io.BytesIO()
+    with zipfile.ZipFile(fake, "w") as zf:  # a header claiming 10**11 int64s over 16 bytes of data
+        head = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            head, {"descr": "<i8", "fortran_order": False, "shape": (10**11,)}
+        )
+        zf.writestr("sm.npy", head.getvalue() + b"\0" * 16)
+    with pytest.raises(ValueError, match="declares arrays of more than"):
+        read_npz(fake.getvalue())
+
+
+def test_an_id_that_does_not_fit_64_bits_is_bad_input():
+    import numpy as np
+
+    from kperf_ci.traces.records import Timeline
+
+    with pytest.raises(ValueError, match="does not fit a 64-bit integer"):
+        Timeline(
+            cta=[0], warp=[0], sm=[1e300], region=["k"], start_ns=np.array([0.0]), end_ns=np.array([1.0])
+        )

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import click
 
 from kperf_ci import config, store
+from kperf_ci.capture.base_tree import ABError
 from kperf_ci.config import ENV_TRACEBACK, ConfigError, env_switch
 from kperf_ci.hardware import MAX_SMS
 from kperf_ci.report.safe_text import terminal_safe
@@ -99,7 +100,7 @@ def as_user_error(e: BaseException) -> KperfError | None:
     StoreError / ConfigError say file, problem and fix themselves; an OSError that names a file
     (unwritable report directory, a path that is a file where a directory must be) is the
     environment, not a bug."""
-    if isinstance(e, (StoreError, ConfigError)):
+    if isinstance(e, (StoreError, ConfigError, ABError)):  # ABError: a bad revision, a malformed A/B document
         return KperfError(str(e))
     if isinstance(e, OSError) and e.filename is not None:
         what = e.strerror or type(e).__name__

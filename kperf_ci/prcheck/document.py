@@ -165,6 +165,70 @@ def timed_line(t: dict[str, Any]) -> str:
     )
 
 
+_NUM = (int, float, type(None))
+#: what the reports read of an A/B document: list fields, each item a dict with these typed keys
+_ROWS: dict[str, dict[str, tuple[type, ...]]] = {
+    "timed": {"kernel": (str,), "test": (str,), "verdict": (str,), "ratio": _NUM, "ci_low": _NUM,
+              "ci_high": _NUM, "pairs": _NUM, "seconds": _NUM},
+    "kernels": {"kernel": (str,), "site": (str,), "verdict": (str,), "launches": (list,), "tests": (list,),
+                "changes": (list,), "ratio_min": _NUM, "ratio_max": _NUM},
+    "tests": {"test": (str,), "status": (str,), "changes": (list,)},
+    "static_regressions": {"kernel": (str,), "arch": (str,), "test": (str,), "reason": (str,)},
+    "static_kernels": {"kernel": (str,), "arch": (str,), "site": (str,), "reasons": (list,),
+                       "launches": (list,), "tests": (list,)},
+}  # fmt: skip
+#: the launches inside "kernels" and "static_kernels" rows
+_LAUNCHES: dict[str, dict[str, tuple[type, ...]]] = {
+    "kernels": {"launch": (str,), "verdict": (str,), "ratio": _NUM, "ci_low": _NUM, "ci_high": _NUM,
+                "tests": (list,), "changes": (list,)},
+    "static_kernels": {"args": (dict,), "reason": (str,), "tests": (list,), "config": (str, type(None)),
+                       "grid": (list, type(None))},
+}  # fmt: skip
+
+
+def _check_rows(rows: Any, fields: dict[str, tuple[type, ...]], name: str, bad: Any) -> None:
+    if not isinstance(rows, list):
+        raise bad(f"{name} is not a list")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise bad(f"{name}[{i}] is not an object")
+        for key, types in fields.items():
+            if key not in row:
+                if type(None) not in types:  # what the reports read: present in every row kperf writes
+                    raise bad(f"{name}[{i}] has no {key}")
+                continue
+            if not isinstance(row[key], types) or isinstance(row[key], bool):
+                raise bad(f"{name}[{i}].{key} is {type(row[key]).__name__}")
+
+
+def check_ab_document(doc: Any, where: str) -> dict[str, Any]:
+    """``doc`` when it has the shape the reports read; else ABError (exit 2) naming what is off.
+    A database is data: a crafted or damaged document is bad input, not a crash of the renderer."""
+
+    def bad(what: str) -> ABError:
+        return ABError(f"{where}: the A/B document is malformed ({what}); re-run kperf ab to store a new one")
+
+    if not isinstance(doc, dict):
+        raise bad("not a JSON object")
+    for name, fields in _ROWS.items():
+        if doc.get(name) is None:
+            continue
+        _check_rows(doc[name], fields, name, bad)
+        for i, row in enumerate(doc[name]):
+            if name in _LAUNCHES and "launches" in row:
+                _check_rows(row["launches"], _LAUNCHES[name], f"{name}[{i}].launches", bad)
+    for name in ("counts", "base", "head"):
+        if name in doc and not isinstance(doc[name], dict):
+            raise bad(f"{name} is not an object")
+    if not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in (doc.get("counts") or {}).values()
+    ):
+        raise bad("counts holds a value that is not a number")
+    if not isinstance(doc.get("messages") or [], list):
+        raise bad("messages is not a list")
+    return doc
+
+
 def load_ab_document(db: str | Path) -> dict[str, Any] | None:
     """The newest A/B document in ``db`` (None when the database holds none)."""
     for info in sorted(store.list_runs(db), key=lambda i: i.started_at, reverse=True):
@@ -174,6 +238,5 @@ def load_ab_document(db: str | Path) -> dict[str, Any] | None:
                 doc = json.loads(data)
             except ValueError as e:
                 raise ABError(f"{db}: the A/B document of run {info.run_id} is not JSON ({e})") from None
-            if isinstance(doc, dict):
-                return doc
+            return check_ab_document(doc, f"{db} (run {info.run_id})")
     return None

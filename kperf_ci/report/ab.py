@@ -18,7 +18,7 @@ import jinja2
 
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.report.html import no_control_chars
-from kperf_ci.report.safe_text import markdown_safe
+from kperf_ci.report.markdown import md_field
 
 MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment
 MAX_CHARS = 65_000
@@ -33,8 +33,9 @@ _ICON = {
 
 
 def md(text: Any) -> str:
-    """Stored text as inert markdown (one helper for the whole project)."""
-    return markdown_safe(str(text))
+    """Stored text as inert markdown, cut to the comment's field limit (report/markdown.py): one
+    70,000-character kernel name must not leave room for no row at all."""
+    return md_field(text)
 
 
 def pct(v: float | None) -> str:

@@ -82,9 +82,12 @@ class Timeline:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.cta = np.asarray(self.cta, dtype=np.int64).reshape(-1)
-        self.warp = np.asarray(self.warp, dtype=np.int64).reshape(-1)
-        self.sm = np.asarray(self.sm, dtype=np.int64).reshape(-1)
+        try:  # an id of 1e300 or 10**30 does not fit: bad input, not a crash
+            self.cta = np.asarray(self.cta, dtype=np.int64).reshape(-1)
+            self.warp = np.asarray(self.warp, dtype=np.int64).reshape(-1)
+            self.sm = np.asarray(self.sm, dtype=np.int64).reshape(-1)
+        except OverflowError as e:
+            raise ValueError(f"a CTA, warp or SM id does not fit a 64-bit integer ({e})") from None
         self.region = np.asarray(self.region, dtype=object).reshape(-1)
         self.start_ns = np.asarray(self.start_ns, dtype=np.float64).reshape(-1)
         self.end_ns = np.asarray(self.end_ns, dtype=np.float64).reshape(-1)

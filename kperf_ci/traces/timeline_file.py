@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -107,8 +108,44 @@ def kernel_trace_npz(kt: KernelTrace, header: Mapping[str, Any]) -> bytes:
     return write_npz({"kernel": kt.kernel, **header, "names": list(kt.names)}, kt.arrays())
 
 
+#: The most bytes the arrays of one timeline.npz may hold once loaded. A stored blob is capped
+#: when it is decompressed (store/blobs.py), but an npz is a zip of its own: a few KB can inflate
+#: to GBs, and an .npy header can declare any shape. 64 MiB is ~2.8 million records, far above
+#: what one instrumented launch stores (CTA granularity).
+MAX_NPZ_BYTES = 64 * 2**20
+
+
+def _check_npz(data: bytes) -> None:
+    """Refuse an npz whose members would load to more than MAX_NPZ_BYTES, before loading any:
+    the zip's declared sizes (zipfile stops a member at its declared size) and each .npy
+    header's shape and dtype (numpy allocates the declared shape before reading)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+            if sum(i.file_size for i in infos) > MAX_NPZ_BYTES:
+                raise ValueError(f"timeline.npz inflates to more than {MAX_NPZ_BYTES >> 20} MiB")
+            total = 0
+            for info in infos:
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if total > MAX_NPZ_BYTES:
+                    raise ValueError(
+                        f"timeline.npz declares arrays of more than {MAX_NPZ_BYTES >> 20} MiB "
+                        f"({info.filename}: shape {shape})"
+                    )
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise ValueError(f"timeline.npz is not a readable npz ({e})") from None
+
+
 def read_npz(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Inverse of :func:`write_npz`: (header, arrays). Never unpickles (a blob is data)."""
+    """Inverse of :func:`write_npz`: (header, arrays). Never unpickles (a blob is data); never
+    loads more than MAX_NPZ_BYTES (:func:`_check_npz`)."""
+    _check_npz(data)
     with np.load(io.BytesIO(data)) as z:
         header = json.loads(bytes(z["header"]).decode())
         arrays = {k: z[k] for k in z.files if k != "header"}

@@ -31,6 +31,8 @@ def _dbs(tmp_path: Path) -> tuple[Path, Path]:
         "tests": [
             {
                 "test": "test_softmax[64-256]",
+                "status": "changed",
+                "changes": ["softmax_kernel: num_warps 4 -> 1"],
                 "launches": [{"name": "softmax_kernel", "changes": ["num_warps 4 -> 1"]}],
                 "timed": [
                     {
@@ -44,7 +46,13 @@ def _dbs(tmp_path: Path) -> tuple[Path, Path]:
                 ],
             }
         ],
-        "timed": [{"kernel": "examples/kernels/softmax.py/softmax_kernel", "verdict": "slower"}],
+        "timed": [
+            {
+                "kernel": "examples/kernels/softmax.py/softmax_kernel",
+                "test": "test_softmax[64-256]",
+                "verdict": "slower",
+            }
+        ],
         "static_regressions": [],
     }
     info = make_info(label="ab")
@@ -93,7 +101,7 @@ def _ab_only_static(tmp_path: Path, kernels: list[str]) -> Path:
     ab_db = tmp_path / "ab_static.db"
     doc = {
         "tests": [],
-        "timed": [{"kernel": k, "verdict": "same"} for k in kernels],
+        "timed": [{"kernel": k, "test": "t", "verdict": "same"} for k in kernels],
         "static_regressions": [
             {"kernel": k, "arch": "sm_90", "test": "t", "reason": "spills 0 -> 64"} for k in kernels
         ],

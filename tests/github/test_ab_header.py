@@ -40,3 +40,41 @@ def test_static_regressions_are_counted_in_kernels():
         text.count("- scale\\_kernel (scale\\_kernel) sm\\_80: registers +20%; 2 launch(es) in 2 test(s)")
         == 1
     )
+
+
+def test_long_stored_fields_are_cut_and_every_row_fits():
+    """One 70,000-character kernel name among 30 slower kernels: each field is cut to the comment's
+    field limit, so all 30 rows are there (the whole body was cut after the table header)."""
+    kernels = [
+        {"kernel": ("k" * 70_000) if i == 0 else f"k{i}", "site": f"ops.py::k{i}", "verdict": "slower",
+         "ratio_min": 1.1, "ratio_max": 1.1, "launches": [], "tests": ["t"], "changes": []}
+        for i in range(30)
+    ]  # fmt: skip
+    d = {**doc("c" * 40), "kernels": kernels, "counts": {"kernels_slower": 30}, "base": {"rev": "r" * 70_000}}
+    text = ab.render_markdown(d)
+    assert len(text) < ab.MAX_CHARS
+    assert sum(1 for line in text.splitlines() if line.startswith("| 🔴 slower |")) == 30
+
+
+def test_a_malformed_document_is_one_line_exit_2(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from kperf_ci import store
+    from kperf_ci.cli import main
+    from kperf_ci.prcheck.document import AB_BLOB
+    from tests.github.conftest import ab_db
+
+    for bad in ({"kernels": [{}], "ratio": "abc"}, {"kernels": [{"kernel": "k", "ratio_min": "abc"}]},
+                {"counts": {"slower": "x"}}, {"tests": [None]}, {"timed": [{"ratio": "1.0"}]}):  # fmt: skip
+        p = ab_db(tmp_path, slower=1, name="bad.db")
+        rid = store.list_runs(p)[-1].run_id
+        doc = json.loads(store.load_blob(p, rid, "", AB_BLOB))
+        store.save_blob(p, rid, "", AB_BLOB, json.dumps({**doc, **bad}))
+        r = CliRunner().invoke(
+            main, ["github", "comment", "--dry-run", "--pr", "7", "--repo", "o/n", "--ab-db", str(p)]
+        )
+        assert r.exit_code == 2, (bad, r.output)
+        assert "the A/B document is malformed" in r.output and len(r.output.strip().splitlines()) == 1
+        p.unlink()
