@@ -127,3 +127,16 @@ def test_an_empty_run_id_is_an_error_not_the_latest(tmp_path, command):
         "baseline update": ("baseline", "update", "--db", "run.db", "--baseline", "b.db", "--run", ""),
     }[command]
     one_line_error(kperf(tmp_path, *args), "run id is empty")
+
+
+def test_a_huge_integer_in_benchmark_json_is_bad_input(tmp_path):
+    """Python refuses to read an integer of more than 4,300 digits (ValueError): exit 2, one line."""
+    from click.testing import CliRunner
+
+    from kperf_ci.cli import main
+
+    bench = tmp_path / "bench.json"
+    bench.write_text('{"benchmarks": [{"name": "b", "params": {"n": ' + "9" * 100_000 + "}}]}")
+    r = CliRunner().invoke(main, ["import", str(bench), "--db", str(tmp_path / "run.db")])
+    assert r.exit_code == 2, r.output
+    assert "not a readable JSON file" in r.output and len(r.output.strip().splitlines()) == 1
