@@ -12,8 +12,10 @@ options and grid, on the *same* argument copies as the head (so placement and al
 differ between the sides). An autotuned base kernel is launched through its own autotuner, which
 picks the base's config as it would in production.
 
-A launch whose tensor arguments differ between the trees (dtype or shape) cannot share buffers:
-it is not timed, and the reason says so (its static changes stand).
+A tensor argument whose dtype or shape differs between the trees cannot be shared: a float one
+gets the base a fresh buffer of its own (said in the row), any other leaves the launch not timed,
+with the reason (its static changes stand). What the timing pass says of launches it did not time
+goes to :func:`results_path` beside the plan, for `kperf ab` to report.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ from .describe import _unwrap, make_launch_spec
 from .manifest import launch_args
 
 PLAN_VERSION = 1
-#: argument kinds whose base value is rebuilt from the manifest's typed value
-SCALAR_KINDS = ("int", "float", "bool", "str", "none")
+
+
+def results_path(plan: str | os.PathLike[str]) -> str:
+    """Where the timing pass appends its A/B outcomes (JSON lines, one per launch; xdist workers
+    append to the same file), beside the plan."""
+    return os.fspath(plan) + ".results.jsonl"
 
 
 def _row_key(qualname: str, row: dict[str, Any]) -> str:

@@ -161,9 +161,7 @@ def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for g in groups.values():
         launches = []
         for entry in g["launches"].values():
-            runs = sorted(
-                entry["runs"], key=lambda r: (_VERDICT_ORDER.get(r["verdict"], 9), -(r.get("ratio") or 0))
-            )
+            runs = sorted(entry["runs"], key=_worst_first)
             worst = runs[0]
             launches.append(
                 {

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kperf_ci import measure, measure_replay
-from kperf_ci.capture.ab_launch import ABPlan
+from kperf_ci.capture.ab_launch import ABPlan, results_path
 from kperf_ci.capture.replay import LaunchCopier, ReplayDevice
 from kperf_ci.model import VariantResult
 from kperf_ci.plugin.marker import test_id
@@ -75,7 +75,7 @@ def keep(ks: KperfSession, m: measure.Measurement) -> None:
     if path and m.ab_results:
         # kperf ab reads why a launch was not timed from here (one line per result, appended:
         # xdist workers write to the same file)
-        with open(path + ".results.jsonl", "a", encoding="utf-8") as f:
+        with open(results_path(path), "a", encoding="utf-8") as f:
             f.write("".join(json.dumps(list(r)) + "\n" for r in m.ab_results))
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import store
-from kperf_ci.capture.ab_launch import plan_from_tests
+from kperf_ci.capture.ab_launch import plan_from_tests, results_path
 from kperf_ci.capture.base_tree import ABError, materialize, repo_root, resolve_rev
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.judge.launch_diff import static_regressions
 from kperf_ci.judge.policy import ThresholdPolicy
-from kperf_ci.report.ab import _change, kernel_change, static_summary
+from kperf_ci.report.ab import change_text, kernel_change, static_summary
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows
@@ -43,7 +43,7 @@ def _timed_keys(timed: list[dict[str, Any]]) -> set[tuple[str, str]]:
 
 def _plan_results(plan: Path) -> list[list[str]]:
     """What the timing pass said of each launch it did not time (written beside the plan)."""
-    path = Path(str(plan) + ".results.jsonl")
+    path = Path(results_path(plan))
     if not path.exists():
         return []
     out = []
@@ -196,7 +196,7 @@ def run_ab(
                     )
                 )
                 for x in k["launches"]:
-                    echo(safe(f"      {x['verdict']:<12} {_change(x)}  {x['launch']}"))
+                    echo(safe(f"      {x['verdict']:<12} {change_text(x)}  {x['launch']}"))
         # On a GPU, time decides: a launch timed A/B is judged by its time (its static changes
         # are "what moved"); static thresholds judge the launches that were not timed, and timed
         # ones only for the metrics a test's marker or [tool.kperf] asked to gate

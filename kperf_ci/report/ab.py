@@ -42,7 +42,7 @@ def pct(v: float | None) -> str:
     return "?" if v is None else f"{v - 1:+.2%}"
 
 
-def _change(t: dict[str, Any]) -> str:
+def change_text(t: dict[str, Any]) -> str:
     if t.get("ratio") is None:
         return "?"
     ci = "" if t.get("ci_low") is None else f" [{pct(t['ci_low'])}, {pct(t['ci_high'])}]"
@@ -60,7 +60,7 @@ def kernel_change(k: dict[str, Any]) -> str:
     """One launch: its change with the interval; several: the range of their changes."""
     launches = k.get("launches") or []
     if len(launches) == 1:
-        return _change(launches[0])
+        return change_text(launches[0])
     lo, hi = k.get("ratio_min"), k.get("ratio_max")
     if lo is None:
         return "?"
@@ -144,7 +144,7 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
             lines.append(f"- **{md(k['kernel'])}**")
             for x in k.get("launches") or []:
                 lines.append(
-                    f"  - {_ICON.get(x['verdict'], '')} {md(x['verdict'])} {md(_change(x))}: "
+                    f"  - {_ICON.get(x['verdict'], '')} {md(x['verdict'])} {md(change_text(x))}: "
                     f"{md(x['launch']) or '-'} ({md(', '.join(x.get('tests') or []))})"
                 )
         lines += ["", "</details>", ""]
@@ -263,7 +263,7 @@ def render_html(doc: dict[str, Any]) -> str:
             "verdict": str(t["verdict"]),
             "kernel": str(t["kernel"]),
             "test": str(t["test"]),
-            "change": _change(t),
+            "change": change_text(t),
             "medians": f"{_ms(t.get('base_median_ms'))} / {_ms(t.get('head_median_ms'))}",
             "pairs": int(t.get("pairs") or 0),
             "moved": [str(m) for m in (t.get("regions_moved") or [])]
@@ -278,7 +278,7 @@ def render_html(doc: dict[str, Any]) -> str:
             "site": str(k["site"]),
             "change": kernel_change(k),
             "launches": [
-                {"verdict": str(x["verdict"]), "change": _change(x), "launch": str(x.get("launch") or "")}
+                {"verdict": str(x["verdict"]), "change": change_text(x), "launch": str(x.get("launch") or "")}
                 for x in k.get("launches") or []
             ],
             "tests": [str(t) for t in k.get("tests") or []],
