@@ -66,8 +66,7 @@ class Settings:
     # ... and the half-width of that interval at which it stops (0.005: the effect is reported to
     # about +-0.5%); a reference measurement asks for less, with a larger timing_budget_s
     ab_precision: float = 0.005
-    # ... and an absolute floor: on an H100 identical few-microsecond kernels read up to 0.35 us
-    # apart with a tight interval, on shared buffers too (CUDA-graph timing; realrepo_ab_eval.md)
+    # ... and an absolute floor: identical few-us kernels read 0.35 us apart (realrepo_ab_eval.md)
     ab_floor_ms: float = 0.0005
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
     gate: dict[str, Any] = field(default_factory=dict)  # options of the CI gate (see gate/report)
@@ -86,6 +85,9 @@ class Settings:
     autotune: str | int = 8
     # Static mode: "auto" executes interpreted kernels when it can, "never" only records them
     static_execute: str = "auto"
+    # kperf run --bench: do_bench calls measured (globs over ids) and per call site (0: all)
+    bench_select: str | list[str] | None = None
+    bench_limit: int = 0
     # Where each value came from: "default", "--kperf-db", "env KPERF_DB", "/x/pyproject.toml"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     pyproject: str | None = field(default=None, compare=False)
@@ -263,6 +265,8 @@ _VALIDATORS = {
     "mark": lambda k, v, s: _mark(k, v, s),
     "autotune": lambda k, v, s: _autotune(k, v, s),
     "static_execute": lambda k, v, s: _choice(k, v, s, ("auto", "never")),
+    "bench_select": lambda k, v, s: None if (r := _mark(k, v, s)) == "all" else r,
+    "bench_limit": lambda k, v, s: int(_number(k, v, s, integer=True)),
 }
 assert set(_VALIDATORS) == set(_KEYS)
 

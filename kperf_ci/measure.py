@@ -55,6 +55,10 @@ class Request:
     ab_plan: Any = None
     # the marker named the kernel; else a replayed launch is named by its Triton kernel
     named: bool = True
+    # extras beyond timing and static metrics: one instrumented launch (regions) and, for a
+    # callable of several kernels, the launch gaps; a benchmark script's sweep skips both
+    regions: bool = True
+    gaps: bool = True
 
 
 @dataclass
@@ -92,9 +96,11 @@ def bench(
     kwargs: dict,
     *,
     call_index: int = 1,
+    cfg: timing.TimingConfig | None = None,
 ) -> Measurement:
     """Measure one or several callables given the same arguments. Several are timed interleaved
-    (A, B, ... then ..., B, A), so clock and thermal drift hit all of them alike."""
+    (A, B, ... then ..., B, A), so clock and thermal drift hit all of them alike. ``cfg``: the
+    timing settings (default: ``req.budget_s`` and the declared bytes)."""
     import torch
 
     out = Measurement(req.nodeid)
@@ -109,10 +115,11 @@ def bench(
     if not calls:
         return out
 
-    declared_bytes = req.resolve("bytes")
-    cfg = timing.TimingConfig(
-        budget_s=req.budget_s, input_bytes=int(declared_bytes) if declared_bytes else None
-    )
+    if cfg is None:
+        declared_bytes = req.resolve("bytes")
+        cfg = timing.TimingConfig(
+            budget_s=req.budget_s, input_bytes=int(declared_bytes) if declared_bytes else None
+        )
     ab = ab_against_base_tree(req, out, fns, calls, args, kwargs, cfg) if len(fns) == 1 else None
     timed = timing.time_interleaved(calls, cfg)
     for name, t in timed.items():
@@ -126,8 +133,11 @@ def bench(
         prefix = own if len(fns) == 1 else f"{own}[{name}]"
         if call_index > 1:
             prefix += f"#{call_index}"
-        sequence = measure_launch_gaps(out, call, len(launches[name]))
-        out.variants += build_variants(req, out, prefix, call, launches[name], timed[name], ab, sequence)
+        sequence = measure_launch_gaps(out, call, len(launches[name])) if req.gaps else None
+        regions = None if req.regions else {}
+        out.variants += build_variants(
+            req, out, prefix, call, launches[name], timed[name], ab, sequence, regions=regions
+        )
     return out
 
 

@@ -20,6 +20,7 @@ from kperf_ci.report.ab import write_ab_reports
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from . import KperfError, user_errors
+from .run import bench_args
 
 
 @click.command("ab", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -66,8 +67,12 @@ def ab_cmd(
     Tests whose launches are identical on both sides (same SASS, options and work) cost no GPU
     time; the rest are timed interleaved against their base version when a GPU is there.  Exit 1
     when a kernel is slower with confidence, or (no timing) when a changed launch's static metrics
-    regress beyond kperf compare's thresholds; 2 for bad input.  Extra arguments go to pytest.
+    regress beyond kperf compare's thresholds; 2 for bad input.  Extra arguments go to pytest;
+    `--bench SCRIPT [ARGS]` last: an existing benchmark script instead of tests, each of its
+    do_bench calls of a changed kernel timed A/B (the script's path relative to here).
     """
+    if any(a == "--bench" or a.startswith("--bench=") for a in pytest_args):
+        pytest_args = tuple(bench_args(list(pytest_args)))
     try:  # a report directory that cannot be written is found now, not after the whole run
         Path(report_dir).mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -1,15 +1,20 @@
 """`kperf run [PYTEST ARGS]`: the main job. pytest with the kperf plugin enabled (the plugin
-stores the run and compares it with the baseline), then the reports of that run."""
+stores the run and compares it with the baseline), then the reports of that run.
+
+`kperf run [PYTEST ARGS] --bench SCRIPT|-m MODULE [SCRIPT ARGS]`: an existing benchmark script
+instead of tests, each of its do_bench calls a benchmark (kperf_ci/plugin/bench_script.py)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 
-from kperf_ci.commands import load_settings
+from kperf_ci.commands import KperfError, load_settings, user_errors
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.config import ENV_NO_REPORT, env_switch
 
@@ -19,14 +24,66 @@ from kperf_ci.config import ENV_NO_REPORT, env_switch
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
 )
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+@user_errors
 def run_cmd(pytest_args: tuple[str, ...]) -> None:
     """Run `python -m pytest --kperf PYTEST_ARGS...`, then write the HTML report and the PR-comment
     markdown under [tool.kperf] report (skip with KPERF_NO_REPORT=1). Exits with pytest's code:
-    1 when a test failed, a kernel did not compile, or a metric crossed its threshold."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--kperf", *pytest_args], check=False)
+    1 when a test failed, a kernel did not compile, or a metric crossed its threshold.
+
+    `--bench SCRIPT [ARGS]` (or `--bench -m MODULE [ARGS]`), last: run that benchmark script
+    unmodified instead of tests; each triton.testing.do_bench call becomes a benchmark."""
+    args = list(pytest_args)
+    if any(a == "--bench" or a.startswith("--bench=") for a in args):
+        args = bench_args(args)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--kperf", *args], check=False)
     if proc.returncode in (0, 1) and not env_switch(ENV_NO_REPORT):
         _reports()
     raise SystemExit(proc.returncode)
+
+
+def bench_args(args: list[str]) -> list[str]:
+    """``[pytest args] --bench SCRIPT [script args]`` as pytest arguments: the script is collected
+    as one item (``--kperf-bench``), its own arguments travel as JSON, and its output is shown as
+    it prints (``-s``)."""
+    i = next(i for i, a in enumerate(args) if a == "--bench" or a.startswith("--bench="))
+    before, rest = args[:i], args[i + 1 :]
+    if args[i].startswith("--bench="):
+        rest = [args[i].split("=", 1)[1], *rest]
+    if not rest or not rest[0]:
+        raise KperfError("--bench needs a script (--bench benchmark/scripts/bench_x.py) or -m MODULE")
+    module = None
+    if rest[0] == "-m":
+        if len(rest) < 2:
+            raise KperfError("--bench -m needs a module name (--bench -m benchmarks.bench_x)")
+        module, rest = rest[1], rest[2:]
+        script = _module_file(module)
+    else:
+        script, rest = rest[0], rest[1:]
+        if not Path(script).is_file():
+            raise KperfError(f"--bench {script}: no such file; give a benchmark script's path or -m MODULE")
+        if Path(script).suffix != ".py":
+            raise KperfError(f"--bench {script}: not a Python file (.py); give a benchmark script's path")
+    out = [*before, "-s", "--kperf-bench", script, "--kperf-bench-argv", json.dumps(rest)]
+    if module:
+        out += ["--kperf-bench-module", module]
+    return [*out, script]
+
+
+def _module_file(module: str) -> str:
+    sys.path.insert(0, str(Path.cwd()))  # as `python -m` looks it up
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as e:
+        raise KperfError(f"--bench -m {module}: cannot be found ({e}); check the module name") from None
+    finally:
+        sys.path.pop(0)
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if not origin or not origin.endswith(".py"):
+        raise KperfError(f"--bench -m {module}: no such Python module here; check the name and the directory")
+    try:  # relative where it can be: kperf ab finds the same module in the base tree
+        return Path(origin).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return origin
 
 
 def _reports() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kperf_ci.plugin import MARKER_KEY
+from kperf_ci.plugin.bench_script import make_script_file
 from kperf_ci.plugin.finish import finish_session, merge_worker_output, worker_output
 from kperf_ci.plugin.gpu_bench import plan_of, plan_path
 from kperf_ci.plugin.marker import MarkerError, marker_for, test_id
@@ -32,6 +33,11 @@ class ActiveHooks:
         base = f" baseline={s.baseline}" if s.baseline else ""
         return f"kperf: mode={session.mode}{arch} {where}{base} run={session.run_id}"
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makemodule(self, module_path: Any, parent: pytest.Collector) -> Any:
+        """``--kperf-bench SCRIPT``: the script is one item that runs it (plugin/bench_script.py)."""
+        return make_script_file(module_path, parent)
+
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """kperf ab's timing pass runs the user's own selection (options such as --kperf-all
         and -p stay as given) but only the tests whose launches its plan says to time."""
@@ -39,12 +45,20 @@ class ActiveHooks:
         if not plan:
             return
         wanted = set(plan_of(plan).tests())
-        kept = [it for it in items if test_id(it) in wanted]
+
+        def planned(it: pytest.Item) -> bool:
+            # a benchmark script's item holds many planned benchmarks under its prefix
+            prefix = getattr(it, "kperf_prefix", None)
+            return test_id(it) in wanted or bool(prefix and any(w.startswith(prefix) for w in wanted))
+
+        kept = [it for it in items if planned(it)]
         if len(kept) != len(items):
-            config.hook.pytest_deselected(items=[it for it in items if test_id(it) not in wanted])
+            config.hook.pytest_deselected(items=[it for it in items if not planned(it)])
             items[:] = kept
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if getattr(item, "kperf_prefix", None):  # a benchmark script measures its own calls
+            return
         try:
             marker = marker_for(item, getattr(self.session.settings, "mark", None))  # --kperf-all
         except MarkerError as e:

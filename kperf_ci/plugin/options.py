@@ -108,6 +108,43 @@ def addoption(parser: pytest.Parser) -> None:
         metavar="all|chosen|N",
         help="static mode, autotuned kernels: all configs, the chosen one, or at most N (default 8, sampled)",
     )
+    add_bench_options(group)
+
+
+def _limit(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"--kperf-bench-limit must be an integer >= 0, got {value!r}")
+    return n
+
+
+def add_bench_options(group: Any) -> None:
+    """Benchmark scripts (``kperf run --bench``, plugin/bench_script.py)."""
+    group.addoption(
+        "--kperf-bench",
+        default=None,
+        metavar="SCRIPT",
+        help="set by kperf run --bench: run this benchmark script, each do_bench call a benchmark",
+    )
+    group.addoption("--kperf-bench-module", default=None, metavar="MODULE", help="... as python -m MODULE")
+    group.addoption("--kperf-bench-argv", default=None, metavar="JSON", help="... with these arguments")
+    group.addoption(
+        "--kperf-bench-select",
+        default=None,
+        metavar="GLOBS",
+        help="benchmark scripts: measure only the do_bench calls whose id matches one of these "
+        "comma-separated globs or substrings (e.g. '*bf16:4096x*')",
+    )
+    group.addoption(
+        "--kperf-bench-limit",
+        type=_limit,
+        default=None,
+        metavar="N",
+        help="benchmark scripts: measure at most N do_bench calls per call site (0: all)",
+    )
 
 
 def cli_overrides(config: pytest.Config) -> dict[str, Any]:
@@ -124,6 +161,8 @@ def cli_overrides(config: pytest.Config) -> dict[str, Any]:
         "kperf_base_tree": "base_tree",
         "kperf_mark": "mark",
         "kperf_autotune": "autotune",
+        "kperf_bench_select": "bench_select",
+        "kperf_bench_limit": "bench_limit",
     }
     out: dict[str, Any] = {}
     for opt, key in names.items():

@@ -1,0 +1,299 @@
+"""Existing benchmark scripts, unmodified, through `kperf run --bench` and `kperf ab --bench`.
+
+Every journey runs the CLI as a subprocess. Static mode compiles what each do_bench call
+launched (Triton's interpreter runs the kernels); the A/B journey fakes only the device boundary
+(test_pr_check_replay's conftest: a clock charging 11 us per head launch, 10 us per base launch);
+the gpu-marked test times the bundled script on a real GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import needs_gpu
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "benchmarks" / "bench_softmax.py"
+
+
+def kperf(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):
+    e = dict(os.environ, KPERF_BASELINE="", KPERF_NO_REPORT="1", **(env or {}))
+    e.pop("KPERF_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "kperf_ci", *args],
+        cwd=cwd,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def calls_blob(db: Path) -> dict:
+    from kperf_ci import store
+
+    run = store.load_run(str(db))
+    names = [n for n in store.blob_names(str(db), run.info.run_id) if n.startswith("bench_calls:")]
+    (name,) = names
+    return json.loads(store.load_blob(str(db), run.info.run_id, "", name))
+
+
+# ------------------------------------------------------------------------------ static mode
+
+
+@pytest.mark.slow
+def test_an_unmodified_script_becomes_one_benchmark_per_do_bench_call(tmp_path):
+    db = tmp_path / "run.db"
+    r = kperf(
+        "run", "--kperf-mode", "static", "--kperf-db", str(db), "--kperf-arch", "sm_90",
+        "--bench", str(EXAMPLE), "--rows", "64", "--cols", "128", "256",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the script ran as itself: its own lines, NaN where nothing was timed (no GPU)
+    assert "softmax triton 64x128: p50 nan ms" in r.stdout
+    assert "softmax  torch 64x256: p50 nan ms" in r.stdout
+    assert "4 do_bench call(s), 2 captured (1 Triton kernel(s)), 2 not captured" in r.stdout
+    from kperf_ci import store
+
+    run = store.load_run(str(db))
+    tests = sorted({v.key.test for v in run.results})
+    assert tests == [
+        "examples/benchmarks/bench_softmax.py::bench_softmax.bench_speed#1[fp16:64x128]",
+        "examples/benchmarks/bench_softmax.py::bench_softmax.bench_speed#1[fp16:64x256]",
+    ]
+    assert {v.key.kernel for v in run.results} == {"softmax_kernel"}
+    assert all("script" in v.tags for v in run.results)
+    for v in run.results:
+        names = {m.name for m in v.metrics}
+        assert {"registers", "spills"} <= names, names  # compiled: static metrics
+    doc = calls_blob(db)
+    statuses = [(c["site"], c["status"], c["reason"]) for c in doc["calls"]]
+    assert statuses[:2] == [("bench_softmax.bench_speed#1", "captured", "")] * 2
+    # the torch reference: listed with why, at its own call site (the second do_bench written)
+    assert statuses[2][0] == "bench_softmax.bench_speed#2" and statuses[2][1] == "listed"
+    assert "launched no Triton kernel" in statuses[2][2]
+
+
+@pytest.mark.slow
+def test_selection_limits_which_calls_are_measured(tmp_path):
+    db = tmp_path / "run.db"
+    r = kperf(
+        "run", "--kperf-mode", "static", "--kperf-db", str(db), "--kperf-arch", "sm_90",
+        "--kperf-bench-select", "*64x256*",
+        "--bench", str(EXAMPLE), "--rows", "64", "--cols", "128", "256",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = calls_blob(db)
+    reasons = [c["reason"] for c in doc["calls"] if c["status"] == "listed"]
+    assert "not selected (bench_select)" in reasons
+    from kperf_ci import store
+
+    tests = {v.key.test for v in store.load_run(str(db)).results}
+    assert tests == {"examples/benchmarks/bench_softmax.py::bench_softmax.bench_speed#1[fp16:64x256]"}
+
+
+def test_bad_bench_arguments_are_one_line_and_exit_2(tmp_path):
+    for args, words in (
+        (["--bench", "nosuch.py"], "no such file"),
+        (["--bench"], "--bench needs a script"),
+        (["--bench", "-m", "no_such_module_kperf"], "no such Python module"),
+        (["--kperf-bench-limit", "-3", "--bench", str(EXAMPLE)], None),
+    ):
+        r = kperf("run", *args, cwd=tmp_path)
+        if words is None:  # a bad plugin option: pytest's usage error, before anything runs
+            assert r.returncode == 4, r.stdout + r.stderr
+            assert "--kperf-bench-limit must be an integer >= 0" in r.stderr
+            continue
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert words in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+SCRIPT_EXITS = """
+import sys
+import triton
+print("about to fail")
+sys.exit(3)
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_exits_non_zero_fails_the_run(tmp_path):
+    script = tmp_path / "bench_fails.py"
+    script.write_text(SCRIPT_EXITS)
+    r = kperf(
+        "run",
+        "--kperf-mode",
+        "static",
+        "--kperf-db",
+        str(tmp_path / "r.db"),
+        "--bench",
+        str(script),
+        cwd=tmp_path,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the script exited with status 3" in r.stdout
+    assert "made no triton.testing.do_bench call" in r.stdout
+
+
+# ------------------------------------------------------------------------------ do_bench itself
+
+
+def test_the_script_gets_what_its_arguments_ask_for():
+    import triton.testing
+
+    from kperf_ci.capture.do_bench import BenchCall
+
+    samples = [1.0, 2.0, 3.0, 4.0, 10.0]
+
+    def answer(**kw):
+        return BenchCall("do_bench", lambda: None, "s#1", "f.py", 1, 25, 100, **kw).answer(samples)
+
+    summarize = triton.testing._summarize_statistics
+    assert answer(quantiles=[0.5, 0.2, 0.8]) == summarize(samples, [0.5, 0.2, 0.8], "mean")
+    assert answer(quantiles=[0.5]) == 3.0
+    assert answer() == 4.0  # mean, do_bench's default return_mode
+    assert answer(return_mode="median") == 3.0
+    assert answer(return_mode="min") == 1.0
+    assert answer(return_mode="all") == samples
+    nothing = BenchCall("do_bench", lambda: None, "s#1", "f.py", 1, 25, 100, quantiles=[0.5, 0.2, 0.8])
+    assert all(math.isnan(x) for x in nothing.answer([]))
+
+
+CALLER = """
+import triton.testing
+
+
+def bench(fn, mode):
+    if mode == "a":
+        return triton.testing.do_bench(fn, quantiles=[0.5])
+    return triton.testing.do_bench(
+        fn,
+        rep=10,
+    )
+
+
+def via_lambda(fn):
+    run = lambda: triton.testing.do_bench(fn, 5, 7)  # noqa: E731
+    return run()
+"""
+
+
+def test_calls_are_named_by_site_and_triton_internal_calls_pass_through(tmp_path, monkeypatch):
+    import triton.testing
+
+    from kperf_ci.capture import do_bench
+
+    path = tmp_path / "caller_mod.py"
+    path.write_text(CALLER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import caller_mod
+
+    seen = []
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, *a, **k: "original")
+    with do_bench.intercept(lambda call: seen.append(call) or 1.5):
+        assert caller_mod.bench(lambda: None, "a") == 1.5
+        assert caller_mod.bench(lambda: None, "b") == 1.5
+        assert caller_mod.via_lambda(lambda: None) == 1.5
+        # the autotuner benchmarks configs from Triton's own modules: not a script benchmark
+        exec_globals = {"__name__": "triton.runtime.autotuner", "triton": triton}
+        assert eval("triton.testing.do_bench(lambda: None)", exec_globals) == "original"
+    assert triton.testing.do_bench(lambda: None) == "original"  # restored
+    assert [c.site for c in seen] == ["caller_mod.bench#1", "caller_mod.bench#2", "caller_mod.via_lambda.<lambda>#1"]
+    assert seen[0].quantiles == [0.5] and seen[1].rep_ms == 10 and seen[1].warmup_ms == 25
+    assert (seen[2].warmup_ms, seen[2].rep_ms) == (5, 7)
+
+
+# ------------------------------------------------------------------------------ kperf ab --bench
+
+BENCH_SCRIPT = """
+import torch
+import triton
+
+from abkern.ops import copy, scale
+
+for n in (1000, 4096):
+    x = torch.rand(n)
+    print("scale", n, triton.testing.do_bench(lambda: scale(x), quantiles=[0.5, 0.2, 0.8]))
+print("copy", triton.testing.do_bench(lambda: copy(torch.rand(512))))
+"""
+
+
+@pytest.mark.slow
+def test_kperf_ab_times_the_changed_kernels_calls_against_the_base(tmp_path):
+    from test_pr_check_replay import CONFTEST, KERNELS, git
+
+    repo = tmp_path / "repo"
+    (repo / "abkern").mkdir(parents=True)
+    (repo / "abkern" / "__init__.py").write_text("")
+    (repo / "abkern" / "ops.py").write_text(KERNELS)
+    (repo / "bench").mkdir()
+    (repo / "bench" / "bench_ops.py").write_text(BENCH_SCRIPT)
+    (repo / "conftest.py").write_text(CONFTEST)
+    (repo / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_90"]\n')
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    ops = repo / "abkern" / "ops.py"
+    ops.write_text(ops.read_text().replace("BLOCK, WARPS = 256, 4", "BLOCK, WARPS = 128, 2"))
+    git(repo, "commit", "-q", "-a", "-m", "head")
+    log, out = tmp_path / "launches.jsonl", tmp_path / "ab.json"
+    env = {"KPERF_TEST_FAKE_GPU": str(log), "TRITON_INTERPRET": "1", "PYTHONPATH": str(repo)}
+    r = kperf(
+        "ab", "--base", "HEAD~1", "--gpu", "--json", str(out), "--bench", "bench/bench_ops.py",
+        cwd=repo, env=env,
+    )  # fmt: skip
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    assert doc, r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout + r.stderr  # the head's scale launches are 10% slower
+    timed = doc["timed"]
+    assert {t["test"] for t in timed} == {
+        "bench/bench_ops.py::bench_ops.<module>#1[fp32:1000]",
+        "bench/bench_ops.py::bench_ops.<module>#1[fp32:4096]",
+    }, r.stdout
+    assert {t["kernel"] for t in timed} == {"scale_kernel"}
+    assert all(t["verdict"] == "slower" and 1.08 < t["ratio"] < 1.12 for t in timed)
+    launches = [json.loads(x) for x in log.read_text().splitlines()]
+    base = [x for x in launches if x["side"] == "base"]
+    assert {(tuple(x["grid"]), x["num_warps"], x["const"]["BLOCK"]) for x in base} == {
+        ((4, 1, 1), 4, 256),
+        ((16, 1, 1), 4, 256),
+    }
+    # the copy kernel's call is identical on both sides: not replayed
+    assert not [x for x in launches if x["kernel"] == "copy_kernel" and x["side"] == "base"]
+    by_test = {t["test"]: t["status"] for t in doc["tests"]}
+    assert by_test["bench/bench_ops.py::bench_ops.<module>#2[fp32:512]"] == "identical"
+
+
+# ------------------------------------------------------------------------------ on a GPU
+
+
+@needs_gpu
+@pytest.mark.gpu
+def test_the_bundled_script_is_timed_on_the_gpu(tmp_path):
+    db = tmp_path / "run.db"
+    r = kperf(
+        "run", "--kperf-mode", "gpu", "--kperf-db", str(db),
+        "--bench", str(EXAMPLE), "--rows", "4096", "--cols", "1024", "4096",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("softmax ")]
+    assert len(lines) == 4 and "nan" not in " ".join(lines), r.stdout  # every call answered
+    from kperf_ci import store
+
+    run = store.load_run(str(db))
+    medians = {v.key.test: v.metric("time.median") for v in run.results}
+    assert len(medians) == 2 and all(m is not None and m.value > 0 for m in medians.values()), medians
+    assert "4 do_bench call(s), 2 captured" in r.stdout
