@@ -207,6 +207,16 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("time.stddev", "ms", _T, "none", "per call", "standard deviation of the samples"),
     MetricSpec("time.max", "ms", _T, "none", "per call, slowest sample",
                "slowest sample (pytest-benchmark imports): one outlier, never judged"),
+    # do_bench's quantiles=[0.5, 0.2, 0.8] (benchmark scripts, Liger-style CSV imports): the
+    # spread around the median, kept so an import loses nothing; never judged
+    MetricSpec("time.p20", "ms", _T, "lower", "per call, 20th percentile of the samples",
+               "shown; time.median carries the verdict"),
+    MetricSpec("time.p80", "ms", _T, "lower", "per call, 80th percentile of the samples",
+               "shown; time.median carries the verdict"),
+    # kind "time": measured by calling on the GPU, so only comparable on the same GPU model
+    MetricSpec("memory.peak", "MB", _T, "lower", "per call",
+               "peak device memory allocated by the call (torch max_memory_allocated / 2**20, as Liger "
+               "benchmark scripts write it); shown, never judged"),
     MetricSpec("time.graph", "bool", _T, "none", "per variant",
                "1 when the samples are CUDA-graph replays, 0 for plain events; compare names a change of "
                "method next to the time verdict"),

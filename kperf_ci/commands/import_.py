@@ -23,7 +23,7 @@ from kperf_ci.fingerprint import host_hash
 from kperf_ci.model import Fingerprint, RunInfo, VariantKey, VariantResult, make_metric
 from kperf_ci.report.safe_text import terminal_safe
 
-from . import KperfError, bulk_objects, load_settings, user_errors
+from . import KperfError, bulk_objects, import_csv, load_settings, user_errors
 
 # pytest-benchmark stat -> (kperf metric, better)
 _STATS = {
@@ -37,14 +37,26 @@ _STATS = {
 
 
 @click.command("import")
-@click.argument("bench_json", type=click.Path(dir_okay=False))
+@click.argument("bench_json", metavar="FILE", type=click.Path(dir_okay=False))
 @click.option("--db", type=click.Path(dir_okay=False), help="run database (default: [tool.kperf] db)")
 @click.option("--label", help="label stored with the run")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "pytest-benchmark", import_csv.FORMAT]),
+    default="auto",
+    show_default=True,
+    help="what FILE is; auto: a .csv or a file starting with Liger's header is liger-csv",
+)
 @user_errors
-def import_cmd(bench_json: str, db: str | None, label: str | None) -> None:
-    """Import a pytest-benchmark JSON file (--benchmark-json) into a run database."""
+def import_cmd(bench_json: str, db: str | None, label: str | None, fmt: str) -> None:
+    """Import a pytest-benchmark JSON file (--benchmark-json), or a Liger-Kernel benchmark CSV
+    (benchmark/data/all_benchmark_data.csv, one run per sitting), into a run database."""
 
     path = Path(bench_json)
+    if fmt == import_csv.FORMAT or (fmt == "auto" and import_csv.looks_like(path)):
+        _import_liger_csv(path, db, label)
+        return
     try:
         with bulk_objects():
             doc = _loads(path.read_text(encoding="utf-8"))
@@ -67,6 +79,26 @@ def import_cmd(bench_json: str, db: str | None, label: str | None) -> None:
     for line in renamed:
         click.echo(f"note: {terminal_safe(line)}", err=True)
     click.echo(f"imported {len(results)} benchmarks from {path} as run {info.run_id} into {settings.db}")
+
+
+def _import_liger_csv(path: Path, db: str | None, label: str | None) -> None:
+    with bulk_objects():
+        imported = import_csv.convert(path, import_csv.read(path), label=label, kperf_version=_version())
+        settings = load_settings(db=db)
+        # one transaction per run, each replacing its deterministic id: an import cut short is
+        # finished by running it again, and a second import of the same file adds nothing
+        for info, results in imported.runs:
+            store.save_run(settings.db, info, results)
+    variants = sum(len(results) for _, results in imported.runs)
+    for what, n in sorted(imported.skipped.items()):
+        click.echo(
+            f"note: skipped {n} rows of {terminal_safe(what)} (kperf imports speed in ms, memory in MB)",
+            err=True,
+        )
+    click.echo(
+        f"imported {imported.rows - sum(imported.skipped.values())} rows from {path} as "
+        f"{len(imported.runs)} runs ({variants} variants) into {settings.db}"
+    )
 
 
 def disambiguate(results: list[VariantResult]) -> list[str]:

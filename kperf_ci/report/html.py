@@ -32,6 +32,7 @@ from markupsafe import Markup, escape
 from .. import __version__
 from ..units import fmt_ci, fmt_rel, fmt_value
 from .kernel_page import HISTORY_METRICS, kernel_context
+from .sweeps import sweeps
 from .view import MAIN_VERDICTS, VERDICTS, MetricRow, Report, VariantView, threshold_text
 
 # --------------------------------------------------------------------------- formatting
@@ -181,9 +182,12 @@ def write_site(report: Report, out_dir: str | os.PathLike[str], *, jobs: int | N
     kernel_pages = None
     if len(detailed) < len(report.variants):
         kernel_pages = _write_kernel_pages(report, out, {v.id for v in detailed})
+    drawn, sweeps_left = sweeps(report)
     index.write_text(
         _page(
             "index.html.j2",
+            sweeps=drawn,
+            sweeps_left=sweeps_left,
             script=_asset("table.js"),
             report=report,
             rows=list(_index_rows(report, detailed)),

@@ -326,3 +326,72 @@ def paired_bars_svg(
         body.append(_text("tick", sx(max(a, b)) + 4, y + bh + 3, f"{fmt_value(a)} → {fmt_value(b)}"))
     _x_axis(body, sx, nice_ticks(0, vmax, 4), mt + len(rows) * row_h, mt, unit)
     return _svg(width, int(height), title, body, "paired")
+
+
+#: Stroke of a sweep's series, the colours of report.css's base and cur.
+_SERIES_COLOUR = {"base": "#7a8fb8", "cur": "#e8833a"}
+
+
+def sweep_svg(
+    series: Sequence[tuple[str, str, Sequence[tuple[float | str, float]]]],
+    labels: Sequence[str] | None = None,
+    unit: str = "",
+    width: int = 640,
+    height: int = 220,
+    title: str = "Sweep",
+) -> Markup | None:
+    """Lines of a value over the calls of a benchmark sweep, one per series (css class, legend
+    name, points). Points are (x, y): x a number (``labels`` None: a numeric axis, logarithmic
+    when the values are positive and span 8x or more, as a doubling sweep does) or a label out of
+    ``labels`` (evenly spaced, in that order). None when no series has a finite point."""
+    clean = [(cls, name, [(x, float(y)) for x, y in pts if math.isfinite(y)]) for cls, name, pts in series]
+    clean = [s for s in clean if s[2]]
+    if not clean:
+        return None
+    ml, mr, mt, mb = 56, 12, 24, 40
+    if labels is not None:
+        pos = {lab: float(i) for i, lab in enumerate(labels)}
+        sx = _Scale(0, max(len(labels) - 1, 0), ml, width - mr)
+        place = lambda x: sx(pos.get(str(x), 0.0))  # noqa: E731
+        ticks = [(sx(i), lab) for i, lab in enumerate(labels)]
+    else:
+        xs = sorted({float(x) for _, _, pts in clean for x, _ in pts})  # type: ignore[arg-type]
+        log = xs[0] > 0 and xs[-1] / xs[0] >= 8
+        f = math.log2 if log else float
+        sx = _Scale(f(xs[0]), f(xs[-1]), ml, width - mr)
+        place = lambda x: sx(f(float(x)))  # noqa: E731
+        ticks = [(sx(f(x)), fmt_value(x)) for x in xs]
+    ys = [y for _, _, pts in clean for _, y in pts]
+    lo, hi = min(ys), max(ys)
+    pad = (hi - lo) * 0.1 or abs(hi) * 0.05 or 1.0
+    sy = _Scale(max(lo - pad, 0.0) if lo >= 0 else lo - pad, hi + pad, height - mb, mt)
+    body: list[str] = []
+    for t in nice_ticks(sy.d0, sy.d1, 4):
+        body.append(_hline("grid", ml, width - mr, sy(t)))
+        body.append(_text("tick", ml - 4, sy(t) + 4, fmt_value(t), "end"))
+    body.append(_hline("axis", ml, width - mr, height - mb))
+    if unit and unit != "count":
+        body.append(_text("unit", 4, mt - 10, unit))
+    step = max(1, math.ceil(len(ticks) / ((width - ml - mr) // 56)))  # tick labels ~56 px apart
+    for i, (x, lab) in enumerate(ticks):
+        if i % step == 0:
+            body.append(_text("tick", x, height - mb + 14, lab[:10], "middle"))
+    _legend(body, [(cls, name) for cls, name, _ in clean], ml, 12)
+    for cls, name, pts in clean:
+        # Colour by presentation attribute, not a class: report.css is inlined into every page, so
+        # a new rule there would change the bytes of every report, sweeps or not.
+        colour = _SERIES_COLOUR.get(cls, "#0969da")
+        d = " ".join(
+            f"{'M' if i == 0 else 'L'}{_fmt(place(x))},{_fmt(sy(y))}" for i, (x, y) in enumerate(pts)
+        )
+        body.append(
+            f'<path class="series {cls}" data-series="{escape(name)}" fill="none" stroke="{colour}" '
+            f'stroke-width="1.6" d="{d}"/>'
+        )
+        for x, y in pts:
+            lab = fmt_value(x) if isinstance(x, float) else str(x)
+            body.append(
+                f'<circle class="spt {cls}" fill="{colour}" cx="{_fmt(place(x))}" cy="{_fmt(sy(y))}" r="2.5">'
+                f"<title>{escape(name)} {escape(lab)}: {escape(fmt_value(y, unit))}</title></circle>"
+            )
+    return _svg(width, height, title, body, "sweep")
