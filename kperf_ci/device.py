@@ -26,6 +26,7 @@ __all__ = [
     "cuda_available",
     "device_fingerprint",
     "driver_version",
+    "gpu_identity",
     "gpu_info",
     "nvidia_smi_state",
     "pci_bus_id",
@@ -107,7 +108,8 @@ def driver_version() -> str | None:
 @functools.lru_cache(maxsize=1)
 def gpu_info() -> dict[str, Any]:
     """torch version and, when torch sees a GPU: its name, SM count, capability, CUDA and driver
-    versions (what a run's fingerprint records). Empty without torch."""
+    versions, and which physical GPU it is (``uuid``, ``pci_bus_id``: see :func:`gpu_identity`)
+    (what a run's fingerprint records). Empty without torch."""
     out: dict[str, Any] = {}
     try:
         import torch  # noqa: PLC0415 - optional, heavy
@@ -123,6 +125,7 @@ def gpu_info() -> dict[str, Any]:
         out["cuda"] = torch.version.cuda
         out["capability"] = f"{props.major}.{props.minor}"
         out["driver"] = driver_version()
+        out.update(gpu_identity(props))
     except Exception:  # noqa: BLE001
         pass
     return out
@@ -159,6 +162,22 @@ def pci_bus_id(props: Any) -> str:
     """NVML's and nvidia-smi's spelling of a device's PCI address, from torch's device properties
     ("00000000:1b:00.0"): the same GPU whatever CUDA_VISIBLE_DEVICES renumbered."""
     return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+
+
+def gpu_identity(props: Any) -> dict[str, str]:
+    """Which physical GPU ``props`` (torch's device properties) describe: ``uuid`` as nvidia-smi
+    spells it ("GPU-8f2c...") and ``pci_bus_id``, each one this torch can tell. A device index
+    cannot say it: CUDA_VISIBLE_DEVICES renumbers devices, so every pinned worker sees "cuda:0"."""
+    out: dict[str, str] = {}
+    uuid = getattr(props, "uuid", None)  # torch >= 2.1
+    if uuid is not None and str(uuid):
+        text = str(uuid)
+        out["uuid"] = text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+    try:
+        out["pci_bus_id"] = pci_bus_id(props)
+    except (AttributeError, TypeError, ValueError):  # an older torch: no PCI ids in the properties
+        pass
+    return out
 
 
 # --------------------------------------------------------------------------- clocks and state

@@ -29,6 +29,7 @@ __all__ = [
     "cpu_name",
     "host_hash",
     "HOST_SALT_ENV",
+    "DEVICE_EXTRA",
 ]
 
 #: A secret that replaces the per-install key of :func:`host_hash` (e.g. a CI secret shared by
@@ -112,6 +113,11 @@ def machine_fingerprint(mode: Literal["static", "gpu"] | str) -> Fingerprint:
     extra = {"mode": mode, "platform": platform.platform()}
     if gpu.get("capability"):
         extra["capability"] = gpu["capability"]
+    # Which physical card (not its model): in extra, so runs stored before it still read the same;
+    # `kperf merge --shards` leaves these out of the machine class (DEVICE_EXTRA).
+    for key in ("uuid", "pci_bus_id"):
+        if gpu.get(key):
+            extra[f"gpu_{key}"] = gpu[key]
     return Fingerprint(
         cpu=cpu_name(),
         gpu=gpu.get("gpu"),
@@ -124,6 +130,11 @@ def machine_fingerprint(mode: Literal["static", "gpu"] | str) -> Fingerprint:
         host_hash=host_hash(socket.gethostname()),
         extra=extra,
     )
+
+
+#: Fingerprint ``extra`` keys that name one physical GPU rather than the machine class: two cards of
+#: one model on one host differ only there.
+DEVICE_EXTRA = ("gpu_uuid", "gpu_pci_bus_id")
 
 
 def _git(cwd: str, *args: str) -> str | None:

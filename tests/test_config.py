@@ -217,6 +217,21 @@ def test_fingerprint_and_git(tmp_path, monkeypatch):
     assert git_info(tmp_path) == ("abc123", "main")
 
 
+def test_gpu_fingerprint_names_the_card_and_old_runs_still_read(monkeypatch):
+    from kperf_ci import fingerprint
+
+    probe = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "capability": "9.0", "uuid": "GPU-1234"}
+    monkeypatch.setattr(fingerprint, "gpu_info", lambda: {**probe, "pci_bus_id": "00000000:1b:00.0"})
+    fp = machine_fingerprint("gpu")
+    assert fp.extra["gpu_uuid"] == "GPU-1234" and fp.extra["gpu_pci_bus_id"] == "00000000:1b:00.0"
+    assert set(fingerprint.DEVICE_EXTRA) <= set(fp.extra)
+    monkeypatch.setattr(fingerprint, "gpu_info", lambda: dict(probe, uuid=None))  # an older torch
+    assert "gpu_uuid" not in machine_fingerprint("gpu").extra
+    # a fingerprint stored before these keys existed reads as it did
+    old = Fingerprint.from_dict({"gpu": probe["gpu"], "extra": {"mode": "gpu", "capability": "9.0"}})
+    assert old.extra == {"mode": "gpu", "capability": "9.0"} and comparable(old, fp, "time")
+
+
 def test_comparable():
     a = Fingerprint(cpu="X", gpu="H100", triton="3.6.0")
     assert comparable(a, Fingerprint(cpu="Y", gpu="H100", triton="3.5.0"), "time")

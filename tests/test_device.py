@@ -204,6 +204,26 @@ def test_gpu_info_without_a_gpu_keeps_the_torch_version():
     assert ("gpu" in info) == torch.cuda.is_available()
 
 
+def test_gpu_identity_names_the_physical_card():
+    props = SimpleNamespace(uuid="8f2c0a1e-0000-1111-2222-333344445555", **vars(PROPS))
+    assert device.gpu_identity(props) == {
+        "uuid": "GPU-8f2c0a1e-0000-1111-2222-333344445555",
+        "pci_bus_id": BUS,
+    }
+    # an older torch: no uuid, no PCI ids; nothing is made up
+    assert device.gpu_identity(SimpleNamespace()) == {}
+
+
+def test_gpu_identity_is_in_every_state_read(monkeypatch):
+    """The timing loop stores its state reads with each variant: they name the card it ran on."""
+    from kperf_ci.capture.backend import CudaBackend
+
+    be = object.__new__(CudaBackend)  # no torch, no device: only what state() reads
+    be._read_state = lambda: {"sm_clock_mhz": 1980}
+    be._identity = device.gpu_identity(PROPS)
+    assert be.state() == {"sm_clock_mhz": 1980, "pci_bus_id": BUS}
+
+
 # --------------------------------------------------------------------------- on a GPU
 
 
@@ -226,6 +246,7 @@ def test_gpu_probes_agree_with_torch_and_the_table():
     assert info["driver"] == driver
     state = CudaBackend().state()
     assert state.get("sm_clock_mhz", 0) > 0 and "temperature_c" in state, state
+    assert state.get("pci_bus_id") == device.pci_bus_id(props) == info.get("pci_bus_id"), state
     fp = device.device_fingerprint()
     assert fp["l2_bytes"] == props.L2_cache_size and fp["driver"] == driver
     row = hardware.gpu_spec(props.name)

@@ -85,6 +85,9 @@ class CudaBackend:
         self._l2 = int(l2)
         self._flush_buf = None
         self._read_state = gpu_device.state_reader(self.device.index, self.props)
+        # with every state read, so a variant's stored timing names the physical GPU it was
+        # timed on (xdist workers append to a run whose fingerprint is the controller's)
+        self._identity = gpu_device.gpu_identity(self.props)
 
     def marker(self):
         ev = self.torch.cuda.Event(enable_timing=True)
@@ -135,7 +138,7 @@ class CudaBackend:
         return graph.replay
 
     def state(self) -> dict[str, Any]:
-        return dict(self._read_state())
+        return {**self._read_state(), **self._identity}
 
     def host_time(self) -> float:
         return time.perf_counter()

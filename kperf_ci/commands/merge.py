@@ -34,6 +34,8 @@ from typing import Any
 import click
 
 from kperf_ci import store
+from kperf_ci.fingerprint import DEVICE_EXTRA
+from kperf_ci.model import canonical_json
 from kperf_ci.report.safe_text import terminal_safe
 
 from . import KperfError, read_run, user_errors
@@ -41,7 +43,7 @@ from . import KperfError, read_run, user_errors
 # Tables whose rows belong to one run; every one has run_id and variant_id ('' = the run itself).
 _RUN_TABLES = ("run_variants", "metrics", "samples", "blobs")
 # Fingerprint fields that name the host, not the machine class: shards on several runners of one
-# class differ only there.
+# class differ only there (and shards on two GPUs of one host in which card: DEVICE_EXTRA).
 _HOST_FIELDS = ("host_hash",)
 _STATUS_ORDER = (store.RUNNING, store.INTERRUPTED, store.COMPLETE, store.EMPTY)  # first one wins
 
@@ -65,6 +67,8 @@ def class_key(run: dict[str, Any]) -> str:
     if isinstance(fp, dict):
         for k in _HOST_FIELDS:
             fp.pop(k, None)
+        if isinstance(fp.get("extra"), dict):
+            fp["extra"] = {k: v for k, v in fp["extra"].items() if k not in DEVICE_EXTRA}
     return json.dumps([run["git_sha"], run["mode"], run["label"], fp], sort_keys=True)
 
 
@@ -116,6 +120,25 @@ class _Writer:
         self.conn.execute(
             "UPDATE runs SET started_at = ?, status = ? WHERE run_id = ?", (started, status, out_id)
         )
+        self._forget_other_device(out_id, run["fingerprint"])
+
+    def _forget_other_device(self, out_id: str, joining: str) -> None:
+        """Shards timed on two cards make one run: its fingerprint then names neither card (the
+        first shard's would be wrong for half the variants; each timing still names its own)."""
+        (stored,) = self.conn.execute("SELECT fingerprint FROM runs WHERE run_id = ?", (out_id,)).fetchone()
+        try:
+            mine, theirs = json.loads(stored or "{}"), json.loads(joining or "{}")
+        except ValueError:
+            return
+        if not (isinstance(mine, dict) and isinstance(theirs, dict) and isinstance(mine.get("extra"), dict)):
+            return
+        other = theirs.get("extra") if isinstance(theirs.get("extra"), dict) else {}
+        differ = [k for k in DEVICE_EXTRA if k in mine["extra"] and mine["extra"][k] != other.get(k)]
+        if differ:
+            mine["extra"] = {k: v for k, v in mine["extra"].items() if k not in differ}
+            self.conn.execute(
+                "UPDATE runs SET fingerprint = ? WHERE run_id = ?", (canonical_json(mine), out_id)
+            )
 
     def _variants(self, index: int, src: sqlite3.Connection, run_id: str, out_id: str) -> None:
         rows = {t: _rows(src, f"SELECT * FROM {t} WHERE run_id = ?", (run_id,)) for t in _RUN_TABLES}

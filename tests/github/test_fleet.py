@@ -91,6 +91,17 @@ def test_more_workers_than_gpus_is_a_usage_error(
     assert not (fleet_dir.path / "seen").exists(), "no worker may start"
 
 
+def test_two_workers_on_one_gpu_is_a_usage_error(
+    fleet_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue-26 journey: `-n 2` on a machine (or a CUDA_VISIBLE_DEVICES) with one GPU."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    r = _run(fleet_dir, "-n", "2", "--kperf-mode", "auto")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "-n 2 starts 2 workers but 1 GPU(s) are visible" in r.stderr.str()
+    assert not (fleet_dir.path / "seen").exists(), "no worker may start"
+
+
 def test_static_mode_is_not_pinned(fleet_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     r = _run(fleet_dir, "-n", "2", "--kperf-mode", "static")

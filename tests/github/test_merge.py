@@ -148,6 +148,30 @@ def test_shards_of_one_class_combine_and_classes_stay_apart(whole, tmp_path):
     assert sqlite3.connect(tmp_path / "two.db").execute("SELECT count(*) FROM runs").fetchone()[0] == 2
 
 
+def test_shards_on_two_cards_of_one_host_combine(whole, tmp_path):
+    """Two shards run side by side on GPU 0 and GPU 1 (issue 26): one machine class, one run,
+    whose fingerprint then names neither card."""
+    ids = variant_ids(whole)
+    half = set(ids[: len(ids) // 2])
+    a = part(whole, tmp_path / "a.db", half, run_blobs=True)
+    b = part(whole, tmp_path / "b.db", set(ids) - half, run_blobs=False)
+    fp = json.loads(sqlite3.connect(a).execute("SELECT fingerprint FROM runs").fetchone()[0])
+    for path, rid, card in ((a, "shard-a", "0"), (b, "shard-b", "1")):
+        extra = {**fp["extra"], "gpu_uuid": f"GPU-{card}", "gpu_pci_bus_id": f"00000000:{card}b:00.0"}
+        set_run(path, run_id=rid, fingerprint=json.dumps({**fp, "extra": extra}))
+    r = CliRunner().invoke(main, ["merge", str(a), str(b), "-o", str(tmp_path / "all.db"), "--shards"])
+    assert r.exit_code == 0, r.output
+    c = sqlite3.connect(tmp_path / "all.db")
+    (rid, stored), *more = c.execute("SELECT run_id, fingerprint FROM runs").fetchall()
+    assert not more, "two cards of one model are one machine class"
+    assert rid.startswith("shards-")
+    assert c.execute("SELECT count(*) FROM run_variants").fetchone()[0] == len(ids)
+    extra = json.loads(stored)["extra"]
+    assert "gpu_uuid" not in extra and "gpu_pci_bus_id" not in extra
+    assert extra["capability"] == fp["extra"]["capability"]
+    c.close()
+
+
 def test_conflicting_measurements_keep_the_first_and_say_so(whole, tmp_path):
     a = part(whole, tmp_path / "a.db", set(variant_ids(whole)), run_blobs=True)
     b = part(whole, tmp_path / "b.db", set(variant_ids(whole)), run_blobs=True)
