@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from kperf_ci import measure, measure_replay
+from kperf_ci.capture import gpu
 from kperf_ci.capture.ab_launch import describe_launch
 from kperf_ci.capture.base_tree import git_toplevel
 from kperf_ci.capture.do_bench import BenchCall, intercept, launch_label
@@ -46,6 +47,7 @@ from kperf_ci.capture.record import make_launch_spec
 from kperf_ci.capture.replay import ReplayDevice
 from kperf_ci.capture.timing import TimingConfig
 from kperf_ci.model import canonical_json
+from kperf_ci.plugin import SESSION_KEY
 from kperf_ci.plugin.gpu_bench import keep, plan_of, plan_path
 
 #: where a script's list of do_bench calls is stored in its run (one blob per script)
@@ -81,8 +83,6 @@ class ScriptItem(pytest.Item):
         self.kperf_prefix = self.script + "::"
 
     def runtest(self) -> None:
-        from kperf_ci.plugin import SESSION_KEY
-
         ks = self.config.stash[SESSION_KEY]
         argv = json.loads(self.config.getoption("kperf_bench_argv") or "[]")
         module = self.config.getoption("kperf_bench_module", default=None)
@@ -203,8 +203,6 @@ class ScriptRun:
 
     def _gpu(self, call: BenchCall) -> Any:
         import torch
-
-        from kperf_ci.capture import gpu
 
         fn = call.call()
         _, infos = gpu.capture_launches(fn, static=False)  # compiles; names the call
