@@ -116,6 +116,9 @@ def pytest_cmd(python: str, tests: list[str], db: Path, cpu: bool, extra: list[s
         str(db),
         "-p",
         "no:cacheprovider",
+        # examples/test_softmax.py and Liger's test_softmax.py share a basename: pytest's default
+        # import mode imports one module "test_softmax" for both and stops collecting
+        "--import-mode=importlib",
         "-v",  # under xdist: which worker ran each test ("[gw1] ... PASSED <id>")
         *extra,
     ]

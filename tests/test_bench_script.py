@@ -210,9 +210,23 @@ def test_calls_are_named_by_site_and_triton_internal_calls_pass_through(tmp_path
         exec_globals = {"__name__": "triton.runtime.autotuner", "triton": triton}
         assert eval("triton.testing.do_bench(lambda: None)", exec_globals) == "original"
     assert triton.testing.do_bench(lambda: None) == "original"  # restored
-    assert [c.site for c in seen] == ["caller_mod.bench#1", "caller_mod.bench#2", "caller_mod.via_lambda.<lambda>#1"]
+    sites = ["caller_mod.bench#1", "caller_mod.bench#2", "caller_mod.via_lambda.<lambda>#1"]
+    assert [c.site for c in seen] == sites
     assert seen[0].quantiles == [0.5] and seen[1].rep_ms == 10 and seen[1].warmup_ms == 25
     assert (seen[2].warmup_ms, seen[2].rep_ms) == (5, 7)
+
+
+def test_the_timing_budget_is_what_the_call_asked_for():
+    from kperf_ci.capture.do_bench import BenchCall
+    from kperf_ci.plugin.bench_script import timing_config
+
+    liger = timing_config(BenchCall("do_bench", lambda: None, "s#1", "f.py", 1, 25, 10), budget_s=2.0)
+    assert liger.budget_s == 0.02 and liger.min_time_s == 0.01 and liger.warmup_min_s == 0.025
+    long = timing_config(BenchCall("do_bench", lambda: None, "s#1", "f.py", 1, 25, 5000), budget_s=2.0)
+    assert long.budget_s == 2.0 and long.min_time_s == 0.25  # kperf's own floors and budget cap it
+    cudagraph = BenchCall("do_bench_cudagraph", lambda: None, "s#1", "f.py", 1, 0, 20)
+    graph = timing_config(cudagraph, budget_s=2.0)
+    assert graph.graph_threshold_ms == float("inf")
 
 
 # ------------------------------------------------------------------------------ kperf ab --bench

@@ -24,8 +24,10 @@ output stays whole.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
+import math
 import os
 import runpy
 import sys
@@ -313,12 +315,14 @@ def timing_config(call: BenchCall, budget_s: float) -> TimingConfig:
     measurement (at most ``timing_budget_s``), so a sweep costs about what the script planned;
     do_bench_cudagraph calls are replayed from a CUDA graph when one can be captured."""
     rep_s = max(call.rep_ms, 1.0) / 1e3
-    cfg = TimingConfig(budget_s=min(budget_s, max(rep_s, 0.02)))
-    cfg.min_time_s = min(cfg.min_time_s, rep_s)
-    cfg.warmup_min_s = min(cfg.warmup_min_s, max(call.warmup_ms, 1.0) / 1e3)
-    if call.function == "do_bench_cudagraph":
-        cfg.graph_threshold_ms = float("inf")
-    return cfg
+    default = TimingConfig()
+    return dataclasses.replace(
+        default,
+        budget_s=min(budget_s, max(rep_s, 0.02)),
+        min_time_s=min(default.min_time_s, rep_s),
+        warmup_min_s=min(default.warmup_min_s, max(call.warmup_ms, 1.0) / 1e3),
+        graph_threshold_ms=math.inf if call.function == "do_bench_cudagraph" else default.graph_threshold_ms,
+    )
 
 
 def _label_of(info: Any) -> str:
