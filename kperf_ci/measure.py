@@ -29,6 +29,7 @@ from kperf_ci.capture.base_tree import load_base_callable
 from kperf_ci.capture.interleaved import adaptive_ab
 from kperf_ci.capture.record import describe_args
 from kperf_ci.judge import plausibility
+from kperf_ci.metrics import metric
 from kperf_ci.model import Metric, VariantKey, VariantResult, canonical_json
 from kperf_ci.traces.kernel_records import records_to_json
 
@@ -277,7 +278,7 @@ def build_variants(
         region = regions.get(name)
         if region is not None:
             metrics += region.to_metrics()
-            metrics.append(Metric("region.dropped_events", float(region.dropped_events), "count", "region"))
+            metrics.append(metric("region.dropped_events", region.dropped_events))
             for w in region.warnings:
                 out.warn(f"{name}: {w}")
             findings = region_findings(out, name, info, region, sm_count)
