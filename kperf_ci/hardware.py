@@ -38,6 +38,7 @@ __all__ = [
     "arch_limits",
     "device_peak",
     "gpu_spec",
+    "max_shared_per_block",
     "normalize_arch",
     "occupancy",
     "parse_arch",
@@ -136,14 +137,16 @@ ARCHS: dict[str, ArchLimits] = dict(
         _arch("sm_100", 232448, sm_count=148, smem_per_sm=233472, max_warps_per_sm=64, max_blocks_per_sm=32),
         _arch("sm_101", 232448),
         _arch("sm_103", 232448),
-        _arch("sm_120", 101376),
+        _arch("sm_120", 101376, sm_count=170),  # RTX 5090; its per-SM limits are not tabulated
     ]
 )
 
 #: The most SMs a trace or a run may name: 8x the largest part in the table above. Per-SM
 #: work and arrays follow this number, so an SM id or count read from a file is checked against
 #: it (an ``sm`` of 10**7 in a trace cost 476 s and 4.4 GB; 10**9 ran out of memory).
-MAX_SMS = 8 * max(a.sm_count for a in ARCHS.values() if a.sm_count)
+#: Rows with per-SM limits only: sm_120's SM count (for a device stand-in) does not move a bound
+#: that stored runs and the fuzz tests pin at 8 x 148.
+MAX_SMS = 8 * max(a.sm_count for a in ARCHS.values() if a.has_sm_limits and a.sm_count)
 
 #: Max shared memory per CTA (dynamic, opt-in), bytes, by compute capability.
 MAX_SHARED_PER_BLOCK: dict[int, int] = {a.capability: a.smem_per_block for a in ARCHS.values()}
@@ -330,6 +333,13 @@ def device_peak(device_name: str | None) -> GpuSpec | None:
     if not device_name:
         return None
     return next((g for g in PEAKS if g.matches(device_name)), None)
+
+
+def max_shared_per_block(capability: int) -> int:
+    """Max shared memory per CTA of a capability; for one the table does not know, the largest of
+    any arch: an ahead-of-time lowering needs a limit, and the largest rejects no kernel that
+    might fit on the part it will run on."""
+    return MAX_SHARED_PER_BLOCK.get(capability, max(MAX_SHARED_PER_BLOCK.values()))
 
 
 # --------------------------------------------------------------------------- occupancy

@@ -29,6 +29,8 @@ from kperf_ci.capture.base_tree import load_base_callable
 from kperf_ci.capture.interleaved import adaptive_ab
 from kperf_ci.capture.record import describe_args
 from kperf_ci.judge import plausibility
+from kperf_ci.judge.ab import ab_threshold
+from kperf_ci.metrics import metric
 from kperf_ci.model import Metric, VariantKey, VariantResult, canonical_json
 from kperf_ci.traces.kernel_records import records_to_json
 
@@ -213,7 +215,7 @@ def ab_against_base_tree(
         )
         out.ab_results.append((req.nodeid, req.name, "no base version found", "no-base"))
         return None
-    threshold = float(req.thresholds.get("time", req.ab_threshold))
+    threshold = ab_threshold(req.thresholds, req.ab_threshold)
     result = adaptive_ab(
         lambda: base_fn(*args, **kwargs),
         calls[name],
@@ -287,7 +289,7 @@ def build_variants(
         region = regions.get(name)
         if region is not None:
             metrics += region.to_metrics()
-            metrics.append(Metric("region.dropped_events", float(region.dropped_events), "count", "region"))
+            metrics.append(metric("region.dropped_events", region.dropped_events))
             for w in region.warnings:
                 out.warn(f"{name}: {w}")
             findings = region_findings(out, name, info, region, sm_count)

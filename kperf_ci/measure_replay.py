@@ -14,6 +14,7 @@ from kperf_ci.capture import timing
 from kperf_ci.capture.ab_launch import ABPlan, PlanEntry, base_call, describe_launch
 from kperf_ci.capture.interleaved import adaptive_ab
 from kperf_ci.capture.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
+from kperf_ci.judge.ab import ab_threshold
 from kperf_ci.measure import Measurement, Request, build_variants, instrument_regions
 from kperf_ci.model import VariantResult, canonical_json
 
@@ -156,7 +157,7 @@ def _replay_ab(
     infos = [i for i in infos if i.name == launch.name] or infos
     if not infos:
         return _not_timed(out, req, prefix, "the replay launched no kernel")
-    threshold = float(req.thresholds.get("time", req.ab_threshold))
+    threshold = ab_threshold(req.thresholds, req.ab_threshold)
     ab = adaptive_ab(
         base_fn, head_fn, threshold=threshold, backend=device.backend, budget_s=req.budget_s,
         precision=req.ab_precision, floor=req.ab_floor_ms, cfg=cfg,

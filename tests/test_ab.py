@@ -14,8 +14,9 @@ from conftest import git
 from test_timing import FakeDevice  # the timing module's fake device clock
 
 from kperf_ci.capture.base_tree import ABError, load_base_callable, materialize
-from kperf_ci.capture.interleaved import adaptive_ab, balanced_blocks
+from kperf_ci.capture.interleaved import adaptive_ab
 from kperf_ci.capture.timing import TimingConfig
+from kperf_ci.judge.ab import balanced_blocks
 from kperf_ci.judge.launch_diff import diff_static
 
 PKG = "kperf_ab_demo_pkg"  # unique, so nothing else in the session imports a module of that name

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.catalogue import uncatalogued
 
 from kperf_ci.capture import sass
 
@@ -197,6 +198,7 @@ def test_static_metrics_deterministic(compiled):
     assert a == b
     assert repr(a[0]).encode() == repr(b[0]).encode()
     metrics, normalized, digest = a
+    assert not uncatalogued(metrics)  # unit, kind, direction: the catalogue's
     names = [m.name for m in metrics]
     assert len(names) == len(set(names))
     assert len(digest) == 64 and normalized.count("\n") > 10

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kperf_ci.metrics import metric
 from kperf_ci.model import Better, Metric
 
 
@@ -34,13 +35,8 @@ class Finding:
     cost_ns: float | None = None
 
     def to_metric(self) -> Metric:
-        return Metric(
-            name=f"analysis.{self.name}",
-            value=float(self.value),
-            unit=self.unit,
-            kind="analysis",
-            better=self.better,
-        )
+        """The stored metric: unit and direction from the catalogue, as every producer's."""
+        return metric(f"analysis.{self.name}", self.value)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from kperf_ci.capture.sass import parse_ptxas_log
+from kperf_ci.hardware import ARCHS
 
 
 class StandInTensor:
@@ -27,19 +28,27 @@ class StandInTensor:
         return f"StandInTensor({self.dtype}, ptr={self._ptr})"
 
 
-# Device properties by capability, for user modules that query them at import time (the Triton
-# tutorials do: driver.active.utils.get_device_properties(...)). Representative parts.
-_DEVICE_PROPERTIES = {
-    80: {"multiprocessor_count": 108, "max_shared_mem": 166912, "max_num_regs": 65536},  # A100
-    86: {"multiprocessor_count": 84, "max_shared_mem": 101376, "max_num_regs": 65536},  # A10/3090
-    89: {"multiprocessor_count": 142, "max_shared_mem": 101376, "max_num_regs": 65536},  # L40S
-    90: {"multiprocessor_count": 132, "max_shared_mem": 232448, "max_num_regs": 65536},  # H100 SXM
-    100: {"multiprocessor_count": 148, "max_shared_mem": 232448, "max_num_regs": 65536},  # B200
-    120: {"multiprocessor_count": 170, "max_shared_mem": 101376, "max_num_regs": 65536},  # RTX 5090
-}
+def _device_properties_table() -> dict[int, dict[str, int]]:
+    """Device properties by capability, for user modules that query them at import time (the
+    Triton tutorials do: driver.active.utils.get_device_properties(...)): the usual part of each
+    arch, as :mod:`kperf_ci.hardware` tabulates it (the one source of SM counts and limits)."""
+    table = {}
+    for lim in ARCHS.values():
+        if lim.sm_count is not None:
+            table[lim.capability] = {
+                "multiprocessor_count": lim.sm_count,
+                "max_shared_mem": lim.smem_per_block,
+                "max_num_regs": lim.regs_per_sm,
+            }
+    return table
+
+
+_DEVICE_PROPERTIES = _device_properties_table()
 
 
 def device_properties(cc: int) -> dict[str, int]:
+    """The stand-in device's properties for capability ``cc``: its arch's, else the nearest
+    lower arch's (sm_87 reads as sm_86), else sm_80's."""
     known = [c for c in sorted(_DEVICE_PROPERTIES) if c <= cc] or [80]
     props = dict(_DEVICE_PROPERTIES.get(cc) or _DEVICE_PROPERTIES[known[-1]])
     props.update(

@@ -4,7 +4,7 @@ Comparing with a number stored earlier is a sequential comparison, biased by wha
 between the two runs (clocks, thermals, the order of measurement); on compute-bound kernels that
 bias reaches several percent.  Interleaving base and head call by call in one process, with the
 order alternating, cancels it: each pair of calls shares the machine's state, and the verdict is
-taken on the pairs (``compare_samples(paired=True)``).
+taken on the pairs by the judge (:func:`kperf_ci.judge.ab.ab_verdict`; this module measures).
 
 :func:`adaptive_ab` times base and head interleaved in rounds of pairs (AB, BA, AB, ...),
 computes the paired comparison after each round and stops as soon as the verdict is not
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.capture import timing
-from kperf_ci.judge.stats import SampleComparison, compare_samples, median, median_ci
+from kperf_ci.judge.ab import ab_verdict, settled
+from kperf_ci.judge.stats import SampleComparison, median, median_ci
 from kperf_ci.metrics import metric
 from kperf_ci.model import Metric
 
@@ -91,18 +92,6 @@ class ABResult:
         return f"ab:{self.verdict}"
 
 
-def balanced_blocks(base_ms: list[float], head_ms: list[float]) -> tuple[list[float], list[float]]:
-    """Geometric means of consecutive pairs (AB then BA): one order-balanced block per two pairs.
-
-    A systematic first-call/second-call effect cancels inside each block, so the blocks are
-    centred on the true ratio and the signed-rank interval's symmetry assumption holds.
-    """
-    n = len(base_ms) // 2 * 2
-    b = [math.sqrt(base_ms[i] * base_ms[i + 1]) for i in range(0, n, 2)]
-    h = [math.sqrt(head_ms[i] * head_ms[i + 1]) for i in range(0, n, 2)]
-    return b, h
-
-
 def adaptive_ab(
     base_fn: Callable[[], Any],
     head_fn: Callable[[], Any],
@@ -124,9 +113,9 @@ def adaptive_ab(
     Round r times an even number of pairs, each pair one call of each side back to back, the
     order alternating pair by pair (AB, BA, ...).  Before every call the L2 is flushed (enqueued
     before the start marker, as ``capture.timing`` does).  After each round the pairs are folded
-    into order-balanced blocks and compared with ``compare_samples(paired=True)``; the loop stops
-    when the verdict is not ``inconclusive`` and the interval's half-width is at most ``precision``
-    (0.005: the reported effect is good to about +-0.5% at the given confidence) ("certain"), when
+    into order-balanced blocks and compared by :func:`kperf_ci.judge.ab.ab_verdict`; the loop stops
+    when the verdict is settled (:func:`kperf_ci.judge.ab.settled`: not ``inconclusive`` and the
+    interval's half-width at most ``precision``) ("certain"), when
     the host time spent measuring reaches
     ``budget_s`` ("budget"), or ``max_pairs`` is reached.  Rounds grow by ``growth`` so that the
     number of looks stays small (about 10 within a 2 s budget), and are cut to what the remaining
@@ -194,18 +183,10 @@ def adaptive_ab(
             head_ms.append(be.elapsed_ms(*pair["head"]))
             head_first.append(hf)
         rounds += 1
-        b_blocks, h_blocks = balanced_blocks(base_ms, head_ms)
-        comparison = compare_samples(
-            b_blocks,
-            h_blocks,
-            threshold=threshold,
-            floor=floor,
-            paired=True,
-            confidence=confidence,
-            seed=seed,
+        comparison = ab_verdict(
+            base_ms, head_ms, threshold=threshold, floor=floor, confidence=confidence, seed=seed
         )
-        half_width = (comparison.ci_high - comparison.ci_low) / 2  # NaN (too few pairs) compares False
-        if comparison.verdict != "inconclusive" and half_width <= precision:
+        if settled(comparison, precision):
             stopped_by = "certain"
             break
         spent = be.host_time() - t0

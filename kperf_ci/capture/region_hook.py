@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..config import ENV_REGION_CACHE_DIR, env_text
-from ..hardware import MAX_SHARED_PER_BLOCK
+from ..hardware import max_shared_per_block
 from .region_pass import TAG, TAG_RE, PassReport, RegionConfig, insert_regions
 
 #: Guards the swap of Triton's process-wide hook knob (the only state shared between scopes).
@@ -169,7 +169,7 @@ def proton_lowering(cfg: RegionConfig, capability: int) -> Iterator[None]:
     from triton.profiler.hooks.instrumentation import Instrumentation, InstrumentationHook
 
     m = cfg.proton_mode()
-    max_shared = MAX_SHARED_PER_BLOCK.get(capability, 232448)  # what the lowering needs to know in AOT
+    max_shared = max_shared_per_block(capability)  # what the lowering needs to know in AOT
     compiler_cls = backends["nvidia"].compiler
     saved = (compiler_cls.instrumentation, flags.instrumentation_on)
 

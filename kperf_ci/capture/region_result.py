@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics import metric
 from ..model import Metric
 from ..traces.clock import fit_clock, kernel_span_ns, measured_clock_ghz, spans_from_raw
 from ..traces.kernel_trace import KernelTrace
@@ -67,13 +68,11 @@ class RegionResult:
         """region.<name>.cycles / .fraction / .ms (METRICS.md)."""
         out: list[Metric] = []
         for name, st in self.regions.items():
-            out.append(Metric(f"region.{name}.cycles", float(st.cycles_median), "cycles", "region", "lower"))
+            out.append(metric(f"region.{name}.cycles", st.cycles_median))
             if st.fraction is not None:
-                out.append(
-                    Metric(f"region.{name}.fraction", float(st.fraction), "fraction", "region", "none")
-                )
+                out.append(metric(f"region.{name}.fraction", st.fraction))
             if st.ns_median is not None:
-                out.append(Metric(f"region.{name}.ms", float(st.ns_median) / 1e6, "ms", "region", "lower"))
+                out.append(metric(f"region.{name}.ms", float(st.ns_median) / 1e6))
         return out
 
     def timeline_bytes(self) -> bytes:

@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from ..judge.stats import median, median_ci
+from ..metrics import metric
 from ..model import Metric
 from .backend import CudaBackend, DeviceBackend, GraphReplayMismatch, default_backend
 from .timing_steps import (
@@ -166,13 +167,11 @@ class TimingResult:
             ("time.ci_low", self.ci_low),
             ("time.ci_high", self.ci_high),
         ]
-        out = [Metric(name, float(v), unit="ms", kind="time", better="lower") for name, v in ms]
-        out.append(Metric("time.cv", float(self.cv), unit="fraction", kind="time", better="none"))
+        out = [metric(name, v) for name, v in ms]
+        out.append(metric("time.cv", self.cv))
         # 1 when the samples are CUDA-graph replays: compare notes a method change between runs,
         # since a replay leaves out host time that plain events can include
-        out.append(
-            Metric("time.graph", float(self.method == "graph"), unit="bool", kind="time", better="none")
-        )
+        out.append(metric("time.graph", float(self.method == "graph")))
         return out
 
     def to_dict(self) -> dict[str, Any]:

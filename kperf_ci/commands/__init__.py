@@ -175,13 +175,12 @@ def read_run(path: str | os.PathLike[str], run_id: str | None = None, **kw: Any)
     """``store.load_run``, for a command: a run whose rows do not decode, or whose fields have
     types no kperf-ci writes (SQLite keeps whatever a crafted file put in a column), is bad
     input (exit 2, one line naming the file), not a crash in whatever code reads it next."""
-    import sqlite3
     import zlib
 
     try:
         with bulk_objects():
             record = store.load_run(path, run_id, **kw)
-    except (*_DECODE_ERRORS, zlib.error, sqlite3.OperationalError) as e:  # a table dropped by hand
+    except (*_DECODE_ERRORS, zlib.error, store.OperationalError) as e:  # a table dropped by hand
         raise _malformed(path, f"{type(e).__name__}: {str(e)[:120]}") from None
     try:
         typed = store.rows_typed(path, record.info.run_id)

@@ -9,7 +9,15 @@ from typing import Any
 import click
 
 from kperf_ci.config import _load_toml
-from kperf_ci.judge.gate import GateError, GatePolicy, gate_against_run, gate_history, last_release
+from kperf_ci.judge.gate import (
+    GateError,
+    GatePolicy,
+    gate_against_run,
+    gate_history,
+    history_runs,
+    last_release,
+    release_runs,
+)
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.report.safe_text import terminal_safe
 
@@ -64,12 +72,7 @@ def run_gate(
                 f"no release tag matching {policy.tag!r} reachable from HEAD; set [tool.kperf.gate] tag"
             )
         tag_name, sha = found
-        candidates = [
-            i
-            for i in read_runs(hist_db)
-            if i.git_sha and (sha.startswith(i.git_sha) or i.git_sha.startswith(sha))
-        ]
-        same_mode = [i for i in candidates if i.mode == cur.info.mode] or candidates
+        same_mode = release_runs(read_runs(hist_db), sha, cur.info.mode)
         if not same_mode:
             raise KperfError(
                 f"no run of release {tag_name} ({sha[:10]}) in {hist_db}; store one by running the "
@@ -79,12 +82,7 @@ def run_gate(
         label = f"release {tag_name} ({sha[:10]}, run {base.info.run_id})"
         return gate_against_run(base, cur, policy, thresholds, label=label)
 
-    infos = [i for i in read_runs(hist_db) if i.run_id != cur.info.run_id and i.mode == cur.info.mode]
-    if cur.info.fingerprint.gpu:
-        infos = [i for i in infos if i.fingerprint.gpu == cur.info.fingerprint.gpu]
-    if cur.info.started_at:
-        infos = [i for i in infos if i.started_at <= cur.info.started_at]
-    history = [read_run(hist_db, i.run_id) for i in infos[-policy.window :]]
+    history = [read_run(hist_db, i.run_id) for i in history_runs(read_runs(hist_db), cur.info, policy.window)]
     return gate_history(history, cur, policy, thresholds)
 
 

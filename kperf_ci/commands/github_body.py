@@ -91,8 +91,4 @@ def combine(gpu_class: str, parts: list[Verdict]) -> Verdict:
 def check_database(path: Path) -> None:
     """Opened and checked (header, integrity, schema) like any input; StoreError is exit 2.
     A pending write-ahead log is folded into the file: the file's bytes are what gets pushed."""
-    db = store.open_db(path)
-    try:
-        db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
+    store.fold_wal(path)

@@ -20,19 +20,20 @@ import click
 
 from kperf_ci import __version__, store
 from kperf_ci.fingerprint import host_hash
-from kperf_ci.model import Fingerprint, RunInfo, VariantKey, VariantResult, make_metric
+from kperf_ci.metrics import metric
+from kperf_ci.model import Fingerprint, RunInfo, VariantKey, VariantResult
 from kperf_ci.report.safe_text import terminal_safe
 
 from . import KperfError, bulk_objects, import_csv, load_settings, user_errors
 
 # pytest-benchmark stat -> (kperf metric, better)
 _STATS = {
-    "median": ("time.median", "lower"),
-    "mean": ("time.mean", "lower"),
-    "min": ("time.min", "lower"),
-    "max": ("time.max", "none"),
-    "iqr": ("time.iqr", "lower"),
-    "stddev": ("time.stddev", "none"),
+    "median": "time.median",
+    "mean": "time.mean",
+    "min": "time.min",
+    "max": "time.max",
+    "iqr": "time.iqr",
+    "stddev": "time.stddev",
 }
 
 
@@ -269,17 +270,17 @@ def from_pytest_benchmark(
             test=fullname,
         )
         metrics = []
-        for stat, (metric, better) in _STATS.items():
+        for stat, metric_name in _STATS.items():
             v = stats.get(stat)
             if v is None:
                 continue
             ms = _ms(v)
             if ms is None:
                 raise KperfError(f"{where}: stats.{stat} is {str(v)[:40]!r}, not a finite number of seconds")
-            metrics.append(make_metric(metric, ms, "ms", "time", better))
+            metrics.append(metric(metric_name, ms))
         mean, sd = _ms(stats.get("mean")), _ms(stats.get("stddev"))
         if mean is not None and sd is not None and mean > 0 and math.isfinite(sd / mean):
-            metrics.append(make_metric("time.cv", sd / mean, "fraction", "time", "none"))
+            metrics.append(metric("time.cv", sd / mean))
         data = stats.get("data") or []
         samples = [_ms(x) for x in data] if isinstance(data, list) else [None]
         if any(x is None for x in samples):
@@ -287,8 +288,8 @@ def from_pytest_benchmark(
         ci = _ci_of_median(samples)
         if ci:
             metrics += [
-                make_metric("time.ci_low", ci[0], "ms", "time", "lower"),
-                make_metric("time.ci_high", ci[1], "ms", "time", "lower"),
+                metric("time.ci_low", ci[0]),
+                metric("time.ci_high", ci[1]),
             ]
         rounds = stats.get("rounds")
         tags = [f"rounds={rounds}"] if _number(rounds) else []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from pathlib import Path
@@ -200,20 +199,8 @@ class HistoryReader:
             if not runs:
                 continue
             infos = {r.run_id: r for r in runs}
-            db = store.open_db(path)
-            try:
-                marks = ",".join("?" * len(infos))
-                rows = db.conn.execute(
-                    f"SELECT run_id, variant_id, value FROM metrics WHERE run_id IN ({marks}) AND name = ?",
-                    [*infos, metric],
-                )
-                for run_id, variant_id, value in rows:
-                    # SQLite keeps any type in a REAL column: a crafted file's text is no point
-                    if not isinstance(value, (int, float)) or not math.isfinite(value):
-                        continue
-                    per_variant.setdefault(variant_id, {}).setdefault(run_id, (infos[run_id], value))
-            finally:
-                db.close()
+            for run_id, variant_id, value in store.metric_values(path, infos, metric):
+                per_variant.setdefault(variant_id, {}).setdefault(run_id, (infos[run_id], value))
         return per_variant
 
     def prefetch(self, metrics: list[str]) -> None:

@@ -13,6 +13,7 @@ from kperf_ci.analysis.findings import ARTIFACT, capped, flagged, ranked
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.group import KernelIndex, plural
 from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.metrics import key_metrics, unit_of
 from kperf_ci.model import RunInfo, RunRecord, VariantResult
 from kperf_ci.report.build import load_findings
 from kperf_ci.report.safe_text import rich_safe, terminal_safe
@@ -81,13 +82,12 @@ def _comparison(settings: Any, record: RunRecord, *, explicit: bool) -> Any:
     return compare_runs(base, record, ThresholdPolicy.from_settings(settings))
 
 
+#: Short column names of the compact table (a label only: which metrics, and their order, are
+#: the catalogue's key metrics).
+_COLUMN = {"time.median": "time", "registers": "regs", "shared_bytes": "smem", "sass.instructions": "sass"}
 #: The headline metrics of a compact line, in this order: (metric, column, unit).
-HEADLINE = (
-    ("time.median", "time", "ms"),
-    ("registers", "regs", ""),
-    ("spills", "spills", "bytes"),
-    ("shared_bytes", "smem", "bytes"),
-    ("sass.instructions", "sass", ""),
+HEADLINE = tuple(
+    (name, _COLUMN.get(name, name), unit_of(name)) for name in key_metrics("time") + key_metrics("static")
 )
 
 

@@ -371,3 +371,24 @@ def last_release(repo: str | Path, pattern: str, current_sha: str | None) -> tup
             return None
         sha = sha_of(tag)
     return tag, sha
+
+
+# --------------------------------------------------------------------------- which runs a gate reads
+
+
+def release_runs(infos: list[RunInfo], sha: str, mode: str) -> list[RunInfo]:
+    """The stored runs of a release commit ``sha`` (an abbreviated sha on either side matches),
+    those of the current run's ``mode`` when there are any."""
+    candidates = [i for i in infos if i.git_sha and (sha.startswith(i.git_sha) or i.git_sha.startswith(sha))]
+    return [i for i in candidates if i.mode == mode] or candidates
+
+
+def history_runs(infos: list[RunInfo], cur: RunInfo, window: int) -> list[RunInfo]:
+    """The last ``window`` runs a history gate compares ``cur`` with: other runs of its mode, on
+    its GPU when it names one, started no later than it."""
+    out = [i for i in infos if i.run_id != cur.run_id and i.mode == cur.mode]
+    if cur.fingerprint.gpu:
+        out = [i for i in out if i.fingerprint.gpu == cur.fingerprint.gpu]
+    if cur.started_at:
+        out = [i for i in out if i.started_at <= cur.started_at]
+    return out[-window:]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.hardware import TB, GpuSpec, MiB, device_peak
+from kperf_ci.metrics import metric
 from kperf_ci.model import Metric
 
 
@@ -94,16 +95,16 @@ class Plausibility:
         return ", ".join(parts + self.problems)
 
     def to_metrics(self) -> list[Metric]:
-        """analysis.* metrics (better="none": the time metrics already carry the verdict)."""
+        """analysis.* metrics (the catalogue gives them no direction: time carries the verdict)."""
         out = []
-        for name, value, unit in (
-            ("analysis.bandwidth_gbs", None if self.bandwidth is None else self.bandwidth / 1e9, "GB/s"),
-            ("analysis.bandwidth_fraction", self.bandwidth_fraction, "fraction"),
-            ("analysis.tflops", None if self.flop_rate is None else self.flop_rate / TB, "TFLOP/s"),
-            ("analysis.flops_fraction", self.flop_fraction, "fraction"),
+        for name, value in (
+            ("analysis.bandwidth_gbs", None if self.bandwidth is None else self.bandwidth / 1e9),
+            ("analysis.bandwidth_fraction", self.bandwidth_fraction),
+            ("analysis.tflops", None if self.flop_rate is None else self.flop_rate / TB),
+            ("analysis.flops_fraction", self.flop_fraction),
         ):
             if value is not None and math.isfinite(value):
-                out.append(Metric(name, float(value), unit=unit, kind="analysis", better="none"))
+                out.append(metric(name, value))
         return out
 
 

@@ -22,7 +22,8 @@ from kperf_ci.capture.static import compile_variants
 from kperf_ci.fingerprint import git_info, machine_fingerprint
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
-from kperf_ci.model import Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.metrics import metric
+from kperf_ci.model import RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker, test_id
 
@@ -327,12 +328,12 @@ def benchmark_fixture_results(item: pytest.Item, marker: KperfMarker) -> list[Va
         return []
     samples = [s * 1e3 for s in data]
     metrics = [
-        Metric("time.median", statistics.median(samples), "ms", "time", "lower"),
-        Metric("time.mean", statistics.fmean(samples), "ms", "time", "lower"),
-        Metric("time.min", min(samples), "ms", "time", "lower"),
+        metric("time.median", statistics.median(samples)),
+        metric("time.mean", statistics.fmean(samples)),
+        metric("time.min", min(samples)),
     ]
     if len(samples) > 1:
-        metrics.append(Metric("time.stddev", statistics.stdev(samples), "ms", "time", "none"))
+        metrics.append(metric("time.stddev", statistics.stdev(samples)))
     key = VariantKey(kernel=marker.name, arch="host", spec="", config="pytest-benchmark", test=test_id(item))
     return [
         VariantResult(

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from kperf_ci.judge.comparison import COMPARED
 from kperf_ci.judge.group import count_words, plural
+from kperf_ci.metrics import key_metrics
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.units import fmt_value
@@ -21,7 +22,7 @@ from kperf_ci.units import fmt_value
 #: terminal table of all of them would take minutes to lay out and nobody would read it.
 MAX_TABLE_ROWS = 500
 #: What the "changed:" line shows next to the key change: the numbers a launch option moves.
-_KEY_METRICS = ("registers", "spills", "shared_bytes", "sass.instructions")
+_KEY_METRICS = key_metrics("static")
 _VERDICT_STYLE = {"worse": "yellow", "better": "green", "same": "dim", "n/a": "dim"}
 
 

@@ -12,7 +12,8 @@ A reader never writes its input: a file of an older schema is read through a mig
 
 Layout: :mod:`.schema` (tables, migrations, run statuses), :mod:`.db` (opening and validating a
 file, the write transaction), :mod:`.runs` (saving and loading runs), :mod:`.blobs` (artifacts),
-:mod:`.locks` (retry and divert when another writer holds the lock). Callers use the names below.
+:mod:`.locks` (retry and divert when another writer holds the lock), :mod:`.queries` (one metric
+across runs, folding the WAL), :mod:`.merge` (``kperf merge``'s writer). Callers use the names below.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .errors import (
     StoreError,
 )
 from .locks import RunDivertedError, pending_path, retry_locked, write_or_divert
+from .queries import OperationalError, fold_wal, metric_values
 from .runs import (
     add_results,
     copy_run,
@@ -58,6 +60,9 @@ __all__ = [
     "RUN_STATUSES",
     "INCOMPLETE",
     "open_db",
+    "OperationalError",
+    "fold_wal",
+    "metric_values",
     "check_writable",
     "save_run",
     "add_results",

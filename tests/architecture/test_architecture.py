@@ -74,6 +74,33 @@ def test_modules_stay_small():
     assert not big, f"split these by their seams (over {MAX_MODULE_LINES} lines): {big}"
 
 
+def _imports_of(path: Path) -> set[str]:
+    """Top-level names of every module ``path`` imports, at any level of the file."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_commands_import_no_sqlite3():
+    """commands/ is as thin as cli.py: SQL lives in the store (kperf_ci/store), commands call it."""
+    found = [
+        p.relative_to(PACKAGE).as_posix()
+        for p in sorted((PACKAGE / "commands").rglob("*.py"))
+        if {"sqlite3", "sqlite_utils"} & _imports_of(p)
+    ]
+    assert not found, f"move the SQL of these into kperf_ci/store: {found}"
+
+
+def test_the_sqlite3_check_sees_an_import(tmp_path):
+    mod = tmp_path / "x.py"
+    mod.write_text("def f():\n    import sqlite3\n    from sqlite_utils import Database\n")
+    assert {"sqlite3", "sqlite_utils"} <= _imports_of(mod)
+
+
 def _lint_imports() -> str:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
     if exe is None:
