@@ -45,7 +45,9 @@ from suites_eval import _run as run_group  # noqa: E402 - kills the whole proces
 
 NAME = "fleet_eval"
 RESULTS = ROOT / "benchmarks" / "results"
-STEPS = ("one_gpu", "xdist_2", "shards_2", "render")
+# aa_one_gpu: the reference run once more, alone on GPU 0: how far two one-GPU processes
+# disagree, so the 2-GPU runs' disagreement can be read against it
+STEPS = ("one_gpu", "xdist_2", "shards_2", "aa_one_gpu", "render")
 RUNS = ("one_gpu", "xdist_2", "shards_2")
 LIGER_TESTS = (
     "test/transformers/test_softmax.py::test_liger_softmax",
@@ -282,6 +284,19 @@ def step_one_gpu(a: argparse.Namespace, out: Path, liger: Path | None, timeout: 
     }
 
 
+def step_aa_one_gpu(a: argparse.Namespace, out: Path, liger: Path | None, timeout: float) -> dict[str, Any]:
+    work = _fresh(out / "aa_one_gpu")
+    cmd = pytest_cmd(a.python, selection(liger), work / "run.db", a.dry_run_cpu, [])
+    env = run_env(work, liger, a.dry_run_cpu, None if a.dry_run_cpu else "0", a.timing_budget_s)
+    proc = run_pytest("aa_one_gpu", cmd, env, out / "fleet_eval.aa_one_gpu.log", timeout)
+    return {
+        "procs": {"gpu0": proc},
+        "pinned": {"gpu0": "0"},
+        "wall_s": proc["wall_s"],
+        "db": _read(work / "run.db"),
+    }
+
+
 def step_xdist_2(a: argparse.Namespace, out: Path, liger: Path | None, timeout: float) -> dict[str, Any]:
     work = _fresh(out / "xdist_2")
     cmd = pytest_cmd(a.python, selection(liger), work / "run.db", a.dry_run_cpu, ["-n", "2"])
@@ -401,12 +416,41 @@ def agrees(ref: dict[str, Any], cur: dict[str, Any]) -> tuple[bool, float | None
     return bool(within) or abs(ratio - 1) <= MEDIAN_REL, ratio, within
 
 
+def _aa(ref: dict[str, Any], part: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The reference against a second one-GPU run: comparisons made, how many agree."""
+    if part is None:
+        return None
+    cur = part["db"].get("variants", {})
+    pairs = [(row, cur[vid]) for vid, row in ref.items() if vid in cur and row.get("median") is not None]
+    results = [agrees(r, c) for r, c in pairs]
+    return {
+        "n": len(results),
+        "agree": sum(1 for ok, _, _ in results if ok),
+        "ratios": [x for _, x, _ in results if x is not None],
+        "wall_s": part["wall_s"],
+    }
+
+
+def _name_by_test(parts: dict[str, dict[str, Any]]) -> None:
+    """A variant's label (kernel, GPU, options) is shared by every test that launches the kernel:
+    each row is named by its label and its test, so the per-variant figures do not overwrite
+    each other (a first render counted 30 comparisons as 11)."""
+    tables = [p.get("db", {}).get("variants", {}) for p in parts.values()]
+    tables += [sub.get("variants", {}) for p in parts.values() for sub in p.get("shards", {}).values()]
+    for table in tables:
+        for row in table.values():
+            test = str(row.get("test") or "").rsplit("::", 1)[-1]
+            if test and not row["label"].endswith(f" @ {test}"):
+                row["label"] = f"{row['label']} @ {test}"
+
+
 def assemble(parts: dict[str, dict[str, Any]], commit: str) -> dict[str, Any]:
     """The result document from the step parts; raises UsageError when the reference is missing."""
     if "one_gpu" not in parts:
         raise UsageError("no fleet_eval.part-one_gpu.json in --out: run the one_gpu step first")
     machine = next((p["machine"] for p in parts.values() if p.get("machine")), {})
     gpus = machine.get("gpus", [])
+    _name_by_test(parts)
     ref_part = parts["one_gpu"]
     ref = ref_part["db"].get("variants", {})
     fp = ref_part["db"].get("run", {}).get("fingerprint", {})
@@ -469,6 +513,7 @@ def assemble(parts: dict[str, dict[str, Any]], commit: str) -> dict[str, Any]:
         "merge_rows": merge_rows,
         "misplaced": misplaced,
         "disagree": disagree,
+        "aa_one_gpu": _aa(ref, parts.get("aa_one_gpu")),
     }
     result["targets"] = targets(result, parts)
     result["missed"] = [t["name"] for t in result["targets"] if t["ok"] is False]
@@ -536,7 +581,13 @@ def targets(r: dict[str, Any], parts: dict[str, Any]) -> list[dict[str, Any]]:
                 "name": "medians agree",
                 "ok": n > 0 and not r["disagree"] and not missing_runs,
                 "measured": f"{n - len(r['disagree'])} of {n} comparisons within each other's 99% "
-                "interval or 1%",
+                "interval or 1%"
+                + (
+                    f"; for scale, a second one-GPU run alone agreed with the first on "
+                    f"{r['aa_one_gpu']['agree']} of {r['aa_one_gpu']['n']}"
+                    if r.get("aa_one_gpu")
+                    else ""
+                ),
             }
         )
     return out
@@ -627,7 +678,7 @@ def render_md(r: dict[str, Any]) -> str:
 
 def load_parts(out: Path) -> dict[str, dict[str, Any]]:
     parts = {}
-    for run in RUNS:
+    for run in (*RUNS, "aa_one_gpu"):
         f = out / f"{NAME}.part-{run}.json"
         if f.exists():
             try:
@@ -690,7 +741,7 @@ def _main(a: argparse.Namespace) -> int:
         raise UsageError("--timing-budget-s and --deadline-s must be positive")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = [s for s in steps if s in RUNS]
+    runs = [s for s in steps if s in (*RUNS, "aa_one_gpu")]
     liger = None if a.dry_run_cpu else Path(a.liger).resolve()
     if runs and liger is not None and not (liger / "src" / "liger_kernel").is_dir():
         raise UsageError(f"{liger} holds no src/liger_kernel: export it with realrepo_ab_eval.py --export")
@@ -710,7 +761,12 @@ def _main(a: argparse.Namespace) -> int:
         left = a.deadline_s - (time.monotonic() - t0)
         # the reference takes about twice as long as a 2-GPU run: half of what is left
         timeout = left / 2 if run == "one_gpu" and len(runs) > 1 else left / (len(runs) - i)
-        step = {"one_gpu": step_one_gpu, "xdist_2": step_xdist_2, "shards_2": step_shards_2}[run]
+        step = {
+            "one_gpu": step_one_gpu,
+            "xdist_2": step_xdist_2,
+            "shards_2": step_shards_2,
+            "aa_one_gpu": step_aa_one_gpu,
+        }[run]
         part = step(a, out, liger, max(timeout, 30.0))
         part.update(
             machine=machine,

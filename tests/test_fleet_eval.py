@@ -110,7 +110,7 @@ def test_a_run_that_meets_every_target(fe: Any, tmp_path: Path) -> None:
     assert {"device", "gpus", "variants", "wall_s", "median_ratio", "rows_lost", "missed"} <= set(r)
     assert set(r["wall_s"]) == {"one_gpu", "xdist_2", "shards_2"}
     assert r["device"] == "NVIDIA H100 80GB HBM3" and len(r["gpus"]) == 2
-    assert r["median_ratio"]["kt2"]["xdist_2"] == pytest.approx(1.0015)
+    assert r["median_ratio"]["kt2 @ t2"]["xdist_2"] == pytest.approx(1.0015)
     assert r["rows_lost"] == 0 and r["missed"] == [], r["targets"]
     assert "| wall xdist_2 | PASS | 0.55x" in (tmp_path / "fleet_eval.md").read_text()
 
@@ -126,7 +126,7 @@ def test_a_lost_row_and_a_variant_on_the_wrong_gpu(fe: Any, tmp_path: Path) -> N
     p["shards_2"]["merge_rows"].update(merged_rows=9, missing=1)  # a row the merge dropped
     p["shards_2"]["shards"]["shard2"]["variants"]["v2"]["gpu_pci_bus_id"] = BUS["0"]  # shard 2 on GPU 0
     r = render(fe, tmp_path, copy.deepcopy(p))
-    assert r["rows_lost"] == 2 and r["lost_variants"] == [{"run": "xdist_2", "variant": "kt1"}]
+    assert r["rows_lost"] == 2 and r["lost_variants"] == [{"run": "xdist_2", "variant": "kt1 @ t1"}]
     assert set(r["missed"]) == {"no rows lost", "pinned GPU"}
     assert r["misplaced"]["shards_2"] == ["v2"]
 
