@@ -397,12 +397,18 @@ def assemble(out_dir: Path) -> dict[str, Any]:
         for p in sorted(out_dir.glob(f"{NAME}.part-*.json"))
     }
     meta = parts.get("scripts", parts.get("cases", {})).get("meta", {})
+    # each step records the kperf-ci it ran (they may come from different device calls)
+    commits = {step: p.get("meta", {}).get("commit") for step, p in parts.items()}
     scripts, cases, missed = [], [], []
     for row in parts.get("scripts", {}).get("scripts", []):
         plain, kp = row.get("p50_plain", {}), row.get("p50_kperf", {})
         liger = [k for k in plain if k.startswith("liger|") and k in kp]
         ratios = [kp[k] / plain[k] for k in liger if plain[k] and kp[k] == kp[k]]
         within = sum(1 for r in ratios if abs(r - 1) <= 0.02)
+        # the reference providers are timed by Triton's own do_bench in both runs: how far the
+        # script's numbers move from one run to the next on their own
+        ref = [kp[k] / plain[k] for k in plain if not k.startswith("liger|") and k in kp and plain[k]]
+        ref_within = sum(1 for r in ref if abs(r - 1) <= 0.02)
         entry = {
             "name": row["name"],
             "do_bench_calls": row.get("do_bench_calls"),
@@ -415,6 +421,9 @@ def assemble(out_dir: Path) -> dict[str, Any]:
             "median_ratio_vs_plain": statistics.median(ratios) if ratios else None,
             "p50_within_2pct": f"{within}/{len(ratios)}",
             "p50_max_dev_pct": max((abs(r - 1) * 100 for r in ratios), default=None),
+            "reference_p50_within_2pct": f"{ref_within}/{len(ref)}",
+            "reference_p50_max_dev_pct": max((abs(r - 1) * 100 for r in ref), default=None),
+            "commit": row.get("commit") or (meta.get("commit")),
             "exit_plain": row.get("exit_plain"),
             "exit_kperf": row.get("exit_kperf"),
         }
@@ -458,7 +467,7 @@ def assemble(out_dir: Path) -> dict[str, Any]:
                 )
     return {
         "device": meta.get("device"),
-        "commit": meta.get("commit"),
+        "commit": commits,
         "liger_commit": LIGER_COMMIT,
         "scripts": scripts,
         "cases": cases,
@@ -487,7 +496,8 @@ def render(doc: dict[str, Any]) -> str:
         "Written by `benchmarks/scripts_eval.py` "
         "(re-render: `python benchmarks/scripts_eval.py --out DIR --steps render`). "
         f"Machine: {dev.get('gpu', '?')}, torch {dev.get('torch', '?')}, triton {dev.get('triton', '?')}; "
-        f"kperf-ci {doc.get('commit')}; Liger-Kernel {doc['liger_commit'][:10]} "
+        f"kperf-ci {', '.join(f'{k} step at {v}' for k, v in (doc.get('commit') or {}).items())}; "
+        f"Liger-Kernel {doc['liger_commit'][:10]} "
         "(fetched at run time, scripts unmodified, "
         "their default sweeps).",
         "",
@@ -495,8 +505,9 @@ def render(doc: dict[str, Any]) -> str:
         "",
         "| script | do_bench calls | captured | listed (reason: count) | kernels | wall plain s "
         "| wall kperf s | ratio | "
-        "Liger p50 via kperf / plain (median) | within 2% |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "Liger p50 via kperf / plain (median) | within 2% | reference p50, plain do_bench in both runs: "
+        "within 2% | kperf-ci |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in doc["scripts"]:
         listed = "; ".join(f"{r}: {n}" for r, n in (s["listed_with_reason"] or {}).items()) or "-"
@@ -504,7 +515,9 @@ def render(doc: dict[str, Any]) -> str:
             f"| {s['name']} | {s['do_bench_calls']} | {s['captured']} | {listed} "
             f"| {', '.join(s['kernels'] or [])} | "
             f"{_f(s['wall_s_plain'], 1)} | {_f(s['wall_s_kperf'], 1)} | {_f(s['wall_ratio'])}x | "
-            f"{_f(s['median_ratio_vs_plain'], 4)} | {s['p50_within_2pct']} |"
+            f"{_f(s['median_ratio_vs_plain'], 4)} | {s['p50_within_2pct']} "
+            f"| {s['reference_p50_within_2pct']} "
+            f"(max {_f(s['reference_p50_max_dev_pct'], 1)}%) | {s['commit']} |"
         )
     lines += ["", "## Planted pull requests through `kperf ab --bench`", "",
               "| case / call | kernel | expected | truth (do_bench, interleaved) | kperf verdict "
@@ -572,17 +585,20 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kperf-se-"))
     if "scripts" in steps:
         log = a.out / f"{NAME}.scripts.log"
-        rows = []
+        part_path = a.out / f"{NAME}.part-scripts.json"
+        # a step run for some scripts keeps the other scripts' rows of an earlier part file (each
+        # row names the kperf-ci it ran); the part is written after every script
+        old = json.loads(part_path.read_text())["scripts"] if part_path.exists() else []
+        rows: list[dict[str, Any]] = []
         for script in [s for s in a.scripts.split(",") if s]:
-            rows.append(run_script(a.liger, work, script, sys.executable, log))
+            rows.append({**run_script(a.liger, work, script, sys.executable, log), "commit": meta["commit"]})
             print(
                 f"{NAME}: {script}: plain {rows[-1]['wall_s_plain']:.1f} s, "
                 f"kperf {rows[-1]['wall_s_kperf']:.1f} s",
                 flush=True,
             )
-        (a.out / f"{NAME}.part-scripts.json").write_text(
-            json.dumps({"meta": meta, "scripts": rows}, indent=1)
-        )
+            kept = [r for r in old if r["name"] not in {x["name"] for x in rows}]
+            part_path.write_text(json.dumps({"meta": meta, "scripts": kept + rows}, indent=1))
     if "cases" in steps:
         log = a.out / f"{NAME}.cases.log"
         parts = []

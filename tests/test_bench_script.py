@@ -223,11 +223,12 @@ def test_the_timing_budget_is_what_the_call_asked_for():
 
     liger = timing_config(BenchCall("do_bench", lambda: None, "s#1", "f.py", 1, 25, 10), budget_s=2.0)
     assert liger.budget_s == 0.02 and liger.min_time_s == 0.01 and liger.warmup_min_s == 0.025
+    assert not liger.use_graph  # do_bench times with events
     long = timing_config(BenchCall("do_bench", lambda: None, "s#1", "f.py", 1, 25, 5000), budget_s=2.0)
     assert long.budget_s == 2.0 and long.min_time_s == 0.25  # kperf's own floors and budget cap it
     cudagraph = BenchCall("do_bench_cudagraph", lambda: None, "s#1", "f.py", 1, 0, 20)
     graph = timing_config(cudagraph, budget_s=2.0)
-    assert graph.graph_threshold_ms == float("inf")
+    assert graph.use_graph and graph.graph_threshold_ms == float("inf")
 
 
 # ------------------------------------------------------------------------------ kperf ab --bench

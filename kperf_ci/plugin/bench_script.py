@@ -312,8 +312,11 @@ class ScriptRun:
 
 def timing_config(call: BenchCall, budget_s: float) -> TimingConfig:
     """kperf's engine within the time the call asked for: do_bench's ``warmup + rep`` bounds the
-    measurement (at most ``timing_budget_s``), so a sweep costs about what the script planned;
-    do_bench_cudagraph calls are replayed from a CUDA graph when one can be captured."""
+    measurement (at most ``timing_budget_s``), so a sweep costs about what the script planned.
+    The method is the one the script chose: do_bench times with events, do_bench_cudagraph
+    replays a CUDA graph. (A script's callable often runs autograd's backward, which cannot be
+    captured, and on an H100 a failed capture left torch's CUDA generator broken for the rest of
+    the process: the script's next torch.randn raised "Offset increment outside graph capture".)"""
     rep_s = max(call.rep_ms, 1.0) / 1e3
     default = TimingConfig()
     return dataclasses.replace(
@@ -321,6 +324,7 @@ def timing_config(call: BenchCall, budget_s: float) -> TimingConfig:
         budget_s=min(budget_s, max(rep_s, 0.02)),
         min_time_s=min(default.min_time_s, rep_s),
         warmup_min_s=min(default.warmup_min_s, max(call.warmup_ms, 1.0) / 1e3),
+        use_graph=call.function == "do_bench_cudagraph",
         graph_threshold_ms=math.inf if call.function == "do_bench_cudagraph" else default.graph_threshold_ms,
     )
 
