@@ -381,6 +381,31 @@ def truth_child(name: str, repo: Path, base_tree: Path, rounds: int, shapes_path
     out.write_text(json.dumps({"shapes": rows}, indent=1))
 
 
+def join(paths: list[Path], dest: Path) -> None:
+    """One scripts part from the parts of several device calls, oldest first: a row without its
+    own commit is stamped with its part's; a later row of a script replaces an earlier one, except
+    a row without a commit of its own in a later part (a copy the step kept from an older part)."""
+    rows: dict[str, dict[str, Any]] = {}
+    meta: dict[str, Any] = {}
+    for path in paths:
+        part = json.loads(path.read_text())
+        meta = part.get("meta", meta)
+        for row in part["scripts"]:
+            if "commit" in row:
+                rows[row["name"]] = row
+            elif row["name"] not in rows:
+                rows[row["name"]] = {**row, "commit": part.get("meta", {}).get("commit")}
+    dest.write_text(
+        json.dumps(
+            {"meta": meta, "joined_from": [p.name for p in paths], "scripts": list(rows.values())}, indent=1
+        )
+    )
+    print(
+        f"{NAME}: joined {len(paths)} part(s) into {dest}: "
+        + ", ".join(f"{r['name']} at {r['commit']}" for r in rows.values())
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # render
 
@@ -567,6 +592,12 @@ def main() -> None:
     ap.add_argument("--cases", default=",".join(BY_NAME))
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--results", type=Path, default=RESULTS, help="where render writes the json and md")
+    ap.add_argument(
+        "--join",
+        nargs="+",
+        type=Path,
+        help="scripts step part files of several device calls, oldest first: joined into --out's part",
+    )
     ap.add_argument("--truth-child")
     ap.add_argument("--repo", type=Path)
     ap.add_argument("--base-tree", type=Path)
@@ -579,6 +610,9 @@ def main() -> None:
     if a.export:
         export(a.liger_src, a.export)
         return
+    if a.join:
+        join(a.join, a.out / f"{NAME}.part-scripts.json")
+        return
     steps = [s for s in a.steps.split(",") if s]
     a.out.mkdir(parents=True, exist_ok=True)
     meta = {"device": device_info(), "commit": os.environ.get("KPERF_EVAL_COMMIT") or kperf_commit()}
@@ -588,7 +622,8 @@ def main() -> None:
         part_path = a.out / f"{NAME}.part-scripts.json"
         # a step run for some scripts keeps the other scripts' rows of an earlier part file (each
         # row names the kperf-ci it ran); the part is written after every script
-        old = json.loads(part_path.read_text())["scripts"] if part_path.exists() else []
+        old_part = json.loads(part_path.read_text()) if part_path.exists() else {}
+        old, old_commit = old_part.get("scripts", []), old_part.get("meta", {}).get("commit")
         rows: list[dict[str, Any]] = []
         for script in [s for s in a.scripts.split(",") if s]:
             rows.append({**run_script(a.liger, work, script, sys.executable, log), "commit": meta["commit"]})
@@ -597,7 +632,11 @@ def main() -> None:
                 f"kperf {rows[-1]['wall_s_kperf']:.1f} s",
                 flush=True,
             )
-            kept = [r for r in old if r["name"] not in {x["name"] for x in rows}]
+            kept = [
+                {**r, "commit": r.get("commit") or old_commit}
+                for r in old
+                if r["name"] not in {x["name"] for x in rows}
+            ]
             part_path.write_text(json.dumps({"meta": meta, "scripts": kept + rows}, indent=1))
     if "cases" in steps:
         log = a.out / f"{NAME}.cases.log"

@@ -135,6 +135,17 @@ def test_shards_cover_marked_tests_exactly_once(fleet_dir: pytest.Pytester) -> N
     assert shards == [_collected(fleet_dir, "--kperf-shard", f"{i}/3") for i in (1, 2, 3)]  # deterministic
 
 
+def test_kperf_all_shards_an_unedited_suite(fleet_dir: pytest.Pytester) -> None:
+    """--kperf-all marks every test, so every test is dealt round-robin (on 2 H100s the Liger tests,
+    unmarked in their files, all landed in shard 1 and the shards ran 24 and 8 tests)."""
+    fleet_dir.makepyfile(test_fleet_sample=TESTS)
+    everything = _collected(fleet_dir)
+    shards = [_collected(fleet_dir, "--kperf", "--kperf-all", "--kperf-shard", f"{i}/2") for i in (1, 2)]
+    assert sorted(sum(shards, [])) == sorted(everything)
+    assert abs(len(shards[0]) - len(shards[1])) <= 1, shards
+    assert "test_fleet_plain.py::test_plain" in sum(shards, [])
+
+
 @pytest.mark.parametrize("bad", ["0/3", "4/3", "x", "1/0", "2"])
 def test_bad_shard_is_a_usage_error(fleet_dir: pytest.Pytester, bad: str) -> None:
     r = fleet_dir.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "--kperf-shard", bad)
