@@ -90,3 +90,25 @@ def test_sweep_section_in_chromium(tmp_path: Path) -> None:
         assert "<script>al" in ticks  # the label shown as text (cut to 10 characters), never run
     finally:
         b.close()
+
+
+def test_ab_report_draws_a_scripts_sweep_base_beside_head() -> None:
+    """`kperf ab --bench`: the timed calls of one site and kernel become one sweep of the base's
+    and the head's medians; a test's rows draw none; names from the pull request are escaped."""
+    from kperf_ci.report.ab import render_html
+
+    script = "benchmark/scripts/benchmark_geglu.py"
+    rows = [
+        {"test": f"{script}::utils.run_speed_benchmark#3[bf16:{n}x14336]", "kernel": "_geglu_fwd",
+         "verdict": "slower", "ratio": 1.3, "ci_low": 1.29, "ci_high": 1.31, "pairs": 20, "seconds": 0.1,
+         "base_median_ms": 0.1 * n / 1024, "head_median_ms": 0.13 * n / 1024}
+        for n in (1024, 2048, 4096)
+    ]  # fmt: skip
+    rows.append({**rows[0], "test": "tests/test_x.py::test_y[4096]", "kernel": HOSTILE})
+    doc = {"timed": rows, "tests": [], "messages": [], "kernels": []}
+    html = render_html(doc)
+    assert html.count('<figure class="sweep">') == 1
+    assert f"_geglu_fwd: {script} utils.run_speed_benchmark#3" in html
+    assert ">base<" in html and ">head<" in html  # the legend
+    assert HOSTILE not in html and "&lt;script&gt;" in html
+    assert '<figure class="sweep">' not in render_html({**doc, "timed": rows[3:]})

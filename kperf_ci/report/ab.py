@@ -11,6 +11,7 @@ with registers / spills / instructions, region shares of CTA time).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ import jinja2
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.report.html import no_control_chars
 from kperf_ci.report.markdown import md_field
+from kperf_ci.report.plots import sweep_svg
+from kperf_ci.report.sweeps import MAX_SWEEPS
 
 MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment
 MAX_CHARS = 65_000
@@ -224,6 +227,9 @@ code{font-size:12px}ul{margin:0;padding-left:1.2em}
 <td><ul>{% for m in k.changes %}<li>{{ m }}</li>{% endfor %}</ul></td></tr>
 {% endfor %}</table>
 {% endif %}
+{% if sweeps %}<h2>Benchmark sweeps (base and head medians per do_bench call)</h2>
+{% for s in sweeps %}<figure class="sweep"><figcaption>{{ s.title }}</figcaption>{{ s.svg }}</figure>
+{% endfor %}{% endif %}
 {% if timed %}
 <h2>Timed A/B per test</h2>
 <table id="timed"><tr><th>verdict</th><th>kernel</th><th>test</th><th>change [99% CI]</th>
@@ -254,6 +260,33 @@ code{font-size:12px}ul{margin:0;padding-left:1.2em}
 
 def _ms(v: Any) -> str:
     return "?" if v is None else f"{float(v):.4g} ms"
+
+
+#: a benchmark script's call as kperf stores it: "<script>::<module>.<function>#k[<label>]"
+_SCRIPT_CALL = re.compile(r"^(?P<script>[^:]+)::(?P<site>[^\[\]]+#(?:\d+|L\d+))\[(?P<label>[^\]]*)\]$")
+
+
+def script_sweeps(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per (script, call site, kernel) of a `kperf ab --bench` run: the base's and the head's
+    median of each timed call in call order, drawn as a sweep (base beside head)."""
+    groups: dict[tuple[str, str, str], list[tuple[str, Any, Any]]] = {}
+    for t in doc.get("timed") or []:
+        m = _SCRIPT_CALL.match(str(t.get("test") or ""))
+        if m is None:
+            continue
+        key = (m["script"], m["site"], str(t.get("kernel") or ""))
+        groups.setdefault(key, []).append((m["label"], t.get("base_median_ms"), t.get("head_median_ms")))
+    out = []
+    for (script, site, kernel), points in list(groups.items())[:MAX_SWEEPS]:
+        labels = list(dict.fromkeys(label for label, _, _ in points))
+        series = [
+            ("base", "base", [(label, float(b)) for label, b, _ in points if isinstance(b, (int, float))]),
+            ("cur", "head", [(label, float(h)) for label, _, h in points if isinstance(h, (int, float))]),
+        ]
+        svg = sweep_svg(series, labels=labels, unit="ms", title=f"{kernel}: {script} {site}")
+        if svg is not None:
+            out.append({"title": f"{kernel}: {script} {site}", "svg": svg})
+    return out
 
 
 def render_html(doc: dict[str, Any]) -> str:
@@ -296,6 +329,7 @@ def render_html(doc: dict[str, Any]) -> str:
         device=doc.get("device"),
         timed=timed,
         kernels=kernels,
+        sweeps=script_sweeps(doc),
         regs=[
             {
                 "kernel": str(g["kernel"]),
