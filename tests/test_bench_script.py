@@ -314,3 +314,35 @@ def test_the_bundled_script_is_timed_on_the_gpu(tmp_path):
     medians = {v.key.test: v.metric("time.median") for v in run.results}
     assert len(medians) == 2 and all(m is not None and m.value > 0 for m in medians.values()), medians
     assert "4 do_bench call(s), 2 captured" in r.stdout
+
+
+def test_a_call_kperf_cannot_measure_is_listed_and_answered_by_do_bench(monkeypatch):
+    """GPU mode, the device faked at its boundary: the call's launch is seen, kperf's measurement
+    raises; the call is listed with the reason and the script still gets Triton's own answer."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from kperf_ci import measure
+    from kperf_ci.capture import gpu
+    from kperf_ci.capture.do_bench import BenchCall
+    from kperf_ci.plugin import bench_script
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(gpu, "capture_launches", lambda fn, **kw: (fn(), [gpu.LaunchInfo(name="k")]))
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(measure, "bench", boom)
+    settings = SimpleNamespace(bench_select=None, bench_limit=0, timing_budget_s=2.0)
+    ks = SimpleNamespace(
+        mode="gpu", settings=settings, config=SimpleNamespace(getoption=lambda *a, **k: None)
+    )
+    run = bench_script.ScriptRun(ks, "bench.py")
+    call = BenchCall("do_bench", lambda: None, "bench.main#1", "bench.py", 3, 25, 100, quantiles=[0.5])
+    call.original = lambda fn, **kw: 1.25
+    assert run.handle(call) == 1.25
+    (noted,) = run.calls
+    assert noted["status"] == "listed" and "kperf could not measure it: RuntimeError: boom" in noted["reason"]
+    assert noted["test"] == "bench.py::bench.main#1[k]"

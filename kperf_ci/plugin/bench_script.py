@@ -228,7 +228,19 @@ class ScriptRun:
             regions=False,
             gaps=False,
         )
-        m = measure.bench(req, {"fn": fn}, (), {}, cfg=timing_config(call, self.ks.settings.timing_budget_s))
+        try:
+            m = measure.bench(
+                req, {"fn": fn}, (), {}, cfg=timing_config(call, self.ks.settings.timing_budget_s)
+            )
+        except Exception as e:  # kperf's measurement failed: the script goes on with do_bench's answer
+            self.note(
+                call,
+                test,
+                "listed",
+                f"kperf could not measure it: {type(e).__name__}: {str(e)[:200]}",
+                kernels,
+            )
+            return call.run_original()
         keep(self.ks, m)
         self._store(m.variants, call)
         samples = next((v.samples for v in m.variants if v.samples), [])
@@ -267,7 +279,18 @@ class ScriptRun:
             ab_plan=self.plan,
             named=False,
         )
-        m = measure_replay.replay(req, copier, ReplayDevice.cuda())
+        try:
+            m = measure_replay.replay(req, copier, ReplayDevice.cuda())
+        except Exception as e:  # the A/B of this call failed: said, the script goes on
+            copier.clear()
+            self.note(
+                call,
+                test,
+                "listed",
+                f"kperf could not time it A/B: {type(e).__name__}: {str(e)[:200]}",
+                kernels,
+            )
+            return call.not_measured()
         keep(self.ks, m)
         self._store(m.variants, call)
         self.note(call, test, "captured", kernels=kernels)
