@@ -121,6 +121,59 @@ def test_bad_bench_arguments_are_one_line_and_exit_2(tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.slow
+def test_the_database_and_reports_are_where_kperf_looks_from_the_working_directory(tmp_path):
+    """The script lives in another tree (kperf-ci's own examples, whose pytest rootdir has a
+    pyproject): the run, and the reports of that run, land here, where `kperf show` reads."""
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "run", "--kperf-mode", "static", "--kperf-db", "sel.db",
+         "--bench", str(EXAMPLE), "--rows", "64", "--cols", "128"],
+        cwd=tmp_path, env=dict(os.environ, KPERF_BASELINE=""), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "sel.db").exists() and (tmp_path / "reports" / "index.html").exists()
+    assert not (ROOT / "sel.db").exists()
+    show = kperf("show", "--db", "sel.db", cwd=tmp_path)
+    assert show.returncode == 0, show.stderr
+
+
+RAISES = """
+import triton
+
+
+def helper():
+    raise RuntimeError("boom from script")
+
+
+helper()
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_raises_shows_its_own_traceback_short(tmp_path):
+    (tmp_path / "bench_raises.py").write_text(RAISES)
+    r = kperf(
+        "run", "--kperf-mode", "static", "--kperf-db", "r.db", "--bench", "bench_raises.py", cwd=tmp_path
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "bench_raises.py:6: in helper" in r.stdout and "RuntimeError: boom from script" in r.stdout
+    failure = r.stdout.split("FAILURES", 1)[1].split("kperf warning", 1)[0]
+    assert "kperf_ci" not in failure and "runpy" not in failure  # the script's frames only
+    assert "failed before its first triton.testing.do_bench call" in r.stdout
+    assert len(r.stdout.splitlines()) < 80
+
+
+@pytest.mark.slow
+def test_a_selection_that_matches_no_call_is_bad_input(tmp_path):
+    r = kperf(
+        "run", "--kperf-mode", "static", "--kperf-db", str(tmp_path / "r.db"),
+        "--kperf-bench-select", "nomatch*", "--bench", str(EXAMPLE), "--rows", "64", "--cols", "128",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "bench_select ['nomatch*'] matched none of the script's" in r.stdout
+
+
 SCRIPT_EXITS = """
 import sys
 import triton

@@ -33,12 +33,50 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
     `--bench SCRIPT [ARGS]` (or `--bench -m MODULE [ARGS]`), last: run that benchmark script
     unmodified instead of tests; each triton.testing.do_bench call becomes a benchmark."""
     args = list(pytest_args)
-    if any(a == "--bench" or a.startswith("--bench=") for a in args):
+    if args in (["--help"], ["-h"]):
+        click.echo(click.get_current_context().get_help() + "\n\npytest's own options follow.\n")
+    bench = next((i for i, a in enumerate(args) if a == "--bench" or a.startswith("--bench=")), len(args))
+    db, pinned = pin_paths(args[:bench])
+    args = pinned + args[bench:]
+    if bench < len(args):
         args = bench_args(args)
     proc = subprocess.run([sys.executable, "-m", "pytest", "--kperf", *args], check=False)
     if proc.returncode in (0, 1) and not env_switch(ENV_NO_REPORT):
-        _reports()
+        _reports(db)
     raise SystemExit(proc.returncode)
+
+
+#: options whose relative paths kperf run resolves from the working directory, as every other kperf
+#: command does (pytest's plugin resolves them from pytest's rootdir, which is wherever the tests or
+#: the script live: a run stored there was then reported from an older database here)
+_PATH_OPTIONS = ("--kperf-db", "--kperf-baseline")
+
+
+def pin_paths(args: list[str]) -> tuple[Path, list[str]]:
+    """(the run database, ``args`` with ``--kperf-db`` / ``--kperf-baseline`` made absolute from
+    the working directory, and ``--kperf-db`` added when not given: [tool.kperf] db as
+    `kperf show` and `kperf report` read it here)."""
+    out: list[str] = []
+    db: Path | None = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name, eq, value = a.partition("=")
+        if name in _PATH_OPTIONS and (eq or i + 1 < len(args)):
+            if not eq:
+                i += 1
+                value = args[i]
+            path = str(Path(value).expanduser().absolute()) if value else value
+            out.append(f"{name}={path}")
+            if name == "--kperf-db":
+                db = Path(path)
+        else:
+            out.append(a)
+        i += 1
+    if db is None:
+        db = Path(load_settings().db).expanduser().absolute()
+        out = [f"--kperf-db={db}", *out]
+    return db, out
 
 
 def bench_args(args: list[str]) -> list[str]:
@@ -86,13 +124,16 @@ def _module_file(module: str) -> str:
         return origin
 
 
-def _reports() -> None:
-
-    settings = load_settings()
-    if not Path(settings.db).exists():
+def _reports(db: Path) -> None:
+    if not db.exists():
+        if load_settings().save:
+            click.echo(f"kperf run: {db}: no run database was written; reports not written", err=True)
         return
-    out = Path(settings.report)
-    for args in (["-o", str(out)], ["--format", "markdown", "-o", str(out / "comment.md")]):
+    out = Path(load_settings().report)
+    for args in (
+        ["--db", str(db), "-o", str(out)],
+        ["--db", str(db), "--format", "markdown", "-o", str(out / "comment.md")],
+    ):
         try:
             report_cmd.main(args, standalone_mode=False)
         except (click.ClickException, SystemExit) as e:

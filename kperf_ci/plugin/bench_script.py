@@ -93,16 +93,28 @@ class ScriptItem(pytest.Item):
         with intercept(run.handle) as events, fake_cuda(interpreted):
             try:
                 _run_script(Path(self.path), module, argv)
-            finally:
-                run.finish(events.outside)
+            except BaseException:
+                run.finish(events.outside, failed=True)
+                raise
+            run.finish(events.outside, failed=False)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"benchmark script {self.script}"
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        """The script's own frames, short: kperf's, pytest's and runpy's frames in between would
+        bury the script's error under a thousand lines."""
         if isinstance(excinfo.value, ScriptExit):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)  # type: ignore[arg-type]
+        excinfo.traceback = excinfo.traceback.filter(lambda entry: not _machinery(str(entry.path)))
+        return super().repr_failure(excinfo, style="short")
+
+
+_MACHINERY = (f"{os.sep}kperf_ci{os.sep}", f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}")
+
+
+def _machinery(path: str) -> bool:
+    return any(m in path for m in _MACHINERY) or path.endswith("runpy.py") or path == "<frozen runpy>"
 
 
 class ScriptExit(Exception):
@@ -306,9 +318,18 @@ class ScriptRun:
 
     # -- end of the script ------------------------------------------------------------------
 
-    def finish(self, event_loops: int) -> None:
+    def finish(self, event_loops: int, *, failed: bool) -> None:
         ks = self.ks
         captured = [c for c in self.calls if c["status"] == "captured"]
+        unselected = [c for c in self.calls if c["reason"] == "not selected (bench_select)"]
+        if unselected and not captured and not failed:
+            # a selection that matches nothing is bad input, not "a kernel captured nothing"
+            examples = ", ".join(sorted({str(c["test"]) for c in unselected})[:3])
+            pytest.exit(
+                f"kperf: bench_select {self.select} matched none of the script's {len(unselected)} "
+                f"do_bench call(s) with Triton launches (e.g. {examples}); check the globs",
+                returncode=2,
+            )
         if ks.mode == "static":  # the session's "captured nothing" check counts these
             ks.marked_passed += len(self.calls)
             ks.marked_with_launches += len(captured)
@@ -322,7 +343,12 @@ class ScriptRun:
         for reason, n in reasons.items():
             ks.warn(self.script, f"{n} do_bench call(s) not captured: {reason}")
         if not self.calls:
-            ks.warn(self.script, "the script made no triton.testing.do_bench call: nothing captured")
+            ks.warn(
+                self.script,
+                "the script failed before its first triton.testing.do_bench call: nothing captured"
+                if failed
+                else "the script made no triton.testing.do_bench call: nothing captured",
+            )
         summary = {"script": self.script, "mode": ks.mode, "event_loops": event_loops, "calls": self.calls}
         ks.blobs.append(("", f"{CALLS_BLOB}:{self.script}", json.dumps(summary).encode()))
         kernels = {k for c in captured for k in c["kernels"]}

@@ -7,6 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kperf_ci.analysis.findings import findings_from_json, findings_to_json
 from kperf_ci.report.terminal import write_findings, write_status, write_summary  # noqa: F401 - the hooks' API
 from kperf_ci.store import RunDivertedError, StoreError
@@ -26,7 +28,10 @@ class InterruptWatch:
         self.ks = ks
 
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
-        self.ks.interrupted = self.ks.interrupted or "Ctrl-C while the tests ran"
+        # pytest reports pytest.exit() here too (kperf stops a run on bad input that way)
+        stopped = isinstance(excinfo.value, pytest.exit.Exception)
+        why = f"stopped: {excinfo.value}" if stopped else "Ctrl-C while the tests ran"
+        self.ks.interrupted = self.ks.interrupted or why
 
 
 def finish_session(ks: Any) -> int:

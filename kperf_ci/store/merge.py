@@ -131,12 +131,9 @@ class _Writer:
                 by_variant.setdefault(r["variant_id"], {}).setdefault(table, []).append(r)
         for vid in sorted(by_variant):
             per_table = by_variant[vid]
-            if vid == "":  # run-level blobs: one per name, the first input's
+            if vid == "":
                 for b in per_table.get("blobs", []):
-                    self.conn.execute(
-                        "INSERT OR IGNORE INTO blobs(run_id, variant_id, name, data) VALUES (?, '', ?, ?)",
-                        (out_id, b["name"], b["data"]),
-                    )
+                    self._run_blob(out_id, b["name"], b["data"])
                 continue
             key = (out_id, vid)
             if key in self.owner:
@@ -153,12 +150,35 @@ class _Writer:
                     _insert(self.conn, table, {**r, "run_id": out_id})
                     self.stats.rows += 1
 
+    def _run_blob(self, out_id: str, name: str, data: bytes) -> None:
+        """A run-level blob. Shards of one run each write their own launch manifest under the same
+        name: a second blob of that name with other bytes is kept as ``<name>:<its hash>``, which
+        the readers of per-worker parts read too (kperf_ci.capture.manifest). Merging again adds
+        nothing: bytes already held under the name or one of its parts are not stored twice."""
+        rows = self.conn.execute(
+            "SELECT name, data FROM blobs WHERE run_id = ? AND variant_id = ''", (out_id,)
+        ).fetchall()
+        held = [(d,) for n, d in rows if n == name or n.startswith(name + ":")]
+        if any(bytes(d) == bytes(data) for (d,) in held):
+            return
+        if held:
+            name = f"{name}:{hashlib.sha256(bytes(data)).hexdigest()[:12]}"
+        self.conn.execute(
+            "INSERT OR IGNORE INTO blobs(run_id, variant_id, name, data) VALUES (?, '', ?, ?)",
+            (out_id, name, data),
+        )
+
     def _same(self, out_id: str, vid: str, per_table: dict[str, list[dict[str, Any]]]) -> bool:
+        """The same measurement: equal rows, whichever test reached the variant (a kernel that
+        two shards' tests compile to the same variant is one variant, as in an unsharded run)."""
         for table in _RUN_TABLES:
             mine = _rows(
                 self.conn, f"SELECT * FROM {table} WHERE run_id = ? AND variant_id = ?", (out_id, vid)
             )
             theirs = [{**r, "run_id": out_id} for r in per_table.get(table, [])]
+            if table == "run_variants":
+                mine = [{**r, "test": ""} for r in mine]
+                theirs = [{**r, "test": ""} for r in theirs]
             if sorted(map(repr, mine)) != sorted(map(repr, theirs)):
                 return False
         return True

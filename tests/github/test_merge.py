@@ -234,3 +234,31 @@ def test_refuses_to_replace_an_existing_file_that_is_not_a_database(whole, tmp_p
     assert r.exit_code == 2, r.output
     assert str(out) in r.output and "--db" not in r.output and "--baseline" not in r.output
     assert out.read_bytes() == b"keep me, I am not a database" * 10
+
+
+def test_each_shards_launch_manifest_is_kept_and_a_shared_variant_is_no_conflict(whole, tmp_path):
+    """Static shards of one suite (the issue-26 walkthrough): each stores its own run-level
+    `launches` manifest, and a kernel that tests of both shards compile to the same variant is
+    stored by both under a different test. Both manifests survive the merge (shard 2's was dropped
+    without a word) and the shared variant is not "measured differently"."""
+    from kperf_ci.capture.manifest import BLOB, load_manifest
+
+    ids = variant_ids(whole)
+    a = part(whole, tmp_path / "a.db", set(ids), run_blobs=False)
+    b = part(whole, tmp_path / "b.db", {ids[0]}, run_blobs=False)
+    for path, rid, test in ((a, "shard-a", "tests/t.py::test_a"), (b, "shard-b", "tests/t.py::test_b")):
+        set_run(path, run_id=rid)
+        c = sqlite3.connect(path)
+        c.execute("UPDATE run_variants SET test = ? WHERE variant_id = ?", (test, ids[0]))
+        c.commit()
+        c.close()
+        store.save_blob(path, rid, "", BLOB, json.dumps({test: [{"kernel": "k"}]}))
+    out = tmp_path / "all.db"
+    r = CliRunner().invoke(main, ["merge", str(a), str(b), "-o", str(out), "--shards"])
+    assert r.exit_code == 0, r.output
+    assert "measured differently" not in r.output
+    (rid,) = [x[0] for x in sqlite3.connect(out).execute("SELECT run_id FROM runs")]
+    assert set(load_manifest(str(out), rid)) == {"tests/t.py::test_a", "tests/t.py::test_b"}
+    before = dump(out)
+    r = CliRunner().invoke(main, ["merge", str(a), str(b), "-o", str(out), "--shards"])
+    assert r.exit_code == 0 and dump(out) == before  # merging again adds nothing
