@@ -399,3 +399,10 @@ def test_a_call_kperf_cannot_measure_is_listed_and_answered_by_do_bench(monkeypa
     (noted,) = run.calls
     assert noted["status"] == "listed" and "kperf could not measure it: RuntimeError: boom" in noted["reason"]
     assert noted["test"] == "bench.py::bench.main#1[k]"
+
+
+def test_kperf_run_help_says_what_bench_does_then_pytests_options(tmp_path):
+    r = kperf("run", "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "--bench SCRIPT [ARGS]" in r.stdout and "pytest's own options follow" in r.stdout
+    assert "usage:" in r.stdout and "--kperf-bench-select" in r.stdout

@@ -37,9 +37,10 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
         click.echo(click.get_current_context().get_help() + "\n\npytest's own options follow.\n")
     bench = next((i for i, a in enumerate(args) if a == "--bench" or a.startswith("--bench=")), len(args))
     db, pinned = pin_paths(args[:bench])
-    args = pinned + args[bench:]
     if bench < len(args):
-        args = bench_args(args)
+        args = bench_args(pinned + args[bench:])
+    else:
+        args = pinned
     proc = subprocess.run([sys.executable, "-m", "pytest", "--kperf", *args], check=False)
     if proc.returncode in (0, 1) and not env_switch(ENV_NO_REPORT):
         _reports(db)
