@@ -92,8 +92,10 @@ def test_import_liger_csv_stores_one_run_per_sitting(tmp_path: Path) -> None:
 
 def test_import_liger_csv_twice_adds_nothing(tmp_path: Path) -> None:
     (tmp_path / "b.csv").write_text(SMALL, encoding="utf-8")
-    for _ in range(2):
-        assert kperf("import", "b.csv", "--db", "run.db", cwd=tmp_path).returncode == 0
+    outs = [kperf("import", "b.csv", "--db", "run.db", cwd=tmp_path) for _ in range(2)]
+    assert [r.returncode for r in outs] == [0, 0]
+    assert "already there" not in outs[0].stdout
+    assert "2 of these runs were already there and were replaced, not added" in outs[1].stdout
     runs = store.list_runs(tmp_path / "run.db")
     assert len(runs) == 2
     assert sum(len(store.load_run(tmp_path / "run.db", i.run_id).results) for i in runs) == 3
