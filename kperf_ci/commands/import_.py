@@ -86,7 +86,11 @@ def _import_liger_csv(path: Path, db: str | None, label: str | None) -> None:
     with bulk_objects():
         imported = import_csv.convert(path, import_csv.read(path), label=label, kperf_version=_version())
         settings = load_settings(db=db)
-        held = {r.run_id for r in store.list_runs(settings.db, include_incomplete=True)} if Path(settings.db).exists() else set()
+        held = (
+            {r.run_id for r in store.list_runs(settings.db, include_incomplete=True)}
+            if Path(settings.db).exists()
+            else set()
+        )
         again = sum(1 for info, _ in imported.runs if info.run_id in held)
         # one transaction per run, each replacing its deterministic id: an import cut short is
         # finished by running it again, and a second import of the same file adds nothing

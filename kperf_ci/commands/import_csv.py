@@ -24,6 +24,7 @@ import csv
 import datetime as _dt
 import hashlib
 import io
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -183,6 +184,18 @@ def convert(path: Path, rows: list[dict[str, str]], *, label: str | None, kperf_
     return out
 
 
+def _spec(provider_mode: str, x_name: str, x: str, extra: str) -> str:
+    """Comma-separated ``name=value`` tokens, as a compiled variant's specialization reads:
+    `kperf show` names variants of one kernel by the tokens that differ between them
+    (``liger/forward, T=2048, hidden_size=4096``), where the raw JSON config cut them unreadably."""
+    try:
+        config = json.loads(extra) if extra else {}
+    except ValueError:
+        config = None
+    tokens = [f"{k}={v}" for k, v in config.items()] if isinstance(config, dict) else [extra]
+    return ", ".join([provider_mode, f"{x_name}={x}", *tokens])
+
+
 def _sittings(rows: list[_Row]) -> list[list[_Row]]:
     """Rows grouped into sittings (module docstring), each in file order."""
     by_machine: dict[tuple[str, str], list[_Row]] = {}
@@ -251,7 +264,7 @@ def _run(
                 key=VariantKey(
                     kernel=c["kernel_name"],
                     arch=gpu,  # gpu mode keys variants by GPU model
-                    spec=f"{site} {c['x_name']}={x}",
+                    spec=_spec(provider_mode, c["x_name"], x, extra),
                     config=FORMAT,
                     test=f"{script}::{site}[{x}]",
                 ),

@@ -179,7 +179,10 @@ def verdict_line(comparison) -> str:
 def _short_config(config: str) -> str:
     parts = []
     for tok in config.replace(" ", "").split(","):
-        name, _, value = tok.partition("=")
+        name, eq, value = tok.partition("=")
+        if not eq:  # a config that is a plain word ("liger-csv", "pytest-benchmark")
+            parts.append(tok)
+            continue
         if name in ("num_ctas", "maxnreg") and value in ("1", "None", ""):
             continue
         parts.append({"num_warps": "w", "num_stages": "s", "num_ctas": "ctas"}.get(name, name + "=") + value)
