@@ -33,14 +33,12 @@ __all__ = [
     "PEAKS",
     "ArchLimits",
     "GpuSpec",
-    "Occupancy",
     "arch_capability",
     "arch_limits",
     "device_peak",
     "gpu_spec",
     "max_shared_per_block",
     "normalize_arch",
-    "occupancy",
     "parse_arch",
     "supported_archs",
 ]
@@ -342,7 +340,7 @@ def max_shared_per_block(capability: int) -> int:
     return MAX_SHARED_PER_BLOCK.get(capability, max(MAX_SHARED_PER_BLOCK.values()))
 
 
-# --------------------------------------------------------------------------- occupancy
+# --------------------------------------------------------------------------- per-SM limits of a part
 
 
 def arch_limits(arch: str | int, sm_count: int | None = None) -> ArchLimits:
@@ -357,60 +355,6 @@ def arch_limits(arch: str | int, sm_count: int | None = None) -> ArchLimits:
         known = sorted((a for a, v in ARCHS.items() if v.has_sm_limits), key=arch_capability)
         raise ValueError(f"unknown arch {arch!r}: expected one of {known} or a known GPU name")
     return replace(lim, sm_count=sm_count) if sm_count else lim
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    ctas_per_sm: int
-    limited_by: str  # "warps", "registers", "shared_memory", "blocks" (joined by "+" on ties), or "given"
-    limits: dict[str, int]
-
-
-def _round_up(x: int, unit: int) -> int:
-    return -(-x // unit) * unit
-
-
-def occupancy(
-    *,
-    num_warps: int,
-    registers: int | None = None,
-    shared_bytes: int | None = None,
-    arch: str | ArchLimits = "sm_90",
-) -> Occupancy:
-    """CTAs that fit on one SM at once, and the resource that limits it.
-
-    Registers are allocated per warp in ``reg_alloc_unit`` units within each sub-partition;
-    shared memory per CTA is its request plus the reserved 1 KB, rounded up to
-    ``smem_alloc_unit``: 114 KB on sm_90 takes 115 KB of the SM's 228 KB, so one CTA fits, not two.
-    """
-    # per-SM fields are set: arch_limits refuses a row without them
-    lim = arch if isinstance(arch, ArchLimits) else arch_limits(arch)
-    if num_warps <= 0:
-        raise ValueError("num_warps must be positive")
-    limits: dict[str, int] = {
-        "blocks": lim.max_blocks_per_sm,
-        "warps": lim.max_warps_per_sm // num_warps,
-    }
-    if registers:
-        if registers > lim.max_regs_per_thread:
-            raise ValueError(
-                f"{registers} registers per thread exceed the {lim.arch} limit {lim.max_regs_per_thread}"
-            )
-        per_warp = _round_up(registers * lim.warp_size, lim.reg_alloc_unit)
-        warps_per_part = (lim.regs_per_sm // lim.sub_partitions) // per_warp
-        limits["registers"] = (warps_per_part * lim.sub_partitions) // num_warps
-    if shared_bytes:
-        if shared_bytes > lim.smem_per_block:
-            raise ValueError(
-                f"{shared_bytes} bytes of shared memory exceed the {lim.arch} per-CTA limit "
-                f"{lim.smem_per_block}"
-            )
-        per_block = _round_up(shared_bytes + lim.smem_reserved_per_block, lim.smem_alloc_unit)
-        limits["shared_memory"] = lim.smem_per_sm // per_block
-    k = min(limits.values())
-    order = ["shared_memory", "registers", "warps", "blocks"]  # all resources at the minimum, joined
-    limited_by = "+".join(n for n in order if limits.get(n) == k)
-    return Occupancy(max(k, 0), limited_by, limits)
 
 
 # --------------------------------------------------------------------------- toolchain targets

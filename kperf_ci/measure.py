@@ -274,38 +274,12 @@ def build_variants(
     for info in launches:
         kernels.setdefault(info.name, info)
     single = len(kernels) == 1
-    variants: list[VariantResult] = []
-    for name, info in kernels.items():
-        spec, config = launch_spec(info)
-        key = VariantKey(
-            kernel=prefix if single else f"{prefix}/{name}",
-            arch=gpu_name,
-            spec=f"{spec} @ {req.shape}" if req.shape else spec,
-            config=config,
-            test=req.nodeid,
-            source=getattr(getattr(info.jit_fn, "fn", None), "__module__", "") + f"::{name}",
+    variants = [
+        _kernel_variant(
+            req, out, prefix if single else f"{prefix}/{name}", name, info, regions, gpu_name, sm_count
         )
-        metrics = list(info.static)
-        region = regions.get(name)
-        if region is not None:
-            metrics += region.to_metrics()
-            metrics.append(metric("region.dropped_events", region.dropped_events))
-            for w in region.warnings:
-                out.warn(f"{name}: {w}")
-            findings = region_findings(out, name, info, region, sm_count)
-            out.blobs.append((key.id, "timeline.npz", region.timeline_bytes()))
-        else:
-            findings = []
-        variant = VariantResult(
-            key=key,
-            metrics=metrics,
-            tags=list(req.tags),
-            thresholds=dict(req.thresholds),
-            sass_hash=info.sass_hash,
-        )
-        attach_findings(out, variant, findings)
-        variants.append(variant)
-
+        for name, info in kernels.items()
+    ]
     timed_variant = variants[0] if single else None
     if timed_variant is None:
         names = canonical_json(sorted(kernels))
@@ -321,6 +295,65 @@ def build_variants(
             thresholds=dict(req.thresholds),
         )
         variants.insert(0, timed_variant)
+    _attach_timing(req, out, timed_variant, timed, ab, sequence, gpu_name)
+    return variants
+
+
+def _kernel_variant(
+    req: Request,
+    out: Measurement,
+    kernel: str,
+    name: str,
+    info: Any,
+    regions: dict[str, Any],
+    gpu_name: str,
+    sm_count: int,
+) -> VariantResult:
+    """The variant of one launched kernel: its static metrics, and from its instrumented run
+    (when there was one) its region metrics, timeline blob and analyses' findings."""
+    spec, config = launch_spec(info)
+    key = VariantKey(
+        kernel=kernel,
+        arch=gpu_name,
+        spec=f"{spec} @ {req.shape}" if req.shape else spec,
+        config=config,
+        test=req.nodeid,
+        source=getattr(getattr(info.jit_fn, "fn", None), "__module__", "") + f"::{name}",
+    )
+    metrics = list(info.static)
+    region = regions.get(name)
+    if region is not None:
+        metrics += region.to_metrics()
+        metrics.append(metric("region.dropped_events", region.dropped_events))
+        for w in region.warnings:
+            out.warn(f"{name}: {w}")
+        findings = region_findings(out, name, info, region, sm_count)
+        out.blobs.append((key.id, "timeline.npz", region.timeline_bytes()))
+    else:
+        findings = []
+    variant = VariantResult(
+        key=key,
+        metrics=metrics,
+        tags=list(req.tags),
+        thresholds=dict(req.thresholds),
+        sass_hash=info.sass_hash,
+    )
+    attach_findings(out, variant, findings)
+    return variant
+
+
+def _attach_timing(
+    req: Request,
+    out: Measurement,
+    timed_variant: VariantResult,
+    timed: Any,
+    ab: Any,
+    sequence: tuple[list, list] | None,
+    gpu_name: str,
+) -> None:
+    """The callable's timing on its variant: metrics, plausibility, samples and timing record,
+    the launch-sequence findings and kernel records, and the A/B result with both sides'
+    samples when it was timed A/B."""
     timed_variant.metrics += timed.to_metrics() + plausibility_metrics(req, out, timed, gpu_name)
     if sequence:
         findings, records = sequence
@@ -345,7 +378,6 @@ def build_variants(
             }
         )
         out.ab_results.append((req.nodeid, timed_variant.key.label(), ab.describe(), ab.verdict))
-    return variants
 
 
 def region_findings(out: Measurement, name: str, info: Any, region: Any, sm_count: int) -> list:

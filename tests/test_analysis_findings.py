@@ -18,7 +18,8 @@ from kperf_ci.analysis import (
     wave_quantization,
 )
 from kperf_ci.analysis.findings import Finding, flagged
-from kperf_ci.hardware import arch_limits, occupancy
+from kperf_ci.analysis.occupancy import occupancy
+from kperf_ci.hardware import arch_limits
 from kperf_ci.traces.kernel_records import KernelRecord, records_from_chrome_trace
 from kperf_ci.traces.records import Timeline
 

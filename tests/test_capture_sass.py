@@ -12,6 +12,7 @@ import pytest
 from fixtures.catalogue import uncatalogued
 
 from kperf_ci.capture import sass
+from kperf_ci.capture.ptx import classify_ptx, ptx_instructions, ptx_opcode
 
 DATA = Path(__file__).parent / "data" / "capture"
 ROOT = Path(__file__).parent.parent
@@ -72,18 +73,18 @@ def test_opcode_and_classify():
     assert sass.classify_sass("BAR") == "barrier"
     assert sass.classify_sass("F2FP") == "convert"
     assert sass.classify_sass("WHATEVER") == "other"
-    assert sass.classify_ptx("ld.global.v4.b32") == "global_load"
-    assert sass.classify_ptx("ld.param.b64") == "other"
-    assert sass.classify_ptx("ld.shared.b32") == "shared_load"
-    assert sass.classify_ptx("st.global.b32") == "global_store"
-    assert sass.classify_ptx("cp.async.cg.shared.global") == "async_copy"
-    assert sass.classify_ptx("cp.async.bulk.tensor.2d.shared::cluster.global") == "tma"
-    assert sass.classify_ptx("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16") == "wgmma"
-    assert sass.classify_ptx("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == "mma"
-    assert sass.classify_ptx("ex2.approx.f32") == "sfu"
-    assert sass.classify_ptx("cvt.rn.f16x2.f32") == "convert"
-    assert sass.classify_ptx("bar.sync") == "barrier"
-    assert sass.classify_ptx("ret") == "branch"
+    assert classify_ptx("ld.global.v4.b32") == "global_load"
+    assert classify_ptx("ld.param.b64") == "other"
+    assert classify_ptx("ld.shared.b32") == "shared_load"
+    assert classify_ptx("st.global.b32") == "global_store"
+    assert classify_ptx("cp.async.cg.shared.global") == "async_copy"
+    assert classify_ptx("cp.async.bulk.tensor.2d.shared::cluster.global") == "tma"
+    assert classify_ptx("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16") == "wgmma"
+    assert classify_ptx("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == "mma"
+    assert classify_ptx("ex2.approx.f32") == "sfu"
+    assert classify_ptx("cvt.rn.f16x2.f32") == "convert"
+    assert classify_ptx("bar.sync") == "barrier"
+    assert classify_ptx("ret") == "branch"
 
 
 def test_ptx_instructions_skip_directives_and_labels():
@@ -108,8 +109,8 @@ $L__BB0_1:
 .b8 1
 \t}
 """
-    insts = sass.ptx_instructions(ptx)
-    assert [sass.ptx_opcode(i) for i in insts] == ["ld.param.b64", "ld.global.b32", "add.f32", "ret"]
+    insts = ptx_instructions(ptx)
+    assert [ptx_opcode(i) for i in insts] == ["ld.param.b64", "ld.global.b32", "add.f32", "ret"]
 
 
 def test_parse_res_usage_and_ptxas_log():

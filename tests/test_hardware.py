@@ -1,10 +1,12 @@
-"""kperf_ci.hardware: arch names, the per-arch and per-GPU table, occupancy from its limits."""
+"""kperf_ci.hardware: arch names, the per-arch and per-GPU table, occupancy from its limits
+(computed in kperf_ci.analysis.occupancy)."""
 
 from __future__ import annotations
 
 import pytest
 
 from kperf_ci import hardware
+from kperf_ci.analysis.occupancy import occupancy
 from kperf_ci.hardware import (
     ARCHS,
     GPUS,
@@ -15,7 +17,6 @@ from kperf_ci.hardware import (
     device_peak,
     gpu_spec,
     normalize_arch,
-    occupancy,
     parse_arch,
 )
 

@@ -297,37 +297,26 @@ def test_xdist_worker_whose_part_was_diverted_leaves_the_run_incomplete(tmp_path
     from types import SimpleNamespace
 
     from kperf_ci.plugin import finish
+    from kperf_ci.plugin.session import KperfSession
 
     side = store.pending_path(tmp_path / "run.db", "r1")
 
     def save() -> None:
         raise store.RunDivertedError(tmp_path / "run.db", "r1", side)
 
-    worker = SimpleNamespace(
-        interrupted=None,
+    worker = KperfSession(
+        config=None,  # type: ignore[arg-type]
+        settings=SimpleNamespace(save=True),  # type: ignore[arg-type]
+        mode="static",
+        run_id="r1",
         is_worker=True,
-        errors=[],
-        warnings=[],
-        ab_results=[],
-        findings=[],
-        settings=SimpleNamespace(save=True),
-        compile_pending=lambda: None,
-        save=save,
-        compare_with_baseline=lambda: None,
-        capture_error=lambda: None,
         marked_passed=1,
         marked_with_launches=1,
     )
+    worker.save = save  # type: ignore[method-assign]
+    worker.compare_with_baseline = lambda: None  # type: ignore[method-assign]
     assert finish.finish_session(worker) == finish.KPERF_FAILED
-    controller = SimpleNamespace(
-        interrupted=None,
-        errors=[],
-        warnings=[],
-        ab_results=[],
-        findings=[],
-        marked_passed=0,
-        marked_with_launches=0,
-    )
+    controller = KperfSession(config=None, settings=None, mode="static", run_id="r1")  # type: ignore[arg-type]
     finish.merge_worker_output(controller, finish.worker_output(worker))
     assert controller.interrupted and str(side) in controller.interrupted
     assert controller.errors and str(side) in controller.errors[0][1]

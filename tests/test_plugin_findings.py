@@ -12,6 +12,7 @@ from kperf_ci import measure
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin import finish
+from kperf_ci.plugin.session import KperfSession
 from kperf_ci.traces.kernel_records import KernelRecord, records_from_json, records_to_json
 
 ITEM = SimpleNamespace(nodeid="test_layer.py::test_layer")
@@ -22,11 +23,9 @@ def _ks() -> measure.Measurement:
     return measure.Measurement(ITEM.nodeid)
 
 
-def _plugin_session() -> SimpleNamespace:
-    """What finish's worker hand-over uses of KperfSession."""
-    s = SimpleNamespace(warnings=[], findings=[], interrupted=None, marked_passed=0, marked_with_launches=0)
-    s.warn = lambda nodeid, msg: s.warnings.append((nodeid, msg))
-    return s
+def _plugin_session() -> KperfSession:
+    """A KperfSession without a pytest config: the worker hand-over uses none of it."""
+    return KperfSession(config=None, settings=None, mode="gpu", run_id="r1")  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -40,7 +40,13 @@ def wrong(src: str) -> str:
 
 def cheats(src: str) -> list[Cheat]:
     """One candidate per hack the verifier guards against (vector-add original text ``src``)."""
-    c = [
+    return [*_work_elsewhere(src), *_fool_the_checks(src), *_depend_on_who_watches(src)]
+
+
+def _work_elsewhere(src: str) -> list[Cheat]:
+    """Hacks whose result does not come from the measured kernel: over the network, from torch,
+    from the reference itself, from a cache, or from a side stream the timer does not wait for."""
+    return [
         Cheat(
             "network",
             "network",
@@ -87,6 +93,13 @@ def cheats(src: str) -> list[Cheat]:
             ),
             why="launches on a side stream and returns unsynchronized (gpu-mode reference-kernels)",
         ),
+    ]
+
+
+def _fool_the_checks(src: str) -> list[Cheat]:
+    """Hacks that fool the clock or the correctness check: patched timers, lower precision, a
+    lazy proxy, aliased or overwritten inputs, NaN."""
+    return [
         Cheat(
             "patched_timers",
             "patched_timers",
@@ -141,6 +154,13 @@ def cheats(src: str) -> list[Cheat]:
             _sub(src, _STORE, ("    output = tl.where(offsets == 0, float('nan'), output)\n" + _STORE)),
             why="leaves NaN where comparisons with NaN pass in a careless checker",
         ),
+    ]
+
+
+def _depend_on_who_watches(src: str) -> list[Cheat]:
+    """Hacks that behave well only for some observer: fast on the zeros a careless benchmark
+    feeds, or working only while the checker's torch function mode is on."""
+    return [
         Cheat(
             "value_dependent_speed",
             "value_dependent_speed",
@@ -175,7 +195,6 @@ def cheats(src: str) -> list[Cheat]:
             why="does the work only while the checker watches; timed, it is impossibly fast",
         ),
     ]
-    return c
 
 
 def _real(src: str) -> str:

@@ -106,9 +106,34 @@ class Agent:
         return self.proposer.propose(build_messages(ctx, base.code), self.target.launcher)
 
     def run(self, trigger: str) -> LoopResult:
+        """Rounds until a budget is spent, patience runs out or the proposer stops; the session,
+        every variant and the stop reason are in the population."""
         t0 = self.clock()
         if isinstance(self.proposer, LLMProposer):
             self.proposer.max_calls = self.budget.llm_calls
+        sid, orig_id = self._start_session(trigger)
+        rounds, idle, stop = 0, 0, ""
+        while not (stop := self._stop_reason(rounds, idle, t0)):
+            rounds += 1
+            new_best, stop = self._round(sid, rounds, t0)
+            if stop:
+                break
+            idle = 0 if new_best else idle + 1
+        self.pop.finish_session(sid, stop)
+        return LoopResult(
+            sid,
+            stop,
+            rounds,
+            self.proposer.calls,
+            self.gpu_seconds,
+            self.clock() - t0,
+            self.pop.best(sid),
+            orig_id,
+        )
+
+    def _start_session(self, trigger: str) -> tuple[str, int]:
+        """A new session in the population with the original as its round-0 variant:
+        (session id, the original's variant id)."""
         sid = self.pop.start_session(
             kernel=self.target.name,
             module=self.target.module,
@@ -130,66 +155,36 @@ class Agent:
             knobs=knobs0,
             timings={"ratio": 1.0},
         )
-        rounds, idle, stop = 0, 0, ""
-        while not (stop := self._stop_reason(rounds, idle, t0)):
-            rounds += 1
-            best = self.pop.best(sid)
-            base = best or self.pop.variants(sid)[0]
-            history = [
-                {"hypothesis": v.hypothesis, "verdict": v.verdict, "reason": v.reason, "ratio": v.ratio}
-                for v in self.pop.variants(sid)[1:]
-            ]
-            try:
-                prop = self._propose(base, history)
-            except ProposerError as e:
-                self.pop.add_variant(
-                    sid,
-                    parent_id=base.id,
-                    round=rounds,
-                    code="",
-                    hypothesis="",
-                    proposer="llm",
-                    verdict=pop.PROPOSER_ERROR,
-                    hack=e.kind,
-                    reason=str(e),
-                )
-                self.progress(f"round {rounds}: no proposal ({e})")
-                idle += 1
-                if e.kind in ("budget", "http"):
-                    stop = f"proposer stopped: {e}"
-                    break
-                continue
-            if prop is None:
-                stop = "search space exhausted"
-                break
-            if any(v.code == prop.source for v in self.pop.variants(sid)):  # no GPU time twice
-                self.pop.add_variant(
-                    sid,
-                    parent_id=base.id,
-                    round=rounds,
-                    code=prop.source,
-                    hypothesis=prop.hypothesis,
-                    proposer=prop.proposer,
-                    verdict=pop.DUPLICATE,
-                    reason="the same code as an earlier variant",
-                )
-                self.progress(f"round {rounds}: {prop.hypothesis} -> duplicate of an earlier variant")
-                idle += 1
-                continue
-            remaining = self.budget.wall_s - (self.clock() - t0)
-            v = self.verifier(
-                self.target.name,
-                self.original_path,
-                prop.source,
-                device=self.cfg.device,
-                seeds=self.cfg.seeds,
-                timeout_s=max(1.0, min(self.cfg.timeout_s, remaining)),
-                bench=self.cfg.device == "cuda",
-                bench_budget_s=self.cfg.bench_budget_s,
-                value_check=self.cfg.value_check,
+        return sid, orig_id
+
+    def _round(self, sid: str, rounds: int, t0: float) -> tuple[bool, str]:
+        """One round from the best variant so far: (a new best?, why the loop stops now or "").
+        A proposer error or a duplicate is recorded and counts as a round without progress."""
+        best = self.pop.best(sid)
+        base = best or self.pop.variants(sid)[0]
+        history = [
+            {"hypothesis": v.hypothesis, "verdict": v.verdict, "reason": v.reason, "ratio": v.ratio}
+            for v in self.pop.variants(sid)[1:]
+        ]
+        try:
+            prop = self._propose(base, history)
+        except ProposerError as e:
+            self.pop.add_variant(
+                sid,
+                parent_id=base.id,
+                round=rounds,
+                code="",
+                hypothesis="",
+                proposer="llm",
+                verdict=pop.PROPOSER_ERROR,
+                hack=e.kind,
+                reason=str(e),
             )
-            self.gpu_seconds += v.gpu_seconds
-            verdict, timings = self._judge(v, best)
+            self.progress(f"round {rounds}: no proposal ({e})")
+            return False, (f"proposer stopped: {e}" if e.kind in ("budget", "http") else "")
+        if prop is None:
+            return False, "search space exhausted"
+        if any(v.code == prop.source for v in self.pop.variants(sid)):  # no GPU time twice
             self.pop.add_variant(
                 sid,
                 parent_id=base.id,
@@ -197,31 +192,59 @@ class Agent:
                 code=prop.source,
                 hypothesis=prop.hypothesis,
                 proposer=prop.proposer,
-                verdict=verdict,
-                knobs=dict(prop.knobs),
-                hack=v.hack,
-                reason=v.reason,
-                checks=v.correctness,
-                timings=timings,
-                profile={"value_dependence_ms": v.extra.get("value_dependence_ms")},
+                verdict=pop.DUPLICATE,
+                reason="the same code as an earlier variant",
             )
-            self.progress(
-                f"round {rounds}: {prop.hypothesis} -> {verdict}"
-                + (f" ({v.hack}: {v.reason})" if not v.ok else "")
-                + (f" ratio {timings['ratio']:.4f}" if timings.get("ratio") is not None else "")
-            )
-            idle = 0 if verdict == pop.FASTER else idle + 1  # FASTER means: a new best (see _judge)
-        self.pop.finish_session(sid, stop)
-        return LoopResult(
-            sid,
-            stop,
-            rounds,
-            self.proposer.calls,
-            self.gpu_seconds,
-            self.clock() - t0,
-            self.pop.best(sid),
-            orig_id,
+            self.progress(f"round {rounds}: {prop.hypothesis} -> duplicate of an earlier variant")
+            return False, ""
+        return self._verify_and_record(sid, rounds, base, best, prop, t0), ""
+
+    def _verify_and_record(
+        self,
+        sid: str,
+        rounds: int,
+        base: pop.VariantRow,
+        best: pop.VariantRow | None,
+        prop: Proposal,
+        t0: float,
+    ) -> bool:
+        """Verify (and on a GPU benchmark) the proposal within the wall time left, record the
+        variant with its verdict; True when it is a new best."""
+        remaining = self.budget.wall_s - (self.clock() - t0)
+        v = self.verifier(
+            self.target.name,
+            self.original_path,
+            prop.source,
+            device=self.cfg.device,
+            seeds=self.cfg.seeds,
+            timeout_s=max(1.0, min(self.cfg.timeout_s, remaining)),
+            bench=self.cfg.device == "cuda",
+            bench_budget_s=self.cfg.bench_budget_s,
+            value_check=self.cfg.value_check,
         )
+        self.gpu_seconds += v.gpu_seconds
+        verdict, timings = self._judge(v, best)
+        self.pop.add_variant(
+            sid,
+            parent_id=base.id,
+            round=rounds,
+            code=prop.source,
+            hypothesis=prop.hypothesis,
+            proposer=prop.proposer,
+            verdict=verdict,
+            knobs=dict(prop.knobs),
+            hack=v.hack,
+            reason=v.reason,
+            checks=v.correctness,
+            timings=timings,
+            profile={"value_dependence_ms": v.extra.get("value_dependence_ms")},
+        )
+        self.progress(
+            f"round {rounds}: {prop.hypothesis} -> {verdict}"
+            + (f" ({v.hack}: {v.reason})" if not v.ok else "")
+            + (f" ratio {timings['ratio']:.4f}" if timings.get("ratio") is not None else "")
+        )
+        return verdict == pop.FASTER  # FASTER means: a new best (see _judge)
 
     def _judge(self, v: Verdict, best: pop.VariantRow | None) -> tuple[str, dict[str, Any]]:
         if not v.ok:

@@ -26,6 +26,7 @@ outside every region, which more stages cannot remove (benchmarks/results/analys
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -83,8 +84,43 @@ def overlap(
     is_mem = np.isin(regions, mem_names)
     is_loop = np.array([is_loop_region(r) for r in regions], dtype=bool)
 
-    busy, bubble, exposed, ovl = [], [], [], []
-    bubbles: list[dict] = []
+    per_cta = _per_cta(tl, regions, is_comp, is_mem, is_loop, min_bubble_ns)
+    if not per_cta.busy:
+        return []
+    return _findings(
+        per_cta,
+        comp_names,
+        mem_names,
+        exposed_threshold=exposed_threshold,
+        bubble_threshold=bubble_threshold,
+        max_bubbles=max_bubbles,
+    )
+
+
+@dataclass
+class _PerCta:
+    """Per CTA with compute regions and a main loop: the fractions of its window that were
+    tensor-core busy, bubble and exposed memory, memory overlapped (CTAs with memory waits only),
+    and every bubble of every CTA."""
+
+    busy: list[float] = field(default_factory=list)
+    bubble: list[float] = field(default_factory=list)
+    exposed: list[float] = field(default_factory=list)
+    ovl: list[float] = field(default_factory=list)
+    bubbles: list[dict] = field(default_factory=list)
+
+
+def _per_cta(
+    tl: Timeline,
+    regions: np.ndarray,
+    is_comp: np.ndarray,
+    is_mem: np.ndarray,
+    is_loop: np.ndarray,
+    min_bubble_ns: float,
+) -> _PerCta:
+    """Step 1: each CTA's main-loop window, its compute and memory unions within it, and the gaps
+    between compute regions (the bubbles, with the named regions open during each)."""
+    out = _PerCta()
     for c, idx in group_slices(tl.cta)[1]:
         comp, mem, lp = is_comp[idx], is_mem[idx], is_loop[idx]
         if not comp.any():
@@ -105,18 +141,18 @@ def overlap(
         mem_len = float(np.sum(mu[1] - mu[0]))
         both = intervals.intersect(mu, cu)
         both_len = float(np.sum(both[1] - both[0]))
-        busy.append(comp_len / window)
-        exposed.append((mem_len - both_len) / window)
+        out.busy.append(comp_len / window)
+        out.exposed.append((mem_len - both_len) / window)
         if mem_len > 0:
-            ovl.append(both_len / mem_len)
+            out.ovl.append(both_len / mem_len)
         gs, ge = intervals.gaps(cu[0], cu[1], lo, hi)
-        bubble.append(float(np.sum(ge - gs)) / window)
+        out.bubble.append(float(np.sum(ge - gs)) / window)
         named = ~lp & (rg != "kernel")
         rn, rs, re_ = rg[named], st[named], en[named]
         for a, z in zip(gs, ge, strict=True):
             if z - a >= min_bubble_ns:
                 open_regions = sorted(set(rn[(rs < z) & (re_ > a)].tolist()))
-                bubbles.append(
+                out.bubbles.append(
                     {
                         "cta": int(c),
                         "start_ns": float(a),
@@ -125,8 +161,26 @@ def overlap(
                         "during": open_regions,
                     }
                 )
-    if not busy:
-        return []
+    return out
+
+
+def _findings(
+    per_cta: _PerCta,
+    comp_names: list[str],
+    mem_names: list[str],
+    *,
+    exposed_threshold: float,
+    bubble_threshold: float,
+    max_bubbles: int,
+) -> list[Finding]:
+    """Step 2: medians over CTAs, the flags, and the four findings with their wording."""
+    busy, bubble, exposed, ovl, bubbles = (
+        per_cta.busy,
+        per_cta.bubble,
+        per_cta.exposed,
+        per_cta.ovl,
+        per_cta.bubbles,
+    )
     bubbles.sort(key=lambda b: -b["ns"])
     n = len(busy)
     b_med = float(np.median(bubble))

@@ -12,10 +12,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from kperf_ci.hardware import ArchLimits, Occupancy, arch_limits, occupancy
+from kperf_ci.hardware import ArchLimits, arch_limits
 
 from .findings import Finding, pct
-from .occupancy import sm_busy
+from .occupancy import Occupancy, occupancy, sm_busy
 from .timeline import Timeline
 from .underfill import single_partial_wave
 

@@ -40,6 +40,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,18 +118,53 @@ def instrument_callable_all(
 ) -> dict[str, RegionResult]:
     """Run `fn()` once with regions inserted in every Triton kernel it launches; one
     RegionResult per kernel name, in launch order."""
-    import time
-
-    import torch
-    import triton
-    import triton.profiler as proton
-
     cfg = cfg or RegionConfig()
     enable_triton_semantic()
     own_dir = workdir is None
     wd = Path(tempfile.mkdtemp(prefix="kperf_regions_") if own_dir else workdir)
     wd.mkdir(parents=True, exist_ok=True)
     base = wd / f"regions_{cfg.key()}"
+    run = _instrumented_run(fn, cfg, base)
+    files = sorted(p for p in wd.glob(base.name + "*") if p.is_file())
+    if not files:
+        raise RuntimeError(f"Proton wrote no trace under {wd} (log: {run.log.getvalue()[-500:]})")
+    events = load_trace(files[0])
+    traces = parse_events(events)
+    if not traces:
+        head = files[0].read_text()[:1500]
+        raise RuntimeError(f"no CTA slices recognised in Proton's trace {files[0].name}; it begins: {head}")
+    out = _region_results(run, traces, cfg, str(files[0]) if keep_trace else None)
+    if own_dir and not keep_trace:
+        for p in files:
+            p.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            wd.rmdir()
+    return out
+
+
+@dataclass
+class _Run:
+    """What one instrumented run left: the launches it made, the profile buffers kept per
+    kernel, Proton's log, the SM clock NVML read after it, its host seconds, and the hook (which
+    reports what the region pass did to each kernel)."""
+
+    launches: list[Any]
+    raws: dict[str, KernelTrace]
+    log: io.StringIO
+    nvml_mhz: float | None
+    host_s: float
+    hook: Any
+
+
+def _instrumented_run(fn: Callable[[], Any], cfg: RegionConfig, base: Path) -> _Run:
+    """Step 1: ``fn()`` once inside a Proton instrumentation session writing to ``base``, with
+    the region pass hooked into every compile and the profile buffers kept."""
+    import time
+
+    import torch
+    import triton
+    import triton.profiler as proton
+
     try:
         nvml = CudaBackend()._nvml
     except Exception:
@@ -158,15 +194,22 @@ def instrument_callable_all(
                     proton.finalize(session)
                 log.write(captured.getvalue())
     host_s = time.perf_counter() - t0
+    return _Run(launches, raws, log, nvml_mhz, host_s, hook)
 
-    files = sorted(p for p in wd.glob(base.name + "*") if p.is_file())
-    if not files:
-        raise RuntimeError(f"Proton wrote no trace under {wd} (log: {log.getvalue()[-500:]})")
-    events = load_trace(files[0])
-    traces = parse_events(events)
-    if not traces:
-        head = files[0].read_text()[:1500]
-        raise RuntimeError(f"no CTA slices recognised in Proton's trace {files[0].name}; it begins: {head}")
+
+def _region_results(
+    run: _Run, traces: dict[str, KernelTrace], cfg: RegionConfig, trace_path: str | None
+) -> dict[str, RegionResult]:
+    """Step 2: one RegionResult per kernel name in launch order (then any other traced kernel),
+    with the pass's warnings; a kernel launched without instrumentation gets an empty one."""
+    launches, raws, log, nvml_mhz, host_s, hook = (
+        run.launches,
+        run.raws,
+        run.log,
+        run.nvml_mhz,
+        run.host_s,
+        run.hook,
+    )
     grids: dict[str, tuple[int, int, int] | None] = {}
     not_instrumented = []
     for info in launches:
@@ -187,7 +230,7 @@ def instrument_callable_all(
             nvml_mhz=nvml_mhz,
             device_mhz=dev_mhz,
             grid=grids.get(name),
-            trace_path=str(files[0]) if keep_trace else None,
+            trace_path=trace_path,
             raw=raws.get(name),
         )
         r.host_seconds = host_s
@@ -203,11 +246,6 @@ def instrument_callable_all(
         if name not in out:
             out[name] = build_result(KernelTrace.empty(name), cfg, grid=grids.get(name))
             out[name].warnings.append("kernel was launched without instrumentation (compiled elsewhere?)")
-    if own_dir and not keep_trace:
-        for p in files:
-            p.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            wd.rmdir()
     return out
 
 

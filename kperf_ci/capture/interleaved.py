@@ -128,20 +128,8 @@ def adaptive_ab(
     cfg = cfg or timing.TimingConfig()
     be = backend if backend is not None else timing.default_backend()
     flush = timing.should_flush(cfg, be)
-    sides = {"base": timing.Variant("base", base_fn), "head": timing.Variant("head", head_fn)}
-    warnings: list[str] = []
-
     t_warm = be.host_time()
-    for v in sides.values():
-        timing.warmup(v, be, cfg, flush)
-    for v in sides.values():
-        timing.choose_method(v, be, cfg)
-    if sides["base"].method != sides["head"].method:  # never compare a graph replay with plain calls
-        for name, fn in (("base", base_fn), ("head", head_fn)):
-            sides[name].calls, sides[name].k, sides[name].method = [fn], 0, "events"
-        warnings.append("CUDA-graph replay worked on one side only: both timed with plain events")
-    for v in sides.values():
-        warnings.extend(f"{v.name}: {w}" for w in v.warnings)
+    sides, warnings = _warm_sides(base_fn, head_fn, be, cfg, flush)
     warmup_s = be.host_time() - t_warm
     # Untimed calls at the start of every round: after the host-side check between rounds the
     # device has idled, and the first call after an idle gap runs slow (capture.timing's re-warm).
@@ -158,29 +146,9 @@ def adaptive_ab(
     while len(base_ms) < max_pairs:
         n = min(size, max_pairs - len(base_ms))
         n = max(2, n // 2 * 2)
-        marks = []
-        for name in ("base", "head") if len(base_ms) % 4 == 0 else ("head", "base"):
-            for _ in range(rewarm[name]):
-                if flush:
-                    be.flush()
-                sides[name].next_call()()
-        for k in range(n):
-            hf = (len(base_ms) + k) % 2 == 1
-            order = ("head", "base") if hf else ("base", "head")
-            pair = {}
-            for name in order:
-                call = sides[name].next_call()
-                if flush:
-                    be.flush()
-                a = be.marker()
-                call()
-                b = be.marker()
-                pair[name] = (a, b)
-            marks.append((pair, hf))
-        be.synchronize()
-        for pair, hf in marks:
-            base_ms.append(be.elapsed_ms(*pair["base"]))
-            head_ms.append(be.elapsed_ms(*pair["head"]))
+        for b_ms, h_ms, hf in _time_round(sides, be, flush, rewarm, n, len(base_ms)):
+            base_ms.append(b_ms)
+            head_ms.append(h_ms)
             head_first.append(hf)
         rounds += 1
         comparison = ab_verdict(
@@ -216,6 +184,54 @@ def adaptive_ab(
         head_first=head_first,
         warnings=warnings,
     )
+
+
+def _warm_sides(
+    base_fn: Callable[[], Any], head_fn: Callable[[], Any], be: Any, cfg: Any, flush: bool
+) -> tuple[dict[str, timing.Variant], list[str]]:
+    """Warm both sides up and choose how each is timed, forcing plain events on both when a
+    CUDA-graph replay worked on one side only; (the sides, their warnings)."""
+    sides = {"base": timing.Variant("base", base_fn), "head": timing.Variant("head", head_fn)}
+    warnings: list[str] = []
+    for v in sides.values():
+        timing.warmup(v, be, cfg, flush)
+    for v in sides.values():
+        timing.choose_method(v, be, cfg)
+    if sides["base"].method != sides["head"].method:  # never compare a graph replay with plain calls
+        for name, fn in (("base", base_fn), ("head", head_fn)):
+            sides[name].calls, sides[name].k, sides[name].method = [fn], 0, "events"
+        warnings.append("CUDA-graph replay worked on one side only: both timed with plain events")
+    for v in sides.values():
+        warnings.extend(f"{v.name}: {w}" for w in v.warnings)
+    return sides, warnings
+
+
+def _time_round(
+    sides: dict[str, timing.Variant], be: Any, flush: bool, rewarm: dict[str, int], n: int, done: int
+) -> list[tuple[float, float, bool]]:
+    """One round: the untimed re-warm calls, then ``n`` pairs, the order alternating pair by pair
+    from the ``done`` pairs before; one synchronize, then (base ms, head ms, head first?) each."""
+    marks = []
+    for name in ("base", "head") if done % 4 == 0 else ("head", "base"):
+        for _ in range(rewarm[name]):
+            if flush:
+                be.flush()
+            sides[name].next_call()()
+    for k in range(n):
+        hf = (done + k) % 2 == 1
+        order = ("head", "base") if hf else ("base", "head")
+        pair = {}
+        for name in order:
+            call = sides[name].next_call()
+            if flush:
+                be.flush()
+            a = be.marker()
+            call()
+            b = be.marker()
+            pair[name] = (a, b)
+        marks.append((pair, hf))
+    be.synchronize()
+    return [(be.elapsed_ms(*pair["base"]), be.elapsed_ms(*pair["head"]), hf) for pair, hf in marks]
 
 
 # --------------------------------------------------------------------------------------------

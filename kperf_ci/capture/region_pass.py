@@ -209,6 +209,14 @@ def _block_of(lines: list[str], first: int, last: int) -> tuple[int, int]:
     return first + 1, last  # the op's own `{` line and its closing `}` line
 
 
+#: Insertion points: line index -> [(sort key, text)], each text inserted before that line.
+_Insertions = dict[int, list[tuple[tuple, str]]]
+
+
+def _add(ins: _Insertions, pos: int, key: tuple, text_: str) -> None:
+    ins.setdefault(pos, []).append((key, text_))
+
+
 def insert_regions(text: str, cfg: RegionConfig) -> tuple[str, PassReport]:
     """Insert the configured `proton.record` pairs into a TTGIR module text."""
     rep = PassReport()
@@ -228,9 +236,30 @@ def insert_regions(text: str, cfg: RegionConfig) -> tuple[str, PassReport]:
         )
         return text, rep
     ret = len(ops) - 1
-    body_indent = _indent(lines[ops[0][0]])
+    user = _user_scopes(lines, ops)
+    user_names = set(regions_in_ttgir(text))
+    rep.user_scopes = sorted(user_names)
+    loops = [k for k, n in enumerate(names) if n == "scf.for"]
 
-    # user scopes at the top level: (name, start op index, end op index)
+    ins: _Insertions = {}
+    accepted = _accepted(_candidates(cfg, loops, ret), user, user_names, rep)
+    _add_phase_records(ins, lines, ops, accepted, rep)
+    if cfg.per_iteration:
+        _add_iteration_records(ins, lines, ops, loops, user_names, rep)
+    if cfg.ops:
+        _add_op_records(ins, lines, (f0, f1), cfg.ops, user_names, rep)
+    if not ins:
+        return text, rep
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        for _, t in sorted(ins.get(i, []), key=lambda kv: kv[0]):
+            out.append(t)
+        out.append(line)
+    return "\n".join(out), rep
+
+
+def _user_scopes(lines: list[str], ops: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
+    """The user's own scopes at the top level: (name, start op index, end op index)."""
     user: list[tuple[str, int, int]] = []
     open_: dict[str, int] = {}
     for k, (a, _) in enumerate(ops):
@@ -240,12 +269,12 @@ def insert_regions(text: str, cfg: RegionConfig) -> tuple[str, PassReport]:
                 open_[r[1]] = k
             elif r[1] in open_:
                 user.append((r[1], open_.pop(r[1]), k))
-    user_names = set(regions_in_ttgir(text))
-    rep.user_scopes = sorted(user_names)
+    return user
 
-    # candidate regions over top-level op indices [a, b): (name, a, b, rank)
+
+def _candidates(cfg: RegionConfig, loops: list[int], ret: int) -> list[tuple[str, int, int, int]]:
+    """The phase regions the config asks for, over top-level op indices [a, b): (name, a, b, rank)."""
     cands: list[tuple[str, int, int, int]] = []
-    loops = [k for k, n in enumerate(names) if n == "scf.for"]
     if cfg.kernel and (loops or not cfg.phases):
         cands.append(("kernel", 0, ret, 0))
     if cfg.phases:
@@ -260,18 +289,24 @@ def insert_regions(text: str, cfg: RegionConfig) -> tuple[str, PassReport]:
             # a loop-free kernel: `body` spans exactly what `kernel` would; one pair of records
             # serves both names (RegionResult reports `kernel` as an alias of `body`)
             cands.append(("body", 0, ret, 1))
+    return cands
+
+
+def _accepted(
+    cands: list[tuple[str, int, int, int]],
+    user: list[tuple[str, int, int]],
+    user_names: set[str],
+    rep: PassReport,
+) -> list[tuple[str, int, int, int]]:
+    """The candidates that fit around the user's scopes (edges trimmed past a user record whose
+    partner lies outside); those that would be empty, repeat a user scope's name or cross a user
+    scope are skipped, with a warning for the last two."""
 
     def crosses(a: int, b: int) -> str | None:
         for name, us, ue in user:
             if (a <= us < b) != (a <= ue < b):
                 return name
         return None
-
-    # insertion points: line index -> list of (sort key, text); "before line i"
-    ins: dict[int, list[tuple[tuple, str]]] = {}
-
-    def add(pos: int, key: tuple, text_: str):
-        ins.setdefault(pos, []).append((key, text_))
 
     partner: dict[int, int] = {}
     for _, us, ue in user:
@@ -300,64 +335,86 @@ def insert_regions(text: str, cfg: RegionConfig) -> tuple[str, PassReport]:
             rep.warnings.append(f"region {name!r} left out: it would cross the user scope {who!r}")
             continue
         accepted.append((name, a, b, rank))
+    return accepted
+
+
+def _add_phase_records(
+    ins: _Insertions,
+    lines: list[str],
+    ops: list[tuple[int, int]],
+    accepted: list[tuple[str, int, int, int]],
+    rep: PassReport,
+) -> None:
+    """A start/end record pair around each accepted phase region, at the kernel body's indent."""
+    body_indent = _indent(lines[ops[0][0]])
     for name, a, b, rank in accepted:
         start_line = ops[a][0]
         end_line = ops[b - 1][1] + 1  # before the line after the last op of the region
         # ends first (inner before outer), then starts (outer before inner)
-        add(start_line, (1, -(end_line), rank), f'{body_indent}proton.record start "{name}"')
-        add(end_line, (0, -start_line, -rank), f'{body_indent}proton.record end "{name}"')
+        _add(ins, start_line, (1, -(end_line), rank), f'{body_indent}proton.record start "{name}"')
+        _add(ins, end_line, (0, -start_line, -rank), f'{body_indent}proton.record end "{name}"')
         rep.regions.append(name)
 
-    # per-iteration regions inside each top-level loop body
-    if cfg.per_iteration:
-        for n, k in enumerate(loops):
-            name = f"loop{n}.iter"
-            if name in user_names:
-                rep.skipped.append(name)
-                continue
-            a, b = ops[k]
-            inner = _top_level_ops(lines, a + 1, b)
-            if not inner or _op_name(lines[inner[-1][0]]) != "scf.yield":
-                rep.warnings.append(f"{name} left out: loop body does not end in scf.yield")
-                continue
-            ind = _indent(lines[inner[0][0]])
-            add(inner[0][0], (1, -inner[-1][0], 2), f'{ind}proton.record start "{name}"')
-            add(inner[-1][0], (0, -inner[0][0], -2), f'{ind}proton.record end "{name}"')
-            rep.regions.append(name)
 
-    # single operations anywhere in the kernel (not inside warp-specialized partitions)
-    if cfg.ops:
-        counters = {c: 0 for c in cfg.ops}
-        ws_depth: list[int] = []
-        depth = 0
-        for i in range(f0 + 1, f1):
-            line = lines[i]
-            op = _op_name(line)
-            delta = _brace_delta(line)
-            if op == "ttg.warp_specialize":
-                ws_depth.append(depth)
-            if not ws_depth and delta == 0:
-                for cls in cfg.ops:
-                    if op in OP_CLASSES[cls]:
-                        name = f"{cls}{counters[cls]}"
-                        counters[cls] += 1
-                        if name in user_names:
-                            rep.skipped.append(name)
-                            break
-                        ind = _indent(line)
-                        add(i, (1, -(i + 1), 3), f'{ind}proton.record start "{name}"')
-                        add(i + 1, (0, -i, -3), f'{ind}proton.record end "{name}"')
-                        rep.regions.append(name)
+def _add_iteration_records(
+    ins: _Insertions,
+    lines: list[str],
+    ops: list[tuple[int, int]],
+    loops: list[int],
+    user_names: set[str],
+    rep: PassReport,
+) -> None:
+    """Per-iteration regions ``loop<n>.iter`` inside each top-level loop body, up to its
+    ``scf.yield``."""
+    for n, k in enumerate(loops):
+        name = f"loop{n}.iter"
+        if name in user_names:
+            rep.skipped.append(name)
+            continue
+        a, b = ops[k]
+        inner = _top_level_ops(lines, a + 1, b)
+        if not inner or _op_name(lines[inner[-1][0]]) != "scf.yield":
+            rep.warnings.append(f"{name} left out: loop body does not end in scf.yield")
+            continue
+        ind = _indent(lines[inner[0][0]])
+        _add(ins, inner[0][0], (1, -inner[-1][0], 2), f'{ind}proton.record start "{name}"')
+        _add(ins, inner[-1][0], (0, -inner[0][0], -2), f'{ind}proton.record end "{name}"')
+        rep.regions.append(name)
+
+
+def _add_op_records(
+    ins: _Insertions,
+    lines: list[str],
+    kernel: tuple[int, int],
+    op_classes: tuple[str, ...],
+    user_names: set[str],
+    rep: PassReport,
+) -> None:
+    """Single operations of the configured classes anywhere in the kernel (not inside
+    warp-specialized partitions), each its own region ``<class><n>``."""
+    f0, f1 = kernel
+    counters = {c: 0 for c in op_classes}
+    ws_depth: list[int] = []
+    depth = 0
+    for i in range(f0 + 1, f1):
+        line = lines[i]
+        op = _op_name(line)
+        delta = _brace_delta(line)
+        if op == "ttg.warp_specialize":
+            ws_depth.append(depth)
+        if not ws_depth and delta == 0:
+            for cls in op_classes:
+                if op in OP_CLASSES[cls]:
+                    name = f"{cls}{counters[cls]}"
+                    counters[cls] += 1
+                    if name in user_names:
+                        rep.skipped.append(name)
                         break
-            depth += delta
-            if ws_depth and depth <= ws_depth[-1]:
-                ws_depth.pop()
-
-    if not ins:
-        return text, rep
-    out: list[str] = []
-    for i, line in enumerate(lines):
-        for _, t in sorted(ins.get(i, []), key=lambda kv: kv[0]):
-            out.append(t)
-        out.append(line)
-    return "\n".join(out), rep
+                    ind = _indent(line)
+                    _add(ins, i, (1, -(i + 1), 3), f'{ind}proton.record start "{name}"')
+                    _add(ins, i + 1, (0, -i, -3), f'{ind}proton.record end "{name}"')
+                    rep.regions.append(name)
+                    break
+        depth += delta
+        if ws_depth and depth <= ws_depth[-1]:
+            ws_depth.pop()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..hardware import normalize_arch
@@ -105,15 +106,38 @@ def compile_variants(
     then it cannot run on the target at all, and its configs are kept for compare to flag.
     """
     archs = [normalize_arch(a) for a in archs]
-    groups = unique_launches(launches)
+    plan = _plan(unique_launches(launches), archs, rootdir, artifacts)
+    if plan.requests:
+        _compile(plan, pool, jobs=jobs, cache_dir=cache_dir, rootdir=rootdir, timeout=timeout, stats=stats)
+    if not plan.autotuned:
+        return plan.results
+    return _prune_over_limit(plan.results, plan.autotuned, pruned)
 
-    results: list[VariantResult] = []
-    requests: list[dict[str, Any]] = []
-    req_index: list[int] = []  # result index for each request
+
+@dataclass
+class _Plan:
+    """One result per (variant, arch) in first-seen order, and the compile requests they need:
+    a variant compiled for an arch once, every result that shares it pointing at its request."""
+
+    results: list[VariantResult] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    req_index: list[int] = field(default_factory=list)  # result index for each request
+    shared_from: dict[int, int] = field(default_factory=dict)  # result index -> request index
+    autotuned: set[int] = field(default_factory=set)  # result indices of autotune configs
+
+
+def _plan(
+    groups: list[tuple[LaunchSpec, list[str]]],
+    archs: list[str],
+    rootdir: str | None,
+    artifacts: tuple[str, ...],
+) -> _Plan:
+    """Step 1: a result per unique launch and arch (an error for a launch that cannot be
+    imported), and one compile request per (identity, arch)."""
+    plan = _Plan()
+    results, requests, req_index = plan.results, plan.requests, plan.req_index
+    shared_from, autotuned = plan.shared_from, plan.autotuned
     compiled: dict[tuple[str, str], int] = {}  # (identity, arch) -> request index (compile once)
-    shared_from: dict[int, int] = {}  # result index -> request index
-    autotuned: set[int] = set()  # result indices of autotune configs
-
     for ls, tags in groups:
         for arch in archs:
             key = variant_key(ls, arch, rootdir)
@@ -135,37 +159,56 @@ def compile_variants(
                 {"op": "compile", "launch": ls.to_dict(), "arch": arch, "artifacts": list(artifacts)}
             )
             req_index.append(idx)
+    return plan
 
-    if requests:
-        paths = [os.path.abspath(rootdir or os.getcwd())]
-        own = pool is None
+
+def _compile(
+    plan: _Plan,
+    pool: WorkerPool | None,
+    *,
+    jobs: int | None,
+    cache_dir: str | None,
+    rootdir: str | None,
+    timeout: float,
+    stats: list[dict[str, Any]] | None,
+) -> None:
+    """Step 2: the requests through the worker pool (a pool of its own unless one is given),
+    each response filled into every result that shares it; ``stats`` gets one row per request."""
+    results, requests, req_index, shared_from = plan.results, plan.requests, plan.req_index, plan.shared_from
+    paths = [os.path.abspath(rootdir or os.getcwd())]
+    own = pool is None
+    if own:
+        pool = WorkerPool(jobs, cache_dir=cache_dir, paths=paths)
+    try:
+        with compile_progress(len(requests)) as bar:
+            responses = pool.map(requests, timeout=timeout, on_done=bar.advance)
+    finally:
         if own:
-            pool = WorkerPool(jobs, cache_dir=cache_dir, paths=paths)
-        try:
-            with compile_progress(len(requests)) as bar:
-                responses = pool.map(requests, timeout=timeout, on_done=bar.advance)
-        finally:
-            if own:
-                pool.close()
-        for idx, ri in shared_from.items():
-            _fill(results[idx], responses[ri])
-        if stats is not None:
-            for ri, resp in enumerate(responses):
-                r = results[req_index[ri]]
-                stats.append(
-                    {
-                        "kernel": r.key.kernel,
-                        "arch": r.key.arch,
-                        "id": r.key.id,
-                        "ok": bool(resp.get("ok")),
-                        "compile_s": resp.get("compile_s"),
-                        "metrics_s": resp.get("metrics_s"),
-                        "wall_s": resp.get("wall_s"),
-                        "error": resp.get("error"),
-                    }
-                )
-    if not autotuned:
-        return results
+            pool.close()
+    for idx, ri in shared_from.items():
+        _fill(results[idx], responses[ri])
+    if stats is not None:
+        for ri, resp in enumerate(responses):
+            r = results[req_index[ri]]
+            stats.append(
+                {
+                    "kernel": r.key.kernel,
+                    "arch": r.key.arch,
+                    "id": r.key.id,
+                    "ok": bool(resp.get("ok")),
+                    "compile_s": resp.get("compile_s"),
+                    "metrics_s": resp.get("metrics_s"),
+                    "wall_s": resp.get("wall_s"),
+                    "error": resp.get("error"),
+                }
+            )
+
+
+def _prune_over_limit(
+    results: list[VariantResult], autotuned: set[int], pruned: list[VariantResult] | None
+) -> list[VariantResult]:
+    """Step 3: autotune configs over the target's shared-memory limit are dropped (into
+    ``pruned``), unless no config of their launch fits."""
     over = {
         idx
         for idx in autotuned

@@ -19,6 +19,8 @@ instead of "no regressions", and nothing in it fails (exit 0 with the reason, ne
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..fingerprint import incomparable_reason
@@ -32,11 +34,11 @@ from ..metrics import (
     spec,
     timing_change,
 )
-from ..model import Metric, RunRecord, VariantKey, VariantResult
+from ..model import Metric, RunInfo, RunRecord, VariantKey, VariantResult
 from ..units import fmt_value
 from .comparison import COMPARED, Comparison, Incomparable, KeyChange, MetricChange, NotRun
 from .group import KernelIndex
-from .matching import arch_class, match_variants
+from .matching import VariantPair, arch_class, match_variants
 from .policy import ThresholdPolicy, gated
 
 __all__ = ["SHARED_LIMITS", "compare_runs"]
@@ -192,131 +194,178 @@ def compare_runs(
     same mode; else it is "not run".
     """
     policy = policy or ThresholdPolicy()
-    fb, fc = baseline.info.fingerprint, current.info.fingerprint
-    cross_mode = baseline.info.mode != current.info.mode
+    ctx = _Context(baseline.info, current.info, policy)
     comp = Comparison(
         baseline=baseline.info,
         current=current.info,
         allow_removed=allow_removed,
         current_variants=len(current.results),
     )
-    why_kind: dict[str, str | None] = {}  # incomparable_reason by metric kind (same two fingerprints)
     m = match_variants(baseline.results, current.results, base_info=baseline.info, cur_info=current.info)
     comp.added = [r.key for r in m.added]
     comp.kernels = KernelIndex.build(current.results, m.removed)
-    ran_tests = {r.key.test for r in current.results if r.key.test}
-    built = {arch_class(r.key.arch, fc) for r in current.results}
-    for r in m.removed:
+    _sort_removed(comp, m.removed, current.results, ctx)
+    for pair in m.pairs:
+        _compare_pair(comp, pair, ctx)
+    if comp.status != COMPARED:
+        _not_judged(comp)
+    return comp
+
+
+@dataclass
+class _Context:
+    """What every pair of variants is judged against: the two runs' info, the policy, and the
+    incomparable reason of each metric kind (same two fingerprints, so asked once per kind)."""
+
+    base_info: RunInfo
+    cur_info: RunInfo
+    policy: ThresholdPolicy
+    why_kind: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def cross_mode(self) -> bool:
+        return self.base_info.mode != self.cur_info.mode
+
+    def kind_reason(self, kind: str) -> str | None:
+        """Why metrics of ``kind`` do not compare between these two fingerprints, or None."""
+        if kind not in self.why_kind:
+            self.why_kind[kind] = incomparable_reason(
+                self.base_info.fingerprint, self.cur_info.fingerprint, kind
+            )
+        return self.why_kind[kind]
+
+
+def _sort_removed(
+    comp: Comparison, removed: list[VariantResult], current: list[VariantResult], ctx: _Context
+) -> None:
+    """Step 1: a baseline variant missing from this run is "removed" when this run ran its test
+    for its arch in the same mode, else "not run" with the reason."""
+    fb, fc = ctx.base_info.fingerprint, ctx.cur_info.fingerprint
+    ran_tests = {r.key.test for r in current if r.key.test}
+    built = {arch_class(r.key.arch, fc) for r in current}
+    for r in removed:
         arch = arch_class(r.key.arch, fb)
         if arch not in built:
             comp.not_run.append(NotRun(r.key, f"this run built no {arch} variants"))
         elif not r.key.test or r.key.test not in ran_tests:
             comp.not_run.append(NotRun(r.key, "its test did not run (deselected, renamed or deleted)"))
-        elif cross_mode:
+        elif ctx.cross_mode:
             # Static mode compiles every autotune config; GPU mode captures only what ran.
             comp.not_run.append(
                 NotRun(
-                    r.key, f"not captured in {current.info.mode} mode (baseline: {baseline.info.mode} mode)"
+                    r.key, f"not captured in {ctx.cur_info.mode} mode (baseline: {ctx.base_info.mode} mode)"
                 )
             )
         else:
             comp.removed.append(r.key)
-    for pair in m.pairs:
-        base, cur = pair.base, pair.current
-        if pair.rematched:
-            comp.rematched.append((base.key, cur.key))
-        if pair.change:
-            comp.key_changes.append(KeyChange(base.key, cur.key, pair.matched_by, pair.change))
-        if cur.error and not base.error:
-            comp.compared_variants += 1
+
+
+def _compare_pair(comp: Comparison, pair: VariantPair, ctx: _Context) -> None:
+    """Step 2, one matched pair: a new error, else each metric of the current variant against
+    the baseline's (new metrics, incomparable kinds and metrics gone are listed, not judged)."""
+    base, cur = pair.base, pair.current
+    if pair.rematched:
+        comp.rematched.append((base.key, cur.key))
+    if pair.change:
+        comp.key_changes.append(KeyChange(base.key, cur.key, pair.matched_by, pair.change))
+    if cur.error and not base.error:
+        comp.compared_variants += 1
+        comp.changes.append(
+            MetricChange(
+                cur.key,
+                "error",
+                None,
+                None,
+                None,
+                None,
+                "worse",
+                True,
+                f"now fails: {cur.error}",
+                key_change=pair.change,
+            )
+        )
+        return
+    marker = cur.thresholds or {}
+    base_metrics = {m.name: m for m in base.metrics}
+    seen_kinds: set[str] = set()
+    compared = False
+    for c in cur.metrics:
+        if ctx.cross_mode and c.kind != "static":
+            why: str | None = (
+                f"{ctx.cur_info.mode} mode vs {ctx.base_info.mode} mode: only static metrics compare"
+            )
+        else:
+            why = ctx.kind_reason(c.kind)
+        if why:
+            if c.kind not in seen_kinds:
+                comp.incomparable.append(Incomparable(cur.key, c.kind, why))
+                seen_kinds.add(c.kind)
+            continue
+        b = base_metrics.pop(c.name, None)
+        if b is None:
             comp.changes.append(
                 MetricChange(
                     cur.key,
-                    "error",
+                    c.name,
+                    None,
+                    c.value,
                     None,
                     None,
-                    None,
-                    None,
-                    "worse",
-                    True,
-                    f"now fails: {cur.error}",
+                    "n/a",
+                    False,
+                    "new metric",
+                    c.kind,
+                    c.unit,
                     key_change=pair.change,
                 )
             )
             continue
-        marker = cur.thresholds or {}
-        base_metrics = {m.name: m for m in base.metrics}
-        seen_kinds: set[str] = set()
-        compared = False
-        for c in cur.metrics:
-            if cross_mode and c.kind != "static":
-                why: str | None = (
-                    f"{current.info.mode} mode vs {baseline.info.mode} mode: only static metrics compare"
+        compared = True
+        comp.changes.append(_judged_change(b, c, pair, ctx.policy, marker))
+    comp.compared_variants += compared
+    _metrics_gone(comp, base_metrics.values(), pair, ctx)
+
+
+def _judged_change(
+    b: Metric, c: Metric, pair: VariantPair, policy: ThresholdPolicy, marker: dict
+) -> MetricChange:
+    """One metric of a pair judged: timing by samples, the rest by threshold and limit; a
+    regression of a metric the marker does not gate is kept but not failed."""
+    base, cur = pair.base, pair.current
+    if c.kind == "time":
+        ch = _time_change(b, c, base, cur, policy, marker)
+    else:
+        ch = _static_change(b, c, cur.key, policy, marker)
+    if ch.regression and not gated(c.name, marker.get("metrics")):
+        ch.regression = False
+        ch.reason += f" (not gated: the marker's metrics= lists {', '.join(marker['metrics'])})"
+    if pair.change:
+        ch.key_change = pair.change
+        ch.reason = (ch.reason + "; " if ch.reason else "") + f"variant changed: {pair.change}"
+    return ch
+
+
+def _metrics_gone(comp: Comparison, left: Iterable[Metric], pair: VariantPair, ctx: _Context) -> None:
+    """Baseline metrics the current variant no longer has, where their kind would compare."""
+    cur = pair.current
+    for b in left:
+        if ctx.kind_reason(b.kind) is None and not (ctx.cross_mode and b.kind != "static"):
+            comp.changes.append(
+                MetricChange(
+                    cur.key,
+                    b.name,
+                    b.value,
+                    None,
+                    None,
+                    None,
+                    "n/a",
+                    False,
+                    "metric gone",
+                    b.kind,
+                    b.unit,
+                    key_change=pair.change,
                 )
-            else:
-                if c.kind not in why_kind:
-                    why_kind[c.kind] = incomparable_reason(fb, fc, c.kind)
-                why = why_kind[c.kind]
-            if why:
-                if c.kind not in seen_kinds:
-                    comp.incomparable.append(Incomparable(cur.key, c.kind, why))
-                    seen_kinds.add(c.kind)
-                continue
-            b = base_metrics.pop(c.name, None)
-            if b is None:
-                comp.changes.append(
-                    MetricChange(
-                        cur.key,
-                        c.name,
-                        None,
-                        c.value,
-                        None,
-                        None,
-                        "n/a",
-                        False,
-                        "new metric",
-                        c.kind,
-                        c.unit,
-                        key_change=pair.change,
-                    )
-                )
-                continue
-            compared = True
-            if c.kind == "time":
-                ch = _time_change(b, c, base, cur, policy, marker)
-            else:
-                ch = _static_change(b, c, cur.key, policy, marker)
-            if ch.regression and not gated(c.name, marker.get("metrics")):
-                ch.regression = False
-                ch.reason += f" (not gated: the marker's metrics= lists {', '.join(marker['metrics'])})"
-            if pair.change:
-                ch.key_change = pair.change
-                ch.reason = (ch.reason + "; " if ch.reason else "") + f"variant changed: {pair.change}"
-            comp.changes.append(ch)
-        comp.compared_variants += compared
-        for b in base_metrics.values():
-            if b.kind not in why_kind:
-                why_kind[b.kind] = incomparable_reason(fb, fc, b.kind)
-            if why_kind[b.kind] is None and not (cross_mode and b.kind != "static"):
-                comp.changes.append(
-                    MetricChange(
-                        cur.key,
-                        b.name,
-                        b.value,
-                        None,
-                        None,
-                        None,
-                        "n/a",
-                        False,
-                        "metric gone",
-                        b.kind,
-                        b.unit,
-                        key_change=pair.change,
-                    )
-                )
-    if comp.status != COMPARED:
-        _not_judged(comp)
-    return comp
+            )
 
 
 def _not_judged(comp: Comparison) -> None:

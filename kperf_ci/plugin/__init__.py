@@ -7,19 +7,23 @@ a fixture that calls through, so an ordinary test run pays nothing for it.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kperf_ci.config import ConfigError, load_settings, may_be_enabled, resolve_setting
+from kperf_ci.config import ConfigError, Settings, load_settings, may_be_enabled, resolve_setting
 from kperf_ci.device import cuda_available
 from kperf_ci.plugin import fleet, options
 from kperf_ci.plugin.fixture import KperfFixture
 from kperf_ci.plugin.marker import MARKER_HELP, KperfMarker, default_name, parse_marker
 
+if TYPE_CHECKING:
+    # imported only once kperf is on (DEFERRED_IMPORTS in tests/architecture says why)
+    from kperf_ci.plugin.session import KperfSession
+
 pytest_plugins = ("kperf_ci.plugin.fleet",)  # GPU per xdist worker, --kperf-shard
 
-SESSION_KEY = pytest.StashKey["KperfSession"]()  # noqa: F821  (forward ref, imported lazily)
+SESSION_KEY = pytest.StashKey["KperfSession"]()
 MARKER_KEY = pytest.StashKey[Any]()
 
 
@@ -97,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _create_run(session)
 
 
-def _refuse_self_baseline(config: pytest.Config, settings: Any) -> None:
+def _refuse_self_baseline(config: pytest.Config, settings: Settings) -> None:
     """The baseline's latest run would be the run this session stores: a run compared with
     itself always passes. Refused before any test runs."""
     if not settings.baseline:
@@ -114,7 +118,7 @@ def _refuse_self_baseline(config: pytest.Config, settings: Any) -> None:
         )
 
 
-def _refuse_gpu_mode_without_gpu(settings: Any) -> None:
+def _refuse_gpu_mode_without_gpu(settings: Settings) -> None:
     """GPU mode times kernels on the device: without one every test would fail in Triton
     ("0 active drivers") and the run would read as a red suite. A usage error instead."""
     if settings.mode == "gpu" and not cuda_available():
@@ -124,7 +128,7 @@ def _refuse_gpu_mode_without_gpu(settings: Any) -> None:
         )
 
 
-def _check_databases(config: pytest.Config, settings: Any) -> None:
+def _check_databases(config: pytest.Config, settings: Settings) -> None:
     """A run database or baseline that cannot be used is reported before any test runs, not after
     the tests and the compile: one usage line (pytest exit 4), the files left untouched."""
     from kperf_ci import store
@@ -152,7 +156,8 @@ def _check_databases(config: pytest.Config, settings: Any) -> None:
         raise pytest.UsageError(f"kperf: {e}") from None
 
 
-def _create_run(session: Any) -> None:
+def _create_run(session: KperfSession) -> None:
+    """xdist: the controller creates the run row once, ``running``; workers append to it."""
     from kperf_ci import store
 
     path = session.db_path()

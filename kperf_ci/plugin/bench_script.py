@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -51,6 +51,9 @@ from kperf_ci.capture.timing import TimingConfig
 from kperf_ci.model import canonical_json
 from kperf_ci.plugin import SESSION_KEY
 from kperf_ci.plugin.gpu_bench import keep, plan_of, plan_path
+
+if TYPE_CHECKING:
+    from kperf_ci.plugin.session import KperfSession
 
 #: where a script's list of do_bench calls is stored in its run (one blob per script)
 CALLS_BLOB = "bench_calls"
@@ -141,7 +144,7 @@ def _run_script(path: Path, module: str | None, argv: list[str]) -> None:
 class ScriptRun:
     """The do_bench calls of one script run, handled per the session's mode."""
 
-    def __init__(self, ks: Any, script: str) -> None:
+    def __init__(self, ks: KperfSession, script: str) -> None:
         self.ks = ks
         self.script = script
         self.calls: list[dict[str, Any]] = []
@@ -211,7 +214,7 @@ class ScriptRun:
         if why:
             self.note(call, test, "listed", why, kernels)
             return call.not_measured()
-        self.ks.pending.extend(replace(s, test=test, name=None, tags=(*s.tags, TAG)) for s in specs)
+        self.ks.add_pending(replace(s, test=test, name=None, tags=(*s.tags, TAG)) for s in specs)
         self.note(call, test, "captured", kernels=kernels)
         return call.not_measured()
 
@@ -314,7 +317,7 @@ class ScriptRun:
                 v.tags.append(TAG)
             doc = {"script": self.script, "site": call.site, "index": len(self.calls) + 1}
             v.artifacts["bench_call"] = canonical_json({**doc, "label": _label(v.key.test)})
-        self.ks.results.extend(variants)
+        self.ks.add_results(variants)
 
     # -- end of the script ------------------------------------------------------------------
 
@@ -331,8 +334,7 @@ class ScriptRun:
                 returncode=2,
             )
         if ks.mode == "static":  # the session's "captured nothing" check counts these
-            ks.marked_passed += len(self.calls)
-            ks.marked_with_launches += len(captured)
+            ks.count_marked(len(self.calls), len(captured))
         if event_loops:
             ks.warn(
                 self.script,
@@ -350,7 +352,7 @@ class ScriptRun:
                 else "the script made no triton.testing.do_bench call: nothing captured",
             )
         summary = {"script": self.script, "mode": ks.mode, "event_loops": event_loops, "calls": self.calls}
-        ks.blobs.append(("", f"{CALLS_BLOB}:{self.script}", json.dumps(summary).encode()))
+        ks.add_blob("", f"{CALLS_BLOB}:{self.script}", json.dumps(summary).encode())
         kernels = {k for c in captured for k in c["kernels"]}
         print(
             f"\nkperf bench: {self.script}: {len(self.calls)} do_bench call(s), {len(captured)} captured "

@@ -124,13 +124,10 @@ def fold_no_launch(session: KperfSession) -> None:
     quiet = [nodeid for nodeid, msg in session.warnings if msg == NO_LAUNCH]
     if len(quiet) <= FOLD_AFTER:
         return
-    session.warnings[:] = [(n, m) for n, m in session.warnings if m != NO_LAUNCH]
     shown = ", ".join(quiet[:3])
-    session.warnings.insert(
-        0,
-        (
-            "<capture>",
-            f"{len(quiet)} marked test(s) launched no Triton kernel (e.g. {shown}); "
-            "narrow [tool.kperf] mark to the tests that do",
-        ),
+    session.fold_warnings(
+        NO_LAUNCH,
+        "<capture>",
+        f"{len(quiet)} marked test(s) launched no Triton kernel (e.g. {shown}); "
+        "narrow [tool.kperf] mark to the tests that do",
     )

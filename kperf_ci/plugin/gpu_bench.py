@@ -66,11 +66,9 @@ def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> mea
 
 
 def keep(ks: KperfSession, m: measure.Measurement) -> None:
-    """What a measurement has to say goes to the session's summary and store."""
-    ks.warnings.extend(m.warnings)
-    ks.blobs.extend(m.blobs)
-    ks.ab_results.extend(m.ab_results)
-    ks.findings.extend(m.findings)
+    """What a measurement has to say goes to the session's summary and store, and under kperf
+    ab's timing pass its A/B results also to the plan's results file."""
+    ks.keep(m)
     path = plan_path(ks)
     if path and m.ab_results:
         # kperf ab reads why a launch was not timed from here (one line per result, appended:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import os
 import statistics
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,13 +14,16 @@ from typing import Any
 import pytest
 
 from kperf_ci import __version__, store
+from kperf_ci.analysis.findings import findings_from_json, findings_to_json
 from kperf_ci.capture.manifest import BLOB, build_manifest, manifest_json
 from kperf_ci.capture.record import LaunchRecorder
 from kperf_ci.capture.replay import LaunchCopier, ReplayLimits
 from kperf_ci.capture.static import compile_variants
+from kperf_ci.config import Settings, effective_mode
 from kperf_ci.fingerprint import git_info, machine_fingerprint
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.measure import Measurement
 from kperf_ci.metrics import metric
 from kperf_ci.model import RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
@@ -32,29 +34,10 @@ LAUNCHES_KEY = pytest.StashKey[list]()
 BENCHED_KEY = pytest.StashKey[bool]()  # the test called kperf.bench: it measured what it wanted
 
 
-def cuda_available() -> bool:
-    """True when a CUDA GPU is usable; cheap checks first so CPU machines never import torch."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
-        return False
-    if not (Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists()):
-        return False
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-def resolve_mode(requested: str) -> str:
-    if requested == "auto":
-        return "gpu" if cuda_available() else "static"
-    return requested
-
-
 @dataclass
 class KperfSession:
     config: pytest.Config
-    settings: Any  # kperf_ci.config.Settings
+    settings: Settings
     mode: str
     run_id: str
     is_worker: bool = False
@@ -85,7 +68,7 @@ class KperfSession:
     @classmethod
     def from_config(cls, config: pytest.Config, settings: Any) -> KperfSession:
         workerinput = getattr(config, "workerinput", None)
-        mode = workerinput["kperf_mode"] if workerinput else resolve_mode(settings.mode)
+        mode = workerinput["kperf_mode"] if workerinput else effective_mode(settings.mode)
         run_id = workerinput["kperf_run_id"] if workerinput else uuid.uuid4().hex[:12]
         self = cls(config=config, settings=settings, mode=mode, run_id=run_id, is_worker=bool(workerinput))
         if mode == "static":
@@ -111,8 +94,82 @@ class KperfSession:
         path = Path(self.settings.db)
         return path if path.is_absolute() else self.config.rootpath / path
 
+    # -- what the session keeps: the plugin's modules write its fields through these -------
+
     def warn(self, nodeid: str, message: str) -> None:
         self.warnings.append((nodeid, message))
+
+    def error(self, nodeid: str, reason: str) -> None:
+        """One line that fails the run (exit 1), named by the test or ``<stage>`` it is about."""
+        self.errors.append((nodeid, reason))
+
+    def mark_interrupted(self, reason: str) -> None:
+        """The run stopped early: it is stored interrupted, never complete. The first reason
+        is kept (a later one is a consequence of it)."""
+        self.interrupted = self.interrupted or reason
+
+    def keep(self, m: Measurement) -> None:
+        """What a measurement has to say beyond its variants: warnings, blobs, A/B verdicts and
+        flagged findings, for the summary and the store."""
+        self.warnings.extend(m.warnings)
+        self.blobs.extend(m.blobs)
+        self.ab_results.extend(m.ab_results)
+        self.findings.extend(m.findings)
+
+    def add_results(self, variants: Iterable[VariantResult]) -> None:
+        """Measured variants, stored with the run."""
+        self.results.extend(variants)
+
+    def add_pending(self, launches: Iterable[Any]) -> None:
+        """Static mode: recorded launches (LaunchSpecs), compiled at the end of the session."""
+        self.pending.extend(launches)
+
+    def add_blob(self, variant_id: str, name: str, data: bytes) -> None:
+        """A blob stored with the run (``variant_id`` "" for one of the run itself)."""
+        self.blobs.append((variant_id, name, data))
+
+    def count_marked(self, passed: int, with_launches: int) -> None:
+        """Static mode: marked tests (or do_bench calls) that passed, and how many of them
+        launched a captured Triton kernel, for :meth:`capture_error`."""
+        self.marked_passed += passed
+        self.marked_with_launches += with_launches
+
+    def fold_warnings(self, message: str, nodeid: str, summary: str) -> None:
+        """Every warning that says ``message`` replaced by one line ``summary``, shown first."""
+        self.warnings[:] = [(n, m) for n, m in self.warnings if m != message]
+        self.warnings.insert(0, (nodeid, summary))
+
+    def forget_saved(self) -> None:
+        """Nothing of this session is stored (rolled back, or stored in a scratch database)."""
+        self.saved_to, self.stored_status = None, None
+
+    def worker_output(self) -> dict[str, Any]:
+        """What an xdist worker hands the controller: errors (which must fail the run), warnings,
+        A/B verdicts and flagged findings, in plain types (execnet carries no objects)."""
+        return {
+            "interrupted": self.interrupted,
+            "errors": [list(e) for e in self.errors],
+            "warnings": [list(w) for w in self.warnings],
+            "ab_results": [list(r) for r in self.ab_results],
+            "findings": [[nodeid, label, findings_to_json([f])] for nodeid, label, f in self.findings],
+            "capture": [self.marked_passed, self.marked_with_launches],
+        }
+
+    def merge_worker_output(self, out: dict[str, Any] | None) -> None:
+        """The controller's side of :meth:`worker_output`. A worker that ended without handing
+        it over (killed, crashed) took its unsaved results with it: the run is incomplete."""
+        if not out:
+            self.mark_interrupted("an xdist worker ended before storing its results")
+            return
+        if out.get("interrupted"):
+            self.mark_interrupted(f"an xdist worker: {out['interrupted']}")
+        self.errors.extend(tuple(e) for e in out.get("errors", []))
+        self.warnings.extend(tuple(w) for w in out.get("warnings", []))
+        self.ab_results.extend(tuple(r) for r in out.get("ab_results", []))
+        passed, with_launches = out.get("capture", [0, 0])
+        self.count_marked(int(passed), int(with_launches))
+        for nodeid, label, text in out.get("findings", []):
+            self.findings.extend((nodeid, label, f) for f in findings_from_json(text))
 
     # -- per test ---------------------------------------------------------------------------
 
@@ -181,14 +238,12 @@ class KperfSession:
 
     def test_passed(self, item: pytest.Item, marker: KperfMarker) -> None:
         launches = item.stash.get(LAUNCHES_KEY, [])
-        self.pending.extend(launches)
+        self.add_pending(launches)
         measured = item.stash.get(RESULTS_KEY, []) + benchmark_fixture_results(item, marker)
-        self.results.extend(measured)
+        self.add_results(measured)
         if self.mode == "static" and not any(r.key.arch == "host" for r in measured):
-            self.marked_passed += 1
-            if launches:
-                self.marked_with_launches += 1
-            else:
+            self.count_marked(1, 1 if launches else 0)
+            if not launches:
                 self.warn(item.nodeid, "no Triton launch captured in this marked test")
         if self.mode == "gpu" and not measured:
             self.warn(
@@ -230,14 +285,15 @@ class KperfSession:
             "or the tests are marked but launch nothing"
         )
 
-    def save(self) -> None:
+    def save(self, to: Path | None = None) -> None:
         """Store the run: what this process measured and its blobs in one transaction, marked
         complete only when nothing stopped it early. Under xdist each worker appends its part
         and the controller marks the run (created ``running`` at the start) finished.
 
         A database locked past all retries gets the results in a side file instead
-        (store.write_or_divert): the raised error names it, nothing measured is lost."""
-        path = self.db_path()
+        (store.write_or_divert): the raised error names it, nothing measured is lost. ``to``:
+        another database than the settings' (a scratch one, to judge a run not kept)."""
+        path = to if to is not None else self.db_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         interrupted = self.interrupted is not None
         if self._xdist_controller():

@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,23 +118,7 @@ def run_ab(
         report.static, report.tests = diff, tests
         report.stage_s["static"] = sides["head"].wall_s
         report.messages += msgs
-        for m in msgs:
-            echo(f"  note: {m}")
-        counts = {
-            s: sum(1 for t in tests if t.status == s) for s in ("identical", "changed", "added", "removed")
-        }
-        echo(
-            f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
-            f"{counts['changed']} changed, {counts['added']} new, {counts['removed']} gone"
-        )
-        # test ids and kernel names come from the pull request's code: printed inert
-        for t in tests:
-            if t.status == "identical":
-                echo(f"  identical {safe(t.test)}")
-                continue
-            echo(f"  {t.status:<9} {safe(t.test)}")
-            for line in t.changes:
-                echo(f"      {safe(line)}")
+        _echo_static(tests, msgs, echo)
         to_time = [t.test for t in tests if t.status == "changed" or (time_all and t.status == "identical")]
         timed_db: Path | None = None
         if gpu is None:
@@ -150,61 +135,13 @@ def run_ab(
             echo(msg)
             report.messages.append(msg)
         else:
-            timed_db = Path(tmp) / "ab.db"
-            plan = Path(tmp) / "ab-plan.json"
-            plan_from_tests(tests, time_all=time_all).write(plan)
-            t_timing = time.monotonic()
-            echo(f"timing: {len(to_time)} test(s) on the GPU, each changed launch A/B against its base ...")
-            # the user's own arguments (--kperf-all, -p, ...): the plugin keeps only the tests
-            # the plan names
-            rc, out = _pytest(
-                root,
-                rel_cwd,
-                list(args),
-                [
-                    "--kperf-mode",
-                    "gpu",
-                    "--kperf-base-tree",
-                    str(base_root),
-                    "--kperf-ab-plan",
-                    str(plan),
-                    "--kperf-db",
-                    str(timed_db),
-                    "--kperf-label",
-                    "head",
-                ],
-                python,
-            )
-            report.stage_s["timing"] = time.monotonic() - t_timing
-            if not timed_db.exists():
-                _fail(f"A/B timing stored no run (pytest exit {rc})", out)
-            timed_run = store.load_run(timed_db, artifacts=("ab", "launch"))
-            report.device = timed_run.info.fingerprint.gpu
-            report.timed = _ab_rows(timed_run.results)
-            report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
-            for msg in not_timed_messages(to_time, report.timed, _plan_results(plan)):
-                report.messages.append(msg)
-                echo(f"  {safe(msg)}")
-            if rc not in (0, 1):
-                report.messages.append(f"timing pass: pytest exit {rc}")
-                echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
-            for k in kernel_groups(report.timed):  # one line per Triton kernel, its launches below
-                echo(
-                    safe(
-                        f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
-                        f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
-                    )
-                )
-                for x in k["launches"]:
-                    echo(safe(f"      {x['verdict']:<12} {change_text(x)}  {x['launch']}"))
+            trees = _Trees(root, rel_cwd, base_root, Path(tmp), list(args), python)
+            timed_db = _timing_pass(report, tests, to_time, trees, time_all=time_all, echo=echo)
         # On a GPU, time decides: a launch timed A/B is judged by its time (its static changes
         # are "what moved"); static thresholds judge the launches that were not timed, and timed
         # ones only for the metrics a test's marker or [tool.kperf] asked to gate
         report.static_regressions = _static_regressions(settings, tests, _timed_keys(report.timed))
-        for g in static_groups(report.static_regressions):  # one line per kernel, its launches below
-            echo(safe(f"  static regression: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
-            for x in g["launches"]:
-                echo(safe(f"      {launch_text(x['args'], x['grid'], x['config'])}: {', '.join(x['tests'])}"))
+        _echo_static_regressions(report.static_regressions, echo)
         report.wall_s = time.monotonic() - t_start
         echo(
             f"kperf ab: {report.wall_s:.1f} s ("
@@ -212,12 +149,120 @@ def run_ab(
             + f"; {report.gpu_seconds:.2f} GPU s of A/B timing)"
         )
         if db is not None:
-            db = Path(db)
-            db.parent.mkdir(parents=True, exist_ok=True)
-            run_id = _copy_runs(sides, timed_db, db)
-            report.db = str(db)
-            doc = report.to_dict()
-            doc["created_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-            doc["run_id"] = run_id
-            store.save_blob(db, run_id, "", AB_BLOB, json.dumps(doc, default=str))
+            _store_document(report, sides, timed_db, Path(db))
     return report
+
+
+def _echo_static(tests: list[Any], msgs: list[str], echo: Any) -> None:
+    """Step 1's output: the static pass's notes, its counts, and each test's status with what
+    changed in it."""
+    for m in msgs:
+        echo(f"  note: {m}")
+    counts = {s: sum(1 for t in tests if t.status == s) for s in ("identical", "changed", "added", "removed")}
+    echo(
+        f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
+        f"{counts['changed']} changed, {counts['added']} new, {counts['removed']} gone"
+    )
+    # test ids and kernel names come from the pull request's code: printed inert
+    for t in tests:
+        if t.status == "identical":
+            echo(f"  identical {safe(t.test)}")
+            continue
+        echo(f"  {t.status:<9} {safe(t.test)}")
+        for line in t.changes:
+            echo(f"      {safe(line)}")
+
+
+@dataclass
+class _Trees:
+    """Where the timing pass runs: the head checkout, the cwd within it, the base's checkout, the
+    job's temporary folder, the user's pytest arguments and the Python that runs pytest."""
+
+    root: Path
+    rel_cwd: Path
+    base_root: Path
+    tmp: Path
+    args: list[str]
+    python: str
+
+
+def _timing_pass(
+    report: ABReport,
+    tests: list[Any],
+    to_time: list[str],
+    trees: _Trees,
+    *,
+    time_all: bool,
+    echo: Any,
+) -> Path:
+    """Step 2 on a GPU: pytest in gpu mode with the A/B plan, each changed launch timed against
+    its base; the timed rows, the GPU seconds and what was not timed go into ``report``.
+    Returns the timed run's database."""
+    timed_db = trees.tmp / "ab.db"
+    plan = trees.tmp / "ab-plan.json"
+    plan_from_tests(tests, time_all=time_all).write(plan)
+    t_timing = time.monotonic()
+    echo(f"timing: {len(to_time)} test(s) on the GPU, each changed launch A/B against its base ...")
+    # the user's own arguments (--kperf-all, -p, ...): the plugin keeps only the tests
+    # the plan names
+    rc, out = _pytest(
+        trees.root,
+        trees.rel_cwd,
+        list(trees.args),
+        [
+            "--kperf-mode",
+            "gpu",
+            "--kperf-base-tree",
+            str(trees.base_root),
+            "--kperf-ab-plan",
+            str(plan),
+            "--kperf-db",
+            str(timed_db),
+            "--kperf-label",
+            "head",
+        ],
+        trees.python,
+    )
+    report.stage_s["timing"] = time.monotonic() - t_timing
+    if not timed_db.exists():
+        _fail(f"A/B timing stored no run (pytest exit {rc})", out)
+    timed_run = store.load_run(timed_db, artifacts=("ab", "launch"))
+    report.device = timed_run.info.fingerprint.gpu
+    report.timed = _ab_rows(timed_run.results)
+    report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
+    for msg in not_timed_messages(to_time, report.timed, _plan_results(plan)):
+        report.messages.append(msg)
+        echo(f"  {safe(msg)}")
+    if rc not in (0, 1):
+        report.messages.append(f"timing pass: pytest exit {rc}")
+        echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
+    for k in kernel_groups(report.timed):  # one line per Triton kernel, its launches below
+        echo(
+            safe(
+                f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
+                f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
+            )
+        )
+        for x in k["launches"]:
+            echo(safe(f"      {x['verdict']:<12} {change_text(x)}  {x['launch']}"))
+    return timed_db
+
+
+def _echo_static_regressions(regressions: list[dict[str, Any]], echo: Any) -> None:
+    """Step 3's output: one line per kernel with a static regression, its launches below."""
+    for g in static_groups(regressions):
+        echo(safe(f"  static regression: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
+        for x in g["launches"]:
+            echo(safe(f"      {launch_text(x['args'], x['grid'], x['config'])}: {', '.join(x['tests'])}"))
+
+
+def _store_document(report: ABReport, sides: dict[str, StaticSide], timed_db: Path | None, db: Path) -> None:
+    """Both static runs and the timed run copied into ``db``, and the A/B document stored on
+    the run it belongs to."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    run_id = _copy_runs(sides, timed_db, db)
+    report.db = str(db)
+    doc = report.to_dict()
+    doc["created_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    doc["run_id"] = run_id
+    store.save_blob(db, run_id, "", AB_BLOB, json.dumps(doc, default=str))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -116,11 +117,14 @@ def to_chrome_trace(
     counter_bins: int = 200,
     busy_series: BusySeries | None = None,
 ) -> dict[str, Any]:
+    """A Chrome/Perfetto trace of ``timelines``: per SM its CTAs in non-overlapping slots with
+    their regions nested inside; per CTA its warps (``per_warp``); a busy-SM counter
+    (``busy_series``); findings as instant events; the kernels on the GPU stream (``records``).
+    Timelines with a trace start are placed on one clock, others one after another."""
     tls = [timelines] if isinstance(timelines, Timeline) else list(timelines)
     events: list[dict] = []
     events += _meta(_ANALYSIS_PID, "kperf analysis", 0)
-    sm_seen: set[int] = set()
-    sm_lane_names: set[tuple[int, int]] = set()
+    named = _Named()
     cursor = 0.0
     origin = min((float(t.meta.get("trace_t0_ns", 0.0)) for t in tls), default=0.0)
     for li, tl in enumerate(tls):
@@ -131,92 +135,135 @@ def to_chrome_trace(
         else:
             off = cursor
         cursor = max(cursor, off + tl.t1) + 1000.0
-        spans = tl.cta_spans()
         regions = tl.region.astype(str)
         by_cta = dict(group_slices(tl.cta)[1])
-        for sm in np.unique(spans.sm):
-            m = spans.sm == sm
-            idx = np.flatnonzero(m)
-            lanes = _lanes(spans.start_ns[m], spans.end_ns[m])
-            pid = _SM_PID_BASE + int(sm)
-            if int(sm) not in sm_seen:
-                events += _meta(pid, f"SM {int(sm):03d}", 10 + int(sm))
-                sm_seen.add(int(sm))
-            for i, lane in zip(idx, lanes, strict=True):
-                cta = int(spans.cta[i])
-                rows = by_cta[cta]
-                w0 = int(tl.warp[rows].min())
-                sel = rows[(tl.warp[rows] == w0) & (regions[rows] != KERNEL_REGION)]
-                slices = [(f"CTA {cta}", float(spans.start_ns[i]), float(spans.end_ns[i]))]
-                slices += [
-                    (str(r), float(s), float(e))
-                    for r, s, e in zip(regions[sel], tl.start_ns[sel], tl.end_ns[sel], strict=True)
-                ]
-                for name, s, e, depth in _nest(slices):
-                    tid = int(lane) * 16 + depth
-                    if (pid, tid) not in sm_lane_names:
-                        events.append(
-                            {
-                                "ph": "M",
-                                "name": "thread_name",
-                                "pid": pid,
-                                "tid": tid,
-                                "args": {"name": f"slot {int(lane)}" + (f" +{depth}" if depth else "")},
-                            }
-                        )
-                        sm_lane_names.add((pid, tid))
-                    args = (
-                        {"cta": cta, "sm": int(sm), "kernel": tl.kernel} if name.startswith("CTA ") else None
-                    )
-                    events.append(_slice(name, pid, tid, s + off, e + off, tl.kernel or "kernel", args))
+        events += _sm_events(tl, off, regions, by_cta, named)
         if per_warp:
-            for cta, rows in by_cta.items():
-                pid = _CTA_PID_BASE + li * 100_000 + int(cta)
-                sm = int(tl.sm[rows[0]])
-                events += _meta(pid, f"{tl.kernel} CTA {int(cta)} (SM {sm})", 1000 + int(cta))
-                for w, wrows in group_slices(tl.warp[rows])[1]:
-                    wm = rows[wrows]
-                    slices = [
-                        (str(r), float(s), float(e))
-                        for r, s, e in zip(regions[wm], tl.start_ns[wm], tl.end_ns[wm], strict=True)
-                    ]
-                    for name, s, e, depth in _nest(slices):
-                        tid = (int(w) + 1) * 16 + depth
-                        events.append(_slice(name, pid, tid, s + off, e + off, "warp"))
+            events += _warp_events(tl, li, off, regions, by_cta)
+        if busy_series is not None:
+            events += _busy_counter(tl, off, busy_series, counter_bins)
+    events += _finding_events(findings)
+    events += _stream_events(records)
+    return {
+        "displayTimeUnit": "ns",
+        "traceEvents": events,
+        "otherData": {"producer": "kperf-ci analysis", "kernels": [t.kernel for t in tls]},
+    }
+
+
+@dataclass
+class _Named:
+    """SM processes and SM slot threads already given a name (each is named once per trace)."""
+
+    sms: set[int] = field(default_factory=set)
+    lanes: set[tuple[int, int]] = field(default_factory=set)
+
+
+def _sm_events(
+    tl: Timeline, off: float, regions: np.ndarray, by_cta: dict[Any, np.ndarray], named: _Named
+) -> list[dict]:
+    """One process per SM: each CTA on a slot where it overlaps no other, with the first warp's
+    regions nested under it."""
+    events: list[dict] = []
+    spans = tl.cta_spans()
+    for sm in np.unique(spans.sm):
+        m = spans.sm == sm
+        idx = np.flatnonzero(m)
+        lanes = _lanes(spans.start_ns[m], spans.end_ns[m])
+        pid = _SM_PID_BASE + int(sm)
+        if int(sm) not in named.sms:
+            events += _meta(pid, f"SM {int(sm):03d}", 10 + int(sm))
+            named.sms.add(int(sm))
+        for i, lane in zip(idx, lanes, strict=True):
+            cta = int(spans.cta[i])
+            rows = by_cta[cta]
+            w0 = int(tl.warp[rows].min())
+            sel = rows[(tl.warp[rows] == w0) & (regions[rows] != KERNEL_REGION)]
+            slices = [(f"CTA {cta}", float(spans.start_ns[i]), float(spans.end_ns[i]))]
+            slices += [
+                (str(r), float(s), float(e))
+                for r, s, e in zip(regions[sel], tl.start_ns[sel], tl.end_ns[sel], strict=True)
+            ]
+            for name, s, e, depth in _nest(slices):
+                tid = int(lane) * 16 + depth
+                if (pid, tid) not in named.lanes:
                     events.append(
                         {
                             "ph": "M",
                             "name": "thread_name",
                             "pid": pid,
-                            "tid": (int(w) + 1) * 16,
-                            "args": {"name": f"warp {int(w)}" if w >= 0 else "CTA"},
+                            "tid": tid,
+                            "args": {"name": f"slot {int(lane)}" + (f" +{depth}" if depth else "")},
                         }
                     )
-        if busy_series is None:
-            continue
-        t, busy = busy_series(tl, bins=counter_bins)
-        for a, v in zip(t, busy, strict=True):
+                    named.lanes.add((pid, tid))
+                args = {"cta": cta, "sm": int(sm), "kernel": tl.kernel} if name.startswith("CTA ") else None
+                events.append(_slice(name, pid, tid, s + off, e + off, tl.kernel or "kernel", args))
+    return events
+
+
+def _warp_events(
+    tl: Timeline, li: int, off: float, regions: np.ndarray, by_cta: dict[Any, np.ndarray]
+) -> list[dict]:
+    """One process per CTA (``per_warp``), one thread per warp with its regions nested."""
+    events: list[dict] = []
+    for cta, rows in by_cta.items():
+        pid = _CTA_PID_BASE + li * 100_000 + int(cta)
+        sm = int(tl.sm[rows[0]])
+        events += _meta(pid, f"{tl.kernel} CTA {int(cta)} (SM {sm})", 1000 + int(cta))
+        for w, wrows in group_slices(tl.warp[rows])[1]:
+            wm = rows[wrows]
+            slices = [
+                (str(r), float(s), float(e))
+                for r, s, e in zip(regions[wm], tl.start_ns[wm], tl.end_ns[wm], strict=True)
+            ]
+            for name, s, e, depth in _nest(slices):
+                tid = (int(w) + 1) * 16 + depth
+                events.append(_slice(name, pid, tid, s + off, e + off, "warp"))
             events.append(
                 {
-                    "ph": "C",
-                    "name": "busy SMs",
-                    "pid": _ANALYSIS_PID,
-                    "tid": 0,
-                    "ts": round((a + off) / 1000.0, 4),
-                    "args": {"SMs": round(float(v), 2)},
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": pid,
+                    "tid": (int(w) + 1) * 16,
+                    "args": {"name": f"warp {int(w)}" if w >= 0 else "CTA"},
                 }
             )
-        if len(t):
-            events.append(
-                {
-                    "ph": "C",
-                    "name": "busy SMs",
-                    "pid": _ANALYSIS_PID,
-                    "tid": 0,
-                    "ts": round((tl.t1 + off) / 1000.0, 4),
-                    "args": {"SMs": 0},
-                }
-            )
+    return events
+
+
+def _busy_counter(tl: Timeline, off: float, busy_series: BusySeries, counter_bins: int) -> list[dict]:
+    """The busy-SM counter over the timeline, back to 0 at its end."""
+    events: list[dict] = []
+    t, busy = busy_series(tl, bins=counter_bins)
+    for a, v in zip(t, busy, strict=True):
+        events.append(
+            {
+                "ph": "C",
+                "name": "busy SMs",
+                "pid": _ANALYSIS_PID,
+                "tid": 0,
+                "ts": round((a + off) / 1000.0, 4),
+                "args": {"SMs": round(float(v), 2)},
+            }
+        )
+    if len(t):
+        events.append(
+            {
+                "ph": "C",
+                "name": "busy SMs",
+                "pid": _ANALYSIS_PID,
+                "tid": 0,
+                "ts": round((tl.t1 + off) / 1000.0, 4),
+                "args": {"SMs": 0},
+            }
+        )
+    return events
+
+
+def _finding_events(findings: Sequence[FindingLike]) -> list[dict]:
+    """Each finding as a global instant event at 0 on the analysis process."""
+    events: list[dict] = []
     for f in findings:
         events.append(
             {
@@ -229,16 +276,18 @@ def to_chrome_trace(
                 "args": {"explanation": f.explanation, "suggestion": f.suggestion},
             }
         )
+    return events
+
+
+def _stream_events(records: Sequence[KernelRecord]) -> list[dict]:
+    """The kernels on one GPU-stream thread, from the first kernel's start."""
+    events: list[dict] = []
     if records:
         events += _meta(_STREAM_PID, "GPU stream", 1, 0, "kernels")
         base = min(r.start_ns for r in records)
         for r in records:
             events.append(_slice(r.name, _STREAM_PID, 0, r.start_ns - base, r.end_ns - base, "kernel"))
-    return {
-        "displayTimeUnit": "ns",
-        "traceEvents": events,
-        "otherData": {"producer": "kperf-ci analysis", "kernels": [t.kernel for t in tls]},
-    }
+    return events
 
 
 def write_chrome_trace(

@@ -1,6 +1,6 @@
 """The package's shape, checked: import rules between the stages (import-linter contract in
-pyproject.toml, drawn in docs/ARCHITECTURE.md), project modules imported at module level, and
-small modules."""
+pyproject.toml, drawn in docs/ARCHITECTURE.md), project modules imported at module level,
+small modules and short functions."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ DEFERRED_IMPORTS = {
     # (benchmarks/results/plugin_overhead.md measures the disabled plugin's cost)
     "plugin/__init__.py",
 }
-MAX_MODULE_LINES = 480  # "about 450": a module past this mixes jobs
+MAX_MODULE_LINES = 450  # a module past this mixes jobs: split it by its seams
+#: A function past this does several steps: name them (helpers whose docstrings say the step).
+MAX_FUNCTION_LINES = 100
 
 
 def _function_level_project_imports(path: Path) -> list[str]:
@@ -72,6 +74,38 @@ def test_modules_stay_small():
         if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert not big, f"split these by their seams (over {MAX_MODULE_LINES} lines): {big}"
+
+
+def _long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``module:line name (n lines)`` for each function or method in ``path`` (nested ones too)
+    longer than ``limit`` lines, from its ``def`` line to its last line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = (node.end_lineno or node.lineno) - node.lineno + 1
+            if n > limit:
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno} {node.name} ({n} lines)")
+    return found
+
+
+def test_functions_stay_short():
+    long = [hit for p in sorted(PACKAGE.rglob("*.py")) for hit in _long_functions(p)]
+    why = f"split these into named steps (over {MAX_FUNCTION_LINES} lines):\n"
+    assert not long, why + "\n".join(long)
+
+
+def test_the_length_check_names_a_long_function(tmp_path):
+    mod = tmp_path / "kperf_ci" / "x.py"
+    mod.parent.mkdir()
+    body = "".join(f"        x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))  # def + 100 lines = 101
+    mod.write_text(f"def short():\n    return 1\n\n\nclass C:\n    def long(self):\n{body}")
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "kperf_ci"
+    try:
+        assert _long_functions(mod) == [f"x.py:6 long ({MAX_FUNCTION_LINES + 1} lines)"]
+        assert _long_functions(mod, limit=MAX_FUNCTION_LINES + 1) == []
+    finally:
+        PACKAGE = saved
 
 
 def _imports_of(path: Path) -> set[str]:
