@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from kperf_ci import store
@@ -616,8 +616,26 @@ def _json(doc: object) -> str:
     return json.dumps(doc)  # NaN and Infinity as Python writes them
 
 
+_FLOAT_SMS = {
+    "format": "kperf-timeline",
+    "version": 1,
+    "kernel": "k",
+    "num_sms": 1.5,  # a float SM count reached numpy's allocation as a TypeError (exit 3) once
+    "columns": {
+        "cta": [0],
+        "warp": [-1],
+        "sm": [0],
+        "region": ["kernel"],
+        "start_ns": [0.0],
+        "end_ns": [2.0],
+    },
+}
+
+
 @BOUND
 @given(doc=hostile_timeline())
+@example(doc=_FLOAT_SMS)
+@example(doc={**_FLOAT_SMS, "num_sms": 1.0})
 def test_fuzz_hostile_numbers_in_a_trace_file_are_bounded(doc, tmp_path_factory):
     work = tmp_path_factory.mktemp("fuzz-trace")
     (work / "t.json").write_text(_json(doc))

@@ -57,8 +57,13 @@ class CtaSpans:
 
 
 def check_sm_count(n: int | None) -> None:
-    """Refuse an SM count no GPU has: analyses allocate and loop per SM."""
-    if n is not None and not 0 < n <= MAX_SMS:
+    """Refuse an SM count no GPU has: analyses allocate and loop per SM (a float such as 1.0 from
+    a hand-written trace reached numpy's allocation as a TypeError, exit 3: found by the fuzz test)."""
+    if n is None:
+        return
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"SM count {n!r} is not an integer (1..{MAX_SMS})")
+    if not 0 < n <= MAX_SMS:
         raise ValueError(f"SM count {n} is outside 1..{MAX_SMS}")
 
 
@@ -95,6 +100,8 @@ class Timeline:
         for name in ("warp", "sm", "region", "start_ns", "end_ns"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"Timeline.{name} has {len(getattr(self, name))} entries, cta has {n}")
+        if isinstance(self.num_sms, float) and self.num_sms.is_integer():
+            self.num_sms = int(self.num_sms)  # 132.0 from a JSON writer is 132 SMs
         check_sm_count(self.num_sms)
         if n and (self.sm.min() < 0 or self.sm.max() >= MAX_SMS):
             bad = int(np.argmax((self.sm < 0) | (self.sm >= MAX_SMS)))
