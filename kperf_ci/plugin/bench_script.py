@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 CALLS_BLOB = "bench_calls"
 #: tags of every variant measured from a script
 TAG = "script"
+NO_LAUNCH = "launched no Triton kernel (a reference implementation?)"
 
 
 def script_id(path: Path) -> str:
@@ -206,7 +207,7 @@ class ScriptRun:
         specs = rec.unique()
         rec.clear()
         if not specs:
-            self.note(call, None, "listed", "launched no Triton kernel (a reference implementation?)")
+            self.note(call, None, "listed", NO_LAUNCH)
             return call.not_measured()
         test = self.test_id(call, launch_label(specs[0]))
         why = self.left_out(call, test)
@@ -225,7 +226,7 @@ class ScriptRun:
         _, infos = gpu.capture_launches(fn, static=False)  # compiles; names the call
         torch.cuda.synchronize()
         if not infos:
-            self.note(call, None, "listed", "launched no Triton kernel (a reference implementation?)")
+            self.note(call, None, "listed", NO_LAUNCH)
             return call.run_original()
         test = self.test_id(call, _label_of(infos[0]))
         why = self.left_out(call, test)
@@ -233,28 +234,11 @@ class ScriptRun:
         if why:
             self.note(call, test, "listed", why, kernels)
             return call.not_measured()
-        req = measure.Request(
-            nodeid=test,
-            name=call.site,
-            shape=_label(test),  # variant ids leave the test out: the sweep's point is in the spec
-            tags=[TAG],
-            budget_s=self.ks.settings.timing_budget_s,
-            named=False,
-            regions=False,
-            gaps=False,
-        )
+        req = self._request(call, test, regions=False, gaps=False)
         try:
-            m = measure.bench(
-                req, {"fn": fn}, (), {}, cfg=timing_config(call, self.ks.settings.timing_budget_s)
-            )
+            m = measure.bench(req, {"fn": fn}, (), {}, cfg=timing_config(call, req.budget_s))
         except Exception as e:  # kperf's measurement failed: the script goes on with do_bench's answer
-            self.note(
-                call,
-                test,
-                "listed",
-                f"kperf could not measure it: {type(e).__name__}: {str(e)[:200]}",
-                kernels,
-            )
+            self._failed(call, test, "kperf could not measure it", e, kernels)
             return call.run_original()
         keep(self.ks, m)
         self._store(m.variants, call)
@@ -272,7 +256,7 @@ class ScriptRun:
             call.call()()
         if not copier.launches:
             copier.clear()
-            self.note(call, None, "listed", "launched no Triton kernel (a reference implementation?)")
+            self.note(call, None, "listed", NO_LAUNCH)
             return call.not_measured()
         test = self.test_id(call, launch_label(describe_launch(copier.launches[0])))
         kernels = [launch.name for launch in copier.launches]
@@ -281,35 +265,40 @@ class ScriptRun:
             self.note(call, test, "identical", "identical code and work on both sides", kernels)
             return call.not_measured()
         s = self.ks.settings
-        req = measure.Request(
-            nodeid=test,
-            name=call.site,
-            shape=_label(test),  # variant ids leave the test out: the sweep's point is in the spec
-            tags=[TAG],
-            budget_s=s.timing_budget_s,
+        req = self._request(
+            call,
+            test,
             base_tree=self.ks.config.getoption("kperf_base_tree", default=None),
             ab_threshold=s.ab_threshold,
             ab_precision=s.ab_precision,
             ab_floor_ms=s.ab_floor_ms,
             ab_plan=self.plan,
-            named=False,
         )
         try:
             m = measure_replay.replay(req, copier, ReplayDevice.cuda())
         except Exception as e:  # the A/B of this call failed: said, the script goes on
             copier.clear()
-            self.note(
-                call,
-                test,
-                "listed",
-                f"kperf could not time it A/B: {type(e).__name__}: {str(e)[:200]}",
-                kernels,
-            )
+            self._failed(call, test, "kperf could not time it A/B", e, kernels)
             return call.not_measured()
         keep(self.ks, m)
         self._store(m.variants, call)
         self.note(call, test, "captured", kernels=kernels)
         return call.not_measured()
+
+    def _request(self, call: BenchCall, test: str, **extra: Any) -> measure.Request:
+        """The measurement request of one call: named by its Triton kernels, tagged "script"."""
+        return measure.Request(
+            nodeid=test,
+            name=call.site,
+            shape=_label(test),  # variant ids leave the test out: the sweep's point is in the spec
+            tags=[TAG],
+            budget_s=self.ks.settings.timing_budget_s,
+            named=False,
+            **extra,
+        )
+
+    def _failed(self, call: BenchCall, test: str, what: str, e: Exception, kernels: list[str]) -> None:
+        self.note(call, test, "listed", f"{what}: {type(e).__name__}: {str(e)[:200]}", kernels)
 
     def _store(self, variants: list[Any], call: BenchCall) -> None:
         for v in variants:
