@@ -271,11 +271,14 @@ def _read(db: Path) -> dict[str, Any]:
 # steps
 
 
-def step_one_gpu(a: argparse.Namespace, out: Path, liger: Path | None, timeout: float) -> dict[str, Any]:
-    work = _fresh(out / "one_gpu")
+def step_one_gpu(
+    a: argparse.Namespace, out: Path, liger: Path | None, timeout: float, name: str = "one_gpu"
+) -> dict[str, Any]:
+    """The selection alone on GPU 0; ``name`` "aa_one_gpu" runs it again for the A/A scale."""
+    work = _fresh(out / name)
     cmd = pytest_cmd(a.python, selection(liger), work / "run.db", a.dry_run_cpu, [])
     env = run_env(work, liger, a.dry_run_cpu, None if a.dry_run_cpu else "0", a.timing_budget_s)
-    proc = run_pytest("one_gpu", cmd, env, out / "fleet_eval.one_gpu.log", timeout)
+    proc = run_pytest(name, cmd, env, out / f"fleet_eval.{name}.log", timeout)
     return {
         "procs": {"gpu0": proc},
         "pinned": {"gpu0": "0"},
@@ -285,16 +288,7 @@ def step_one_gpu(a: argparse.Namespace, out: Path, liger: Path | None, timeout: 
 
 
 def step_aa_one_gpu(a: argparse.Namespace, out: Path, liger: Path | None, timeout: float) -> dict[str, Any]:
-    work = _fresh(out / "aa_one_gpu")
-    cmd = pytest_cmd(a.python, selection(liger), work / "run.db", a.dry_run_cpu, [])
-    env = run_env(work, liger, a.dry_run_cpu, None if a.dry_run_cpu else "0", a.timing_budget_s)
-    proc = run_pytest("aa_one_gpu", cmd, env, out / "fleet_eval.aa_one_gpu.log", timeout)
-    return {
-        "procs": {"gpu0": proc},
-        "pinned": {"gpu0": "0"},
-        "wall_s": proc["wall_s"],
-        "db": _read(work / "run.db"),
-    }
+    return step_one_gpu(a, out, liger, timeout, name="aa_one_gpu")
 
 
 def step_xdist_2(a: argparse.Namespace, out: Path, liger: Path | None, timeout: float) -> dict[str, Any]:

@@ -36,6 +36,7 @@ fresh temporary directory), as a CI job without a restored cache does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -554,9 +556,36 @@ def _median_ci(xs: list[float]) -> tuple[float, float]:
     return s[k], s[n - 1 - k]
 
 
-def truth_child(case_name: str, repo: Path, base_tree: Path, rounds: int, out: Path) -> None:
+def alternated_do_bench(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, Any]:
+    """The truth at one launch shape: the base's and the head's recorded launch (``fns`` keyed
+    "base" and "head"), compiled and warmed, then timed by ``triton.testing.do_bench`` (median,
+    L2 flushed) alternately, base-head then head-base, for ``rounds`` rounds."""
     import torch
     import triton
+
+    for f in fns.values():  # compile, warm the clocks
+        for _ in range(3):
+            f()
+    torch.cuda.synchronize()
+    ms: dict[str, list[float]] = {"base": [], "head": []}
+    for r in range(rounds):
+        for side in ("base", "head") if r % 2 == 0 else ("head", "base"):
+            ms[side].append(triton.testing.do_bench(fns[side], warmup=25, rep=100, return_mode="median"))
+    ratios = [h / b for b, h in zip(ms["base"], ms["head"], strict=True)]
+    lo, hi = _median_ci(ratios)
+    return {
+        "base_ms": statistics.median(ms["base"]),
+        "head_ms": statistics.median(ms["head"]),
+        "ratio": statistics.median(ratios),
+        "ratio_ci95": [lo, hi],
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "rounds": rounds,
+    }
+
+
+def truth_child(case_name: str, repo: Path, base_tree: Path, rounds: int, out: Path) -> None:
+    import torch
 
     case = BY_NAME[case_name]
     sys.path[:0] = [str(repo / "src"), str(repo)]
@@ -569,29 +598,8 @@ def truth_child(case_name: str, repo: Path, base_tree: Path, rounds: int, out: P
     for sh in case.shapes:
         inputs = _inputs(case.truth, sh.args)
         fns = {side: _recorded_launch(case.truth, m, case.kernel, inputs) for side, m in mods.items()}
-        for f in fns.values():  # compile, warm the clocks
-            for _ in range(3):
-                f()
-        torch.cuda.synchronize()
-        ms: dict[str, list[float]] = {"base": [], "head": []}
-        for r in range(rounds):
-            for side in ("base", "head") if r % 2 == 0 else ("head", "base"):
-                ms[side].append(triton.testing.do_bench(fns[side], warmup=25, rep=100, return_mode="median"))
-        ratios = [h / b for b, h in zip(ms["base"], ms["head"], strict=True)]
-        lo, hi = _median_ci(ratios)
-        rows.append(
-            {
-                "shape": sh.label,
-                "test_re": sh.test_re,
-                "base_ms": statistics.median(ms["base"]),
-                "head_ms": statistics.median(ms["head"]),
-                "ratio": statistics.median(ratios),
-                "ratio_ci95": [lo, hi],
-                "ratio_min": min(ratios),
-                "ratio_max": max(ratios),
-                "rounds": rounds,
-            }
-        )
+        rows.append({"shape": sh.label, "test_re": sh.test_re, **alternated_do_bench(fns, rounds)})
+        lo, hi = rows[-1]["ratio_ci95"]
         print(
             f"  truth {case.name} {sh.label}: {(rows[-1]['ratio'] - 1) * 100:+.2f}% "
             f"[{(lo - 1) * 100:+.2f}, {(hi - 1) * 100:+.2f}]",
@@ -602,37 +610,52 @@ def truth_child(case_name: str, repo: Path, base_tree: Path, rounds: int, out: P
     out.write_text(json.dumps({"shapes": rows, "seconds": time.monotonic() - t0}, indent=1))
 
 
-def measure_truth(case: Case, repo: Path, rounds: int, python: str, log: Path) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="kperf-rr-truth-"))
+@contextlib.contextmanager
+def base_worktree(repo: Path) -> Iterator[tuple[Path, Path]]:
+    """(a scratch folder, a worktree of HEAD~1 inside it), both removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix="kperf-truth-"))
     base_tree = tmp / "base"
     git(repo, "worktree", "add", "-q", "--detach", str(base_tree), "HEAD~1")
-    out = tmp / "truth.json"
-    cmd = [
-        python,
-        str(Path(__file__).resolve()),
-        "--truth-child",
-        case.name,
-        "--repo",
-        str(repo),
-        "--base-tree",
-        str(base_tree),
-        "--rounds",
-        str(rounds),
-        "--child-out",
-        str(out),
-    ]
-    rc, text, wall = run_cmd(cmd, repo, _env(repo, False, tmp / "triton-cache"), 540)
+    try:
+        yield tmp, base_tree
+    finally:
+        git(repo, "worktree", "remove", "--force", str(base_tree))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def append_log(log: Path, header: str, text: str, tail: int) -> None:
+    """``$ header`` and the last ``tail`` lines of a subprocess's output, appended to ``log``."""
     with open(log, "a", encoding="utf-8") as f:
-        f.write(
-            f"\n$ truth for {case.name} (exit {rc}; {wall:.1f} s)\n"
-            + "\n".join(text.splitlines()[-40:])
-            + "\n"
-        )
-    git(repo, "worktree", "remove", "--force", str(base_tree))
+        f.write(f"\n$ {header}\n" + "\n".join(text.splitlines()[-tail:]) + "\n")
+
+
+def child_result(out: Path, rc: int | None, wall: float) -> dict[str, Any]:
+    """What a truth child wrote (or the exit code when it wrote nothing), with its wall time."""
     data = json.loads(out.read_text()) if out.exists() else {"error": f"exit {rc}", "shapes": []}
     data["wall_s"] = wall
-    shutil.rmtree(tmp, ignore_errors=True)
     return data
+
+
+def measure_truth(case: Case, repo: Path, rounds: int, python: str, log: Path) -> dict[str, Any]:
+    with base_worktree(repo) as (tmp, base_tree):
+        out = tmp / "truth.json"
+        cmd = [
+            python,
+            str(Path(__file__).resolve()),
+            "--truth-child",
+            case.name,
+            "--repo",
+            str(repo),
+            "--base-tree",
+            str(base_tree),
+            "--rounds",
+            str(rounds),
+            "--child-out",
+            str(out),
+        ]
+        rc, text, wall = run_cmd(cmd, repo, _env(repo, False, tmp / "triton-cache"), 540)
+        append_log(log, f"truth for {case.name} (exit {rc}; {wall:.1f} s)", text, 40)
+        return child_result(out, rc, wall)
 
 
 # ---------------------------------------------------------------------------------------------

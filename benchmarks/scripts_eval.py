@@ -59,10 +59,13 @@ from realrepo_ab_eval import (  # noqa: E402
     Plant,
     _inputs,
     _load,
-    _median_ci,
     _recorded_launch,
     _traffic,
+    alternated_do_bench,
+    append_log,
+    base_worktree,
     build_repo,
+    child_result,
     git,
     run_cmd,
 )
@@ -207,12 +210,7 @@ def run_script(liger: Path, work: Path, script: str, python: str, log: Path) -> 
             cmd = [python, "-m", "kperf_ci", "run", "--kperf-mode", "gpu", "--kperf-db", str(db),
                    "--bench", script, "--overwrite"]  # fmt: skip
         rc, text, wall = run_cmd(cmd, cwd, env, 900)
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(
-                f"\n$ {' '.join(cmd)}  (exit {rc}; {wall:.1f} s)\n"
-                + "\n".join(text.splitlines()[-60:])
-                + "\n"
-            )
+        append_log(log, f"{' '.join(cmd)}  (exit {rc}; {wall:.1f} s)", text, 60)
         rows[f"wall_s_{how}"] = wall
         rows[f"exit_{how}"] = rc
         rows[f"p50_{how}"] = {"|".join(k): v for k, v in csv_p50(repo, kernel_name).items()}
@@ -261,10 +259,7 @@ def run_case(
            "--report-dir", str(work / f"{case['name']}-report"), "--json", str(out),
            "--bench", S + case["script"], "--overwrite"]  # fmt: skip
     rc, text, wall = run_cmd(cmd, repo, env, 900)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(
-            f"\n$ {' '.join(cmd)}  (exit {rc}; {wall:.1f} s)\n" + "\n".join(text.splitlines()[-80:]) + "\n"
-        )
+    append_log(log, f"{' '.join(cmd)}  (exit {rc}; {wall:.1f} s)", text, 80)
     doc = json.loads(out.read_text()) if out.exists() else {}
     timed = [t for t in doc.get("timed", []) if t.get("kernel", "").rsplit("/", 1)[-1] == case["kernel"]]
     part: dict[str, Any] = {
@@ -326,31 +321,19 @@ def shapes_of(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def measure_truth(
     case: dict[str, Any], repo: Path, timed: list, rounds: int, python: str, log: Path, env: dict[str, str]
 ) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="kperf-se-truth-"))
-    base_tree = tmp / "base"
-    git(repo, "worktree", "add", "-q", "--detach", str(base_tree), "HEAD~1")
-    spec, out = tmp / "shapes.json", tmp / "truth.json"
-    spec.write_text(json.dumps(shapes_of(timed)))
-    cmd = [python, str(Path(__file__).resolve()), "--truth-child", case["name"], "--repo", str(repo),
-           "--base-tree", str(base_tree), "--rounds", str(rounds), "--shapes", str(spec),
-           "--child-out", str(out)]  # fmt: skip
-    rc, text, wall = run_cmd(cmd, repo, env, 540)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(
-            f"\n$ truth for {case['name']} (exit {rc}; {wall:.1f} s)\n"
-            + "\n".join(text.splitlines()[-30:])
-            + "\n"
-        )
-    git(repo, "worktree", "remove", "--force", str(base_tree))
-    data = json.loads(out.read_text()) if out.exists() else {"error": f"exit {rc}", "shapes": []}
-    data["wall_s"] = wall
-    shutil.rmtree(tmp, ignore_errors=True)
-    return data
+    with base_worktree(repo) as (tmp, base_tree):
+        spec, out = tmp / "shapes.json", tmp / "truth.json"
+        spec.write_text(json.dumps(shapes_of(timed)))
+        cmd = [python, str(Path(__file__).resolve()), "--truth-child", case["name"], "--repo", str(repo),
+               "--base-tree", str(base_tree), "--rounds", str(rounds), "--shapes", str(spec),
+               "--child-out", str(out)]  # fmt: skip
+        rc, text, wall = run_cmd(cmd, repo, env, 540)
+        append_log(log, f"truth for {case['name']} (exit {rc}; {wall:.1f} s)", text, 30)
+        return child_result(out, rc, wall)
 
 
 def truth_child(name: str, repo: Path, base_tree: Path, rounds: int, shapes_path: Path, out: Path) -> None:
     import torch
-    import triton
 
     case = BY_NAME[name]
     sys.path[:0] = [str(repo / "src"), str(repo)]
@@ -362,19 +345,7 @@ def truth_child(name: str, repo: Path, base_tree: Path, rounds: int, shapes_path
     for sh in json.loads(shapes_path.read_text()):
         inputs = _inputs(case["truth"], sh)
         fns = {side: _recorded_launch(case["truth"], m, case["kernel"], inputs) for side, m in mods.items()}
-        for f in fns.values():
-            for _ in range(3):
-                f()
-        torch.cuda.synchronize()
-        ms: dict[str, list[float]] = {"base": [], "head": []}
-        for r in range(rounds):
-            for side in ("base", "head") if r % 2 == 0 else ("head", "base"):
-                ms[side].append(triton.testing.do_bench(fns[side], warmup=25, rep=100, return_mode="median"))
-        ratios = [h / b for b, h in zip(ms["base"], ms["head"], strict=True)]
-        lo, hi = _median_ci(ratios)
-        rows.append({"shape": sh["label"], "base_ms": statistics.median(ms["base"]),
-                     "head_ms": statistics.median(ms["head"]), "ratio": statistics.median(ratios),
-                     "ratio_ci95": [lo, hi], "rounds": rounds})  # fmt: skip
+        rows.append({"shape": sh["label"], **alternated_do_bench(fns, rounds)})
         print(f"  truth {name} {sh['label']}: {(rows[-1]['ratio'] - 1) * 100:+.2f}%", flush=True)
         del inputs, fns
         torch.cuda.empty_cache()
