@@ -301,22 +301,9 @@ print("copy", triton.testing.do_bench(lambda: copy(torch.rand(512))))
 
 @pytest.mark.slow
 def test_kperf_ab_times_the_changed_kernels_calls_against_the_base(tmp_path):
-    from test_pr_check_replay import CONFTEST, KERNELS, git
+    from test_pr_check_replay import two_commit_repo
 
-    repo = tmp_path / "repo"
-    (repo / "abkern").mkdir(parents=True)
-    (repo / "abkern" / "__init__.py").write_text("")
-    (repo / "abkern" / "ops.py").write_text(KERNELS)
-    (repo / "bench").mkdir()
-    (repo / "bench" / "bench_ops.py").write_text(BENCH_SCRIPT)
-    (repo / "conftest.py").write_text(CONFTEST)
-    (repo / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_90"]\n')
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    ops = repo / "abkern" / "ops.py"
-    ops.write_text(ops.read_text().replace("BLOCK, WARPS = 256, 4", "BLOCK, WARPS = 128, 2"))
-    git(repo, "commit", "-q", "-a", "-m", "head")
+    repo = two_commit_repo(tmp_path, {"bench/bench_ops.py": BENCH_SCRIPT})
     log, out = tmp_path / "launches.jsonl", tmp_path / "ab.json"
     env = {"KPERF_TEST_FAKE_GPU": str(log), "TRITON_INTERPRET": "1", "PYTHONPATH": str(repo)}
     r = kperf(

@@ -153,24 +153,27 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *ident, *args], check=True, capture_output=True)
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    (repo / "abkern").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "abkern" / "__init__.py").write_text("")
-    (repo / "abkern" / "ops.py").write_text(KERNELS)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
-    (repo / "conftest.py").write_text(CONFTEST)
-    (repo / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_90"]\n')
+def two_commit_repo(root: Path, files: dict[str, str]) -> Path:
+    """``root/repo``: the kernels, the faked-device conftest and ``files`` (path -> text), then the
+    pull request as a second commit: the scale kernel's launch (block size, so grid, and num_warps);
+    copy as is."""
+    repo = root / "repo"
+    for rel, text in {"abkern/__init__.py": "", "abkern/ops.py": KERNELS, "conftest.py": CONFTEST,
+                      "pyproject.toml": '[tool.kperf]\narch = ["sm_90"]\n', **files}.items():  # fmt: skip
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
-    # the pull request: the scale kernel's launch (block size, so grid, and num_warps); copy as is
     ops = repo / "abkern" / "ops.py"
     ops.write_text(ops.read_text().replace("BLOCK, WARPS = 256, 4", "BLOCK, WARPS = 128, 2"))
     git(repo, "commit", "-q", "-a", "-m", "head")
     return repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return two_commit_repo(tmp_path, {"tests/test_ops.py": TESTS})
 
 
 def kperf_ab(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict, list]:
