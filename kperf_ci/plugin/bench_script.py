@@ -152,8 +152,8 @@ class ScriptRun:
         self.seen: Counter[str] = Counter()  # per "<site>[<label>]": repeated calls get "#n"
         self.per_site: Counter[str] = Counter()  # captured calls per site (bench_limit)
         settings = ks.settings
-        self.select = _globs(getattr(settings, "bench_select", None))
-        self.limit = int(getattr(settings, "bench_limit", 0) or 0)
+        self.select = _globs(settings.bench_select)
+        self.limit = settings.bench_limit
         path = plan_path(ks)
         self.plan = plan_of(path) if path and ks.mode == "gpu" else None
 

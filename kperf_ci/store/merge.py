@@ -155,10 +155,12 @@ class _Writer:
         name: a second blob of that name with other bytes is kept as ``<name>:<its hash>``, which
         the readers of per-worker parts read too (kperf_ci.capture.manifest). Merging again adds
         nothing: bytes already held under the name or one of its parts are not stored twice."""
-        rows = self.conn.execute(
-            "SELECT name, data FROM blobs WHERE run_id = ? AND variant_id = ''", (out_id,)
+        # only this name's blobs are read (a run's other blobs can be megabytes of manifest)
+        held = self.conn.execute(
+            "SELECT data FROM blobs WHERE run_id = ? AND variant_id = '' "
+            "AND (name = ? OR substr(name, 1, length(?) + 1) = ? || ':')",
+            (out_id, name, name, name),
         ).fetchall()
-        held = [(d,) for n, d in rows if n == name or n.startswith(name + ":")]
         if any(bytes(d) == bytes(data) for (d,) in held):
             return
         if held:
