@@ -343,12 +343,12 @@ def rows_typed(path: str | os.PathLike[str], run_id: str) -> bool:
     num = "('integer', 'real')"
     with _opened(path) as db:
         row = db.conn.execute(
-            "SELECT EXISTS(SELECT 1 FROM metrics WHERE run_id = ?1 AND (typeof(name) <> 'text' "
+            "SELECT EXISTS(SELECT 1 FROM metrics WHERE run_id = :run AND (typeof(name) <> 'text' "
             "OR typeof(unit) <> 'text' OR typeof(kind) <> 'text' OR typeof(better) <> 'text' "
             f"OR typeof(value) NOT IN {num} OR abs(value) > {_MAX_REAL})) "
-            f"OR EXISTS(SELECT 1 FROM samples WHERE run_id = ?1 AND (typeof(value_ms) NOT IN {num} "
+            f"OR EXISTS(SELECT 1 FROM samples WHERE run_id = :run AND (typeof(value_ms) NOT IN {num} "
             f"OR abs(value_ms) > {_MAX_REAL}))",
-            (run_id,),
+            {"run": run_id},
         ).fetchone()
     return not row[0]
 
