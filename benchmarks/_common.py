@@ -158,7 +158,7 @@ def device_info() -> dict[str, Any]:
 
     d = device_fingerprint()
     try:
-        from kperf_ci.capture.timing import CudaBackend
+        from kperf_ci.capture.timing.engine import CudaBackend
 
         d["gpu_state"] = CudaBackend().state()
     except Exception as e:  # pragma: no cover - device only

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from kperf_ci.capture.record import LaunchRecorder
+from kperf_ci.capture.static.record import LaunchRecorder
 
 _REC = LaunchRecorder()
 

@@ -1,14 +1,14 @@
 """Detection quality of kperf's A/B verdicts on real kernels: false alarms, recall, effect error.
 
-Drives kperf's own comparison code -- ``kperf_ci.capture.interleaved.adaptive_ab`` (interleaved
+Drives kperf's own comparison code -- ``kperf_ci.capture.timing.interleaved.adaptive_ab`` (interleaved
 pairs, adaptive stop) and ``kperf_ci.judge.stats.compare_samples`` -- on the example kernels
 (examples/kernels) and on planted variants of them, in fresh processes. Writes detection_eval.json and .md.
 
 Variants (base vs head):
 
 * A/A: the base is the example module loaded a second time from a copy of the tree through
-  ``kperf_ci.capture.base_tree.load_base_callable`` (a distinct JITFunction, same code), the head the module
-  itself; same inputs. Any "slower"/"faster" verdict is a false alarm.
+  ``kperf_ci.capture.launches.base_tree.load_base_callable`` (a distinct JITFunction, same
+  code), the head the module itself; same inputs. Any "slower"/"faster" verdict is a false alarm.
 * extra work scaled to the kernel, at nominal +0.5, 1, 2, 3, 5%: memory-bound kernels (vector
   add, softmax, layernorm) process that many more elements/rows (extra memory traffic); the
   compute-bound matmul (fixed tile config, autotuner bypassed) runs a longer K loop (+64, +128,
@@ -116,12 +116,12 @@ class CudaBench:
         import torch
 
         from benchmarks._common import load_example
-        from kperf_ci.capture.base_tree import load_base_callable
+        from kperf_ci.capture.launches.base_tree import load_base_callable
 
         self.torch = torch
         self.dev = device
         if device == "cuda":
-            from kperf_ci.capture.timing import CudaBackend
+            from kperf_ci.capture.timing.engine import CudaBackend
 
             self.backend = CudaBackend()
         else:
@@ -414,7 +414,7 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
     """Every variant of every kernel once through adaptive_ab, plus the sequential baseline."""
     if not simulate:
         import torch  # noqa: F401 - imported before the lock: the slow part runs in parallel
-    from kperf_ci.capture.interleaved import adaptive_ab
+    from kperf_ci.capture.timing.interleaved import adaptive_ab
     from kperf_ci.judge.stats import compare_samples
 
     rng = random.Random(index)
@@ -490,8 +490,8 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
 
 def calibrate(simulate: bool, aa_runs: int = 12, ref_pairs: int = 1000) -> dict[str, Any]:
     """Per-kernel thresholds from A/A comparisons (noise_model) and reference effects."""
-    from kperf_ci.capture.interleaved import adaptive_ab
-    from kperf_ci.capture.timing import TimingConfig
+    from kperf_ci.capture.timing.engine import TimingConfig
+    from kperf_ci.capture.timing.interleaved import adaptive_ab
     from kperf_ci.judge.changepoint import noise_model
 
     bench = SimBench(10_000) if simulate else CudaBench(seed=1234)

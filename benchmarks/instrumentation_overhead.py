@@ -49,7 +49,7 @@ def _raw_launches(run, alloc, kernel, n_ctas: int, launches: int, be) -> list[di
     """Launch the instrumented kernel `launches` times, each after 3 untimed warm calls queued
     just before it (no idle gap) and an L2 flush, between two CUDA events; after each, read the
     records straight from the profile buffer and compare the span with that launch's time."""
-    from kperf_ci.capture.instrument import read_raw_trace
+    from kperf_ci.capture.regions.instrument import read_raw_trace
     from kperf_ci.traces import clock as pt
 
     out = []
@@ -83,9 +83,9 @@ def run_case(case, cfg, variants_cfg: dict, tcfg, launches: int) -> tuple[dict, 
 
     import torch
 
-    from kperf_ci.capture.gpu import capture_launches
-    from kperf_ci.capture.instrument import instrument_callable, instrumented_launches, profile_buffer
-    from kperf_ci.capture.timing import CudaBackend, time_interleaved
+    from kperf_ci.capture.launches.gpu import capture_launches
+    from kperf_ci.capture.regions.instrument import instrument_callable, instrumented_launches, profile_buffer
+    from kperf_ci.capture.timing.engine import CudaBackend, time_interleaved
 
     fn = case.make(1234)
     fn()
@@ -340,8 +340,8 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    from kperf_ci.capture.instrument import RegionConfig
-    from kperf_ci.capture.timing import TimingConfig
+    from kperf_ci.capture.regions.instrument import RegionConfig
+    from kperf_ci.capture.timing.engine import TimingConfig
 
     out = out_dir(args.out)
     cfg = RegionConfig()

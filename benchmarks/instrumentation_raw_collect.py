@@ -43,9 +43,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from kperf_ci.capture.gpu import capture_launches
-    from kperf_ci.capture.instrument import RegionConfig, instrumented_launches, read_raw_trace
-    from kperf_ci.capture.timing import CudaBackend, TimingConfig, time_interleaved
+    from kperf_ci.capture.launches.gpu import capture_launches
+    from kperf_ci.capture.regions.instrument import RegionConfig, instrumented_launches, read_raw_trace
+    from kperf_ci.capture.timing.engine import CudaBackend, TimingConfig, time_interleaved
 
     out = out_dir(args.out)
     be = CudaBackend()
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
                     info.setdefault("shared", {})[vname] = i.kernel.metadata.shared
                     info.setdefault("scratch", {})[vname] = int(i.kernel.metadata.profile_scratch_size)
             # one profile buffer for all instrumented variants while timing
-            from kperf_ci.capture.instrument import profile_buffer
+            from kperf_ci.capture.regions.instrument import profile_buffer
 
             with profile_buffer():
                 res = time_interleaved(variants, TimingConfig(budget_s=args.budget))
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         (out / "raw_collect.json").write_text(json.dumps(doc, indent=1, default=str))
 
     # the plugin's path: one launch under a Proton session, raw buffer kept through the session
-    from kperf_ci.capture.instrument import instrument_callable
+    from kperf_ci.capture.regions.instrument import instrument_callable
 
     doc["session"] = []
     for case in cases(["matmul", "layernorm"]):

@@ -5,7 +5,7 @@
 1. Records launches under TRITON_INTERPRET=1 (subprocesses): the capture test fixtures
    (tests/data/capture/record_script.py) and, when present, the examples' tests
    (examples/test_*.py, through benchmarks/_kperf_record_plugin.py).
-2. Compiles every unique launch for every arch with kperf_ci.capture.static.compile_variants in
+2. Compiles every unique launch for every arch with kperf_ci.capture.static.compile.compile_variants in
    three states of the caches (all in a fresh temporary TRITON_CACHE_DIR):
    - cold: empty Triton cache and empty kperf metrics cache (first CI run);
    - warm: both caches filled (the usual CI run: unchanged kernels);
@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kperf_ci.capture.aot import default_jobs  # noqa: E402
-from kperf_ci.capture.record import LaunchSpec, load_launches  # noqa: E402
-from kperf_ci.capture.static import compile_variants  # noqa: E402
+from kperf_ci.capture.static.aot import default_jobs  # noqa: E402
+from kperf_ci.capture.static.compile import compile_variants  # noqa: E402
+from kperf_ci.capture.static.record import LaunchSpec, load_launches  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TARGET_S = 2.0
@@ -121,7 +121,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 def run_mode(
     launches: list[LaunchSpec], archs: list[str], jobs: int, cache: Path, *, metrics_cache: bool
 ) -> dict:
-    from kperf_ci.capture.aot import WorkerPool
+    from kperf_ci.capture.static.aot import WorkerPool
 
     old = os.environ.get("KPERF_NO_METRICS_CACHE")
     if metrics_cache:

@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kperf_ci import store  # noqa: E402
-from kperf_ci.capture.manifest import load_manifest  # noqa: E402
+from kperf_ci.prcheck.passes import load_manifest  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 LIGER_URL = "https://github.com/linkedin/Liger-Kernel.git"

@@ -5,7 +5,7 @@ Each of ``--processes`` fresh Python processes (default 8) builds every example 
 from the same seed, then measures each kernel's median with three methods, in an order that
 alternates between processes:
 
-- ``kperf``: ``kperf_ci.capture.timing.time_callable`` with its defaults (warm-up until batch
+- ``kperf``: ``kperf_ci.capture.timing.engine.time_callable`` with its defaults (warm-up until batch
   medians settle, CUDA events, L2 flush outside the window, CI-driven repetition, 2 s budget,
   paced to a 50% duty cycle); ``kperf_unpaced``: the same without pacing (duty cycle 1);
 - ``host_clock``: ``time.perf_counter`` around call + ``torch.cuda.synchronize()`` (pytest-benchmark
@@ -38,7 +38,7 @@ def worker(index: int, only: list[str] | None, methods: list[str]) -> dict:
     import torch
     import triton
 
-    from kperf_ci.capture.timing import TimingConfig, time_callable, time_host_clock
+    from kperf_ci.capture.timing.engine import TimingConfig, time_callable, time_host_clock
 
     order = list(methods) if index % 2 == 0 else list(reversed(methods))
     out: dict = {"index": index, "order": order, "kernels": {}}

@@ -1,5 +1,5 @@
 """kperf's own host time per timed variant in GPU mode, on the CPU: the timing loop of this
-tree (capture/timing.py, timing_steps.py, judge/stats.py) against the same loop at a base
+tree (capture/timing/engine.py, steps.py, judge/stats.py) against the same loop at a base
 revision, both driving a simulated device.
 
 The device is test_timing's ``FakeDevice`` with a queue: the host pays a fixed cost per
@@ -55,7 +55,7 @@ def _driver() -> list[dict]:
     sys.path.insert(0, str(Path.cwd() / "tests"))
     from test_timing import FakeDevice  # the tests' fake backend
 
-    from kperf_ci.capture.timing import TimingConfig, time_callable
+    from kperf_ci.capture.timing.engine import TimingConfig, time_callable
 
     class QueueDevice(FakeDevice):
         def __init__(self):

@@ -57,7 +57,7 @@ class Settings:
     thresholds: dict[str, float] = field(default_factory=dict)  # metric name (or "time") -> rel / abs
     time_floor_ms: float = 0.001
     timing_budget_s: float = 2.0  # GPU mode: host seconds of measurement per variant
-    # GPU mode, kernel replay (capture/replay.py), per test: device memory for argument copies,
+    # GPU mode, kernel replay (capture/launches/replay.py), per test: device memory for argument copies,
     # distinct launches replayed, host seconds replaying; a limit that bites is reported
     replay_copy_mb: float = 4096.0
     replay_launches: int = 32

@@ -187,7 +187,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("ptx.instructions", "count", _S, "lower", "per kernel binary", "PTX instructions", headline=9,
                code="manifest"),
     MetricSpec("sass.<class>", "count", _S, "none", "per kernel binary",
-               "SASS instructions of one class (capture.sass.CLASSES): a mix, neither good nor bad"),
+               "SASS instructions of one class (capture.static.sass.CLASSES): a mix, neither good nor bad"),
     MetricSpec("ptx.<class>", "count", _S, "none", "per kernel binary", "PTX instructions of one class"),
     # ---- time: the callable timed on the GPU (capture.timing); all samples are stored too
     MetricSpec("time.median", "ms", _T, "lower", "per call, median of all samples",
@@ -221,7 +221,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("time.graph", "bool", _T, "none", "per variant",
                "1 when the samples are CUDA-graph replays, 0 for plain events; compare names a change of "
                "method next to the time verdict"),
-    # ---- region: one instrumented launch (capture.instrument), per region
+    # ---- region: one instrumented launch (capture.regions.instrument), per region
     MetricSpec("region.dropped_events", "count", _R, "lower", _LAUNCH,
                "Proton records lost in the instrumented launch"),
     MetricSpec("region.<name>.cycles", "cycles", _R, "none", _CTA_MEDIAN,
@@ -282,7 +282,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "achieved FLOP/s from the declared FLOPs"),
     MetricSpec("analysis.flops_fraction", "fraction", _A, "none", "per call (time.median)",
                "achieved FLOP/s over the device's peak"),
-    # ---- ab: an interleaved A/B run, stored with the head variant (kperf_ci.capture.interleaved)
+    # ---- ab: an interleaved A/B run, stored with the head variant (kperf_ci.capture.timing.interleaved)
     MetricSpec("ab.ratio", "ratio", _A, "lower", "paired blocks of calls",
                "head/base time ratio (Hodges-Lehmann)"),
     MetricSpec("ab.ci_low", "ratio", _A, "lower", "paired blocks of calls",

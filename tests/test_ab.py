@@ -13,9 +13,10 @@ import pytest
 from conftest import git
 from test_timing import FakeDevice  # the timing module's fake device clock
 
-from kperf_ci.capture.base_tree import ABError, load_base_callable, materialize
-from kperf_ci.capture.interleaved import adaptive_ab
-from kperf_ci.capture.timing import TimingConfig
+from kperf_ci.capture.launches.base_tree import load_base_callable, materialize
+from kperf_ci.capture.static.repo import ABError
+from kperf_ci.capture.timing.engine import TimingConfig
+from kperf_ci.capture.timing.interleaved import adaptive_ab
 from kperf_ci.judge.ab import balanced_blocks
 from kperf_ci.judge.launch_diff import diff_static
 
@@ -185,9 +186,9 @@ def test_static_pass_finds_identical_changed_and_added_kernels(repo, head_pkg, t
     """Compile-only on the CPU: a comment-only edit keeps the SASS, an arithmetic edit changes it."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("triton")
-    from kperf_ci.capture.aot import WorkerPool
-    from kperf_ci.capture.record import make_launch_spec
-    from kperf_ci.capture.static import compile_variants
+    from kperf_ci.capture.static.aot import WorkerPool
+    from kperf_ci.capture.static.compile import compile_variants
+    from kperf_ci.capture.static.record import make_launch_spec
 
     _, kern = head_pkg
     x = torch.zeros(4096)

@@ -10,8 +10,8 @@ from fixtures.synthetic import grid_timeline, pipelined_timeline
 
 from kperf_ci.analysis import analyze_timeline
 from kperf_ci.analysis.occupancy import busy_sm_series
-from kperf_ci.capture.region_pass import RegionConfig
-from kperf_ci.capture.region_result import build_result
+from kperf_ci.capture.regions.result import build_result
+from kperf_ci.capture.regions.ttgir_pass import RegionConfig
 from kperf_ci.commands.analyze import analyze_cmd, run
 from kperf_ci.traces.kernel_records import KernelRecord, save_records
 from kperf_ci.traces.perfetto import _nest, to_chrome_trace, write_chrome_trace

@@ -11,7 +11,7 @@ from fixtures.synthetic import proton_chrome_trace as proton_trace
 
 from kperf_ci.analysis import intervals
 from kperf_ci.analysis.timeline import Timeline, from_region_result
-from kperf_ci.capture import instrument
+from kperf_ci.capture.regions import instrument
 from kperf_ci.traces.kernel_trace import to_timeline as from_kernel_trace
 from kperf_ci.traces.proton_chrome import load_proton_trace, load_proton_traces, parse_events
 from kperf_ci.traces.timeline_file import load_timelines, save_timeline, timeline_from_npz

@@ -207,7 +207,7 @@ def test_a_script_that_exits_non_zero_fails_the_run(tmp_path):
 def test_the_script_gets_what_its_arguments_ask_for():
     import triton.testing
 
-    from kperf_ci.capture.do_bench import BenchCall
+    from kperf_ci.capture.launches.do_bench import BenchCall
 
     samples = [1.0, 2.0, 3.0, 4.0, 10.0]
 
@@ -247,7 +247,7 @@ def via_lambda(fn):
 def test_calls_are_named_by_site_and_triton_internal_calls_pass_through(tmp_path, monkeypatch):
     import triton.testing
 
-    from kperf_ci.capture import do_bench
+    from kperf_ci.capture.launches import do_bench
 
     path = tmp_path / "caller_mod.py"
     path.write_text(CALLER)
@@ -271,7 +271,7 @@ def test_calls_are_named_by_site_and_triton_internal_calls_pass_through(tmp_path
 
 
 def test_the_timing_budget_is_what_the_call_asked_for():
-    from kperf_ci.capture.do_bench import BenchCall
+    from kperf_ci.capture.launches.do_bench import BenchCall
     from kperf_ci.plugin.bench_script import timing_config
 
     liger = timing_config(BenchCall("do_bench", lambda: None, "s#1", "f.py", 1, 25, 10), budget_s=2.0)
@@ -363,9 +363,9 @@ def test_a_call_kperf_cannot_measure_is_listed_and_answered_by_do_bench(monkeypa
 
     import torch
 
-    from kperf_ci import measure
-    from kperf_ci.capture import gpu
-    from kperf_ci.capture.do_bench import BenchCall
+    from kperf_ci.capture import measure
+    from kperf_ci.capture.launches import gpu
+    from kperf_ci.capture.launches.do_bench import BenchCall
     from kperf_ci.plugin import bench_script
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)

@@ -1,4 +1,4 @@
-"""Recording launches under the Triton interpreter (kperf_ci.capture.record)."""
+"""Recording launches under the Triton interpreter (kperf_ci.capture.static.record)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("triton")
 pytest.importorskip("torch")
 
-from kperf_ci.capture.record import (  # noqa: E402
+from kperf_ci.capture.static.record import (  # noqa: E402
     NOT_IMPORTABLE,
     ArgSpec,
     LaunchSpec,
@@ -182,7 +182,7 @@ def test_recorder_patches_symmetrically_in_process():
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.interpreter import InterpretedFunction
 
-    from kperf_ci.capture.record import LaunchRecorder
+    from kperf_ci.capture.static.record import LaunchRecorder
 
     before = (InterpretedFunction.run, Autotuner.run, Autotuner._bench)
     k = _interpreted_add()
@@ -222,7 +222,7 @@ def test_compiled_launches_are_recorded_without_the_interpreter(monkeypatch):
     import torch
     from triton.runtime.jit import JITFunction
 
-    from kperf_ci.capture.record import LaunchRecorder
+    from kperf_ci.capture.static.record import LaunchRecorder
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("needs JITFunction (no interpreter)")

@@ -1,4 +1,4 @@
-"""Static metrics from cubin/PTX (kperf_ci.capture.sass)."""
+"""Static metrics from cubin/PTX (kperf_ci.capture.static.sass)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fixtures.catalogue import uncatalogued
 
-from kperf_ci.capture import sass
-from kperf_ci.capture.ptx import classify_ptx, ptx_instructions, ptx_opcode
+from kperf_ci.capture.static import sass
+from kperf_ci.capture.static.ptx import classify_ptx, ptx_instructions, ptx_opcode
 
 DATA = Path(__file__).parent / "data" / "capture"
 ROOT = Path(__file__).parent.parent
@@ -148,7 +148,7 @@ COMPILE = r"""
 import json, sys, os
 sys.path.insert(0, sys.argv[2])
 import triton
-from kperf_ci.capture import _standins
+from kperf_ci.capture.static import _standins
 triton.runtime.driver.set_active(_standins._make_driver())
 _standins._capture_ptxas_log()
 import kernels

@@ -1,4 +1,5 @@
-"""Recorded launches -> AOT compile in worker processes -> static metrics (kperf_ci.capture.static)."""
+"""Recorded launches -> AOT compile in worker processes -> static metrics
+(kperf_ci.capture.static.compile)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ pytest.importorskip("torch")
 
 from test_capture_record import record  # noqa: E402  (the interpreter run of record_script.py)
 
-from kperf_ci.capture.record import LaunchSpec  # noqa: E402
-from kperf_ci.capture.static import compile_variants, source_location  # noqa: E402
+from kperf_ci.capture.static.compile import compile_variants, source_location  # noqa: E402
+from kperf_ci.capture.static.record import LaunchSpec  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 ARCHS = ["sm_80", "sm_90"]

@@ -146,7 +146,7 @@ def test_a_change_of_timing_method_is_named_in_the_reason():
 
 
 def test_timing_result_records_its_method():
-    from kperf_ci.capture.timing import TimingResult
+    from kperf_ci.capture.timing.engine import TimingResult
 
     r = TimingResult([1.0, 1.1], 1.05, 1.0, 1.1, "graph", 2)
     assert {m.name: m.value for m in r.to_metrics()}["time.graph"] == 1.0

@@ -216,7 +216,7 @@ def test_gpu_identity_names_the_physical_card():
 
 def test_gpu_identity_is_in_every_state_read(monkeypatch):
     """The timing loop stores its state reads with each variant: they name the card it ran on."""
-    from kperf_ci.capture.backend import CudaBackend
+    from kperf_ci.capture.timing.backend import CudaBackend
 
     be = object.__new__(CudaBackend)  # no torch, no device: only what state() reads
     be._read_state = lambda: {"sm_clock_mhz": 1980}
@@ -235,7 +235,7 @@ def test_gpu_probes_agree_with_torch_and_the_table():
     import torch
 
     from kperf_ci import hardware
-    from kperf_ci.capture.backend import CudaBackend
+    from kperf_ci.capture.timing.backend import CudaBackend
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     driver = device.driver_version()

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import needs_gpu
 
-from kperf_ci.capture.region_pass import RegionConfig, insert_regions, regions_in_ttgir
-from kperf_ci.capture.region_result import aggregate_units, build_result
+from kperf_ci.capture.regions.result import aggregate_units, build_result
+from kperf_ci.capture.regions.ttgir_pass import RegionConfig, insert_regions, regions_in_ttgir
 from kperf_ci.traces import clock as trace_clock
 from kperf_ci.traces import proton_chrome
 from kperf_ci.traces.timeline_file import read_npz
@@ -429,7 +429,7 @@ def test_gpu_instrument_vector_add_and_matmul():
     sys.path.insert(0, str(DATA))
     import kernels as K
 
-    from kperf_ci.capture.instrument import instrument_callable
+    from kperf_ci.capture.regions.instrument import instrument_callable
 
     n = 1 << 22
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
@@ -482,8 +482,8 @@ def test_gpu_capture_launches_and_instrumented_replay():
     sys.path.insert(0, str(DATA))
     import kernels as K
 
-    from kperf_ci.capture.gpu import capture_launches
-    from kperf_ci.capture.instrument import instrument_callable, instrumented_launches, profile_buffer
+    from kperf_ci.capture.launches.gpu import capture_launches
+    from kperf_ci.capture.regions.instrument import instrument_callable, instrumented_launches, profile_buffer
 
     n = 1 << 20
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

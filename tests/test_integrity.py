@@ -107,7 +107,7 @@ def test_ctrl_c_while_compiling_stops_cleanly_and_stores_nothing_as_complete(sam
     workers: list[tuple[int, str]] = []
 
     def compiling() -> bool:
-        workers[:] = [c for c in _children(proc.pid) if "kperf_ci.capture._worker" in c[1]]
+        workers[:] = [c for c in _children(proc.pid) if "kperf_ci.capture.static._worker" in c[1]]
         return bool(workers)
 
     _wait_for(compiling, "a compile worker to start", proc)

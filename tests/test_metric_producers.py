@@ -19,9 +19,9 @@ from kperf_ci.analysis import (
     wave_quantization,
 )
 from kperf_ci.analysis.findings import Finding, to_metrics
-from kperf_ci.capture.interleaved import ABResult
-from kperf_ci.capture.region_result import RegionResult, RegionStats
-from kperf_ci.capture.timing import TimingResult
+from kperf_ci.capture.regions.result import RegionResult, RegionStats
+from kperf_ci.capture.timing.engine import TimingResult
+from kperf_ci.capture.timing.interleaved import ABResult
 from kperf_ci.commands.import_ import from_pytest_benchmark
 from kperf_ci.judge import plausibility
 from kperf_ci.metrics import metric, spec

@@ -17,9 +17,9 @@ from conftest import make_info, make_result
 
 from kperf_ci import analysis, metrics, store
 from kperf_ci.analysis import KernelRecord, LaunchConfig, analyze_timeline, launch_gaps
-from kperf_ci.capture import sass
-from kperf_ci.capture.interleaved import ABResult
-from kperf_ci.capture.timing import TimingResult
+from kperf_ci.capture.static import sass
+from kperf_ci.capture.timing.engine import TimingResult
+from kperf_ci.capture.timing.interleaved import ABResult
 from kperf_ci.cli import main
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.gate import GatePolicy, gate_against_run, gate_history

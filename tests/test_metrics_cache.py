@@ -1,4 +1,4 @@
-"""Static metrics cached by cubin (capture/metrics_cache.py): in memory and on disk, shared by
+"""Static metrics cached by cubin (capture/static/metrics_cache.py): in memory and on disk, shared by
 static mode's compile workers and GPU mode; a second process never runs the tools again."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from kperf_ci.capture import metrics_cache
-from kperf_ci.capture.gpu import LaunchInfo, add_static_metrics
+from kperf_ci.capture.launches.gpu import LaunchInfo, add_static_metrics
+from kperf_ci.capture.static import metrics_cache
 from kperf_ci.model import Metric
 
 ASM = {"cubin": b"\x7fELF fake cubin bytes", "ptx": ".version 8.0"}
@@ -83,7 +83,7 @@ def test_a_second_process_does_not_run_the_tools(cache_dir):
     metrics_cache.cached_static_metrics(ASM, MD, "sm_90", Counting())
     code = textwrap.dedent(
         f"""
-        from kperf_ci.capture import metrics_cache
+        from kperf_ci.capture.static import metrics_cache
         def boom(*a):
             raise AssertionError("static metrics recomputed")
         r = metrics_cache.cached_static_metrics({ASM!r}, {MD!r}, "sm_90", boom)

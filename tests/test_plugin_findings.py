@@ -1,5 +1,5 @@
 """GPU mode's analyses without a GPU: launch gaps of a multi-kernel callable (the profiler is
-faked at the device boundary, ``capture.gpu.kernel_records``), findings stored as metrics and as
+faked at the device boundary, ``capture.launches.gpu.kernel_records``), findings stored as metrics and as
 an artifact in a real SQLite run, the terminal summary, and ``kperf analyze --db`` reading them."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kperf_ci import measure
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json
+from kperf_ci.capture import measure
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin import finish
 from kperf_ci.plugin.session import KperfSession
@@ -41,7 +41,7 @@ def _chain(n: int, kernel_ns: float, gap_ns: float) -> list[KernelRecord]:
 
 
 def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
-    from kperf_ci.capture import gpu
+    from kperf_ci.capture.launches import gpu
 
     calls = []
 
@@ -59,7 +59,7 @@ def test_launch_bound_chain_is_flagged_and_kept(session, monkeypatch):
 
 
 def test_back_to_back_chain_is_not_flagged(session, monkeypatch):
-    from kperf_ci.capture import gpu
+    from kperf_ci.capture.launches import gpu
 
     monkeypatch.setattr(gpu, "kernel_records", lambda call, calls: _chain(9 * calls, 500_000, 2_000))
     findings, _ = measure.measure_launch_gaps(session, lambda: None, 9)
@@ -67,7 +67,7 @@ def test_back_to_back_chain_is_not_flagged(session, monkeypatch):
 
 
 def test_single_launch_is_not_profiled_and_a_failing_profiler_only_warns(session, monkeypatch):
-    from kperf_ci.capture import gpu
+    from kperf_ci.capture.launches import gpu
 
     def boom(call, calls):
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
@@ -92,7 +92,7 @@ def test_split_calls_needs_the_same_kernels_in_each_call():
 
 
 def test_the_first_call_is_dropped(session, monkeypatch):
-    from kperf_ci.capture import gpu
+    from kperf_ci.capture.launches import gpu
 
     def profiled(call, calls):
         out, t = [], 0.0

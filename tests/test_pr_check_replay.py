@@ -96,8 +96,8 @@ def pytest_configure(config):
         return
     from triton.runtime.interpreter import InterpretedFunction
 
-    from kperf_ci.capture import gpu
-    from kperf_ci.capture.replay import ReplayDevice
+    from kperf_ci.capture.launches import gpu
+    from kperf_ci.capture.launches.replay import ReplayDevice
     from kperf_ci.plugin import gpu_bench
 
     orig = InterpretedFunction.run
@@ -279,7 +279,7 @@ def test_run_from_a_subdirectory_pairs_the_launches_by_repository_paths(repo, tm
 def test_only_float_tensors_are_made_fresh():
     import torch
 
-    from kperf_ci.capture.ab_launch import own_tensor
+    from kperf_ci.capture.launches.ab_launch import own_tensor
 
     x = torch.zeros(4)
     t = own_tensor("bf16[3x5]", x)

@@ -1,4 +1,4 @@
-"""capture.region_hook.RegionHook: the compiler hook lives for a with-block, chains to the hook
+"""capture.regions.hook.RegionHook: the compiler hook lives for a with-block, chains to the hook
 that was there, shares one installed hook between nested scopes, and edits only tagged builds."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kperf_ci.capture.region_hook import RegionHook
-from kperf_ci.capture.region_pass import RegionConfig
+from kperf_ci.capture.regions.hook import RegionHook
+from kperf_ci.capture.regions.ttgir_pass import RegionConfig
 
 triton = pytest.importorskip("triton")
 

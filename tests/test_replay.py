@@ -1,6 +1,7 @@
-"""Kernel replay (kperf_ci.capture.replay + kperf_ci.measure_replay.replay) on a CPU: real kernels run
-by Triton's interpreter through the replay path; only the device side is faked (the timing
-backend's events and clocks, the launch hook the interpreter lacks, the instrumented launch)."""
+"""Kernel replay (kperf_ci.capture.launches.replay + kperf_ci.capture.measure_replay.replay) on a
+CPU: real kernels run by Triton's interpreter through the replay path; only the device side is
+faked (the timing backend's events and clocks, the launch hook the interpreter lacks,
+the instrumented launch)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from kperf_ci import measure, measure_replay  # noqa: E402
-from kperf_ci.capture import gpu  # noqa: E402
-from kperf_ci.capture.replay import MIB, LaunchCopier, ReplayDevice, ReplayLimits  # noqa: E402
+from kperf_ci.capture import measure, measure_replay  # noqa: E402
+from kperf_ci.capture.launches import gpu  # noqa: E402
+from kperf_ci.capture.launches.replay import MIB, LaunchCopier, ReplayDevice, ReplayLimits  # noqa: E402
 
 KERNELS = Path(__file__).parent / "data" / "replay" / "kernels.py"
 NODEID = "tests/test_x.py::test_norm"
@@ -218,8 +219,8 @@ def test_a_launch_that_fails_to_replay_is_reported_and_the_rest_measured(kernels
 FAKE_DEVICE_CONFTEST = """
 import pytest
 import kperf_ci.plugin
-from kperf_ci.capture import gpu
-from kperf_ci.capture.replay import ReplayDevice
+from kperf_ci.capture.launches import gpu
+from kperf_ci.capture.launches.replay import ReplayDevice
 
 kperf_ci.plugin.cuda_available = lambda: True  # the device is faked below: gpu mode may start
 

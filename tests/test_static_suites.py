@@ -18,7 +18,7 @@ pytest.importorskip("triton")
 pytest.importorskip("torch")
 
 from kperf_ci import store  # noqa: E402
-from kperf_ci.capture.autotune import AutotunePolicy, over_shared_limit  # noqa: E402
+from kperf_ci.capture.static.autotune import AutotunePolicy, over_shared_limit  # noqa: E402
 from kperf_ci.config import ConfigError, load_settings  # noqa: E402
 from kperf_ci.plugin.marker import mark_matches  # noqa: E402
 
@@ -228,7 +228,7 @@ def test_partial_capture_is_reported_with_counts_and_reasons(suite_run) -> None:
 
 def test_user_failures_are_not_blamed_on_kperf(suite_run) -> None:
     proc, _ = suite_run
-    assert "kperf_ci/capture/record.py" not in proc.stdout, proc.stdout
+    assert "kperf_ci/capture/static/record.py" not in proc.stdout, proc.stdout
 
 
 def test_mark_globs_select_tests(pytester: pytest.Pytester) -> None:
@@ -355,7 +355,7 @@ def test_empty_run_is_never_a_baseline(tmp_path: Path) -> None:
 def test_fake_cuda_puts_cuda_tensors_on_the_cpu_and_restores() -> None:
     import torch
 
-    from kperf_ci.capture.fake_device import fake_cuda
+    from kperf_ci.capture.static.fake_device import fake_cuda
 
     sync = torch.cuda.synchronize
     with fake_cuda():

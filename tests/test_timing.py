@@ -8,8 +8,8 @@ import random
 import pytest
 from conftest import needs_gpu
 
-from kperf_ci.capture import timing
-from kperf_ci.capture.timing import TimingConfig, time_callable, time_interleaved
+from kperf_ci.capture.timing import engine as timing
+from kperf_ci.capture.timing.engine import TimingConfig, time_callable, time_interleaved
 from kperf_ci.judge.stats import median, median_ci
 
 
@@ -394,7 +394,7 @@ def test_gpu_short_kernel_uses_a_graph():
 
 def test_graph_replay_check_compares_every_output_tensor():
     torch = pytest.importorskip("torch")
-    from kperf_ci.capture.backend import _same_tensors, _tensors
+    from kperf_ci.capture.timing.backend import _same_tensors, _tensors
 
     a = torch.arange(6.0).reshape(2, 3)
     out = {"y": a, "aux": (a.sum(), 3, "text")}

@@ -10,7 +10,7 @@ import random
 import pytest
 from test_timing import FakeDevice  # noqa: E402  (tests/ is on sys.path under pytest)
 
-from kperf_ci.capture.timing import TimingConfig, time_callable
+from kperf_ci.capture.timing.engine import TimingConfig, time_callable
 
 
 class CountingDevice(FakeDevice):

@@ -1,4 +1,5 @@
-"""Re-warm after idle gaps (timing.py), on the CPU with a fake device that runs cold after a pause."""
+"""Re-warm after idle gaps (capture/timing/steps.py), on the CPU with a fake device that runs cold
+after a pause."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import statistics
 import pytest
 from test_timing import FakeDevice  # noqa: E402  (tests/ is on sys.path under pytest)
 
-from kperf_ci.capture.timing import TimingConfig, Variant, rewarm_calls, time_callable, time_interleaved
+from kperf_ci.capture.timing.engine import (
+    TimingConfig,
+    Variant,
+    rewarm_calls,
+    time_callable,
+    time_interleaved,
+)
 
 
 class ColdAfterIdle(FakeDevice):

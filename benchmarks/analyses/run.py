@@ -190,7 +190,7 @@ def case_waves(workdir: str):
         # the capture stage's path: automatic regions, raw-buffer clock fit, RegionResult -> Timeline
         try:
             from kperf_ci.analysis.timeline import from_region_result
-            from kperf_ci.capture.instrument import RegionConfig, instrument_callable
+            from kperf_ci.capture.regions.instrument import RegionConfig, instrument_callable
 
             def launch_cap(tiles=tiles, a=a, b=b, c=c, M=M, N=N):
                 return K.wave_matmul[(tiles,)](
@@ -444,7 +444,7 @@ def case_instrument_callable(workdir: str):
     """The capture stage's automatic regions on an unmodified kernel, through the adapter."""
     try:
         from kperf_ci.analysis.timeline import from_region_result
-        from kperf_ci.capture.instrument import RegionConfig, instrument_callable
+        from kperf_ci.capture.regions.instrument import RegionConfig, instrument_callable
     except Exception as e:  # noqa: BLE001
         RESULTS.append({"name": "instrument_callable_adapter", "analysis": "adapter", "error": repr(e)})
         return

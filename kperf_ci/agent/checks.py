@@ -14,7 +14,7 @@ from typing import Any
 
 from kperf_ci.agent import guards
 from kperf_ci.agent.targets import DISTRIBUTIONS, TOLERANCE, Target
-from kperf_ci.capture import timing
+from kperf_ci.capture.timing import engine as timing
 
 # hack codes (stable: tests and the population store use them)
 NETWORK = "network"

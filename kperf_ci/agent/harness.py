@@ -3,7 +3,7 @@
 It installs the guards (:mod:`kperf_ci.agent.guards`) before anything of the candidate's is
 imported, loads the original module and the candidate module by file path, runs the checks
 (:mod:`kperf_ci.agent.checks`) and, when asked and a GPU is there, the same-job A/B timing
-(:func:`kperf_ci.capture.interleaved.adaptive_ab`, the timing ``kperf ab`` uses). The verdict goes
+(:func:`kperf_ci.capture.timing.interleaved.adaptive_ab`, the timing ``kperf ab`` uses). The verdict goes
 to the result file named in the job, tagged with the job's nonce, so that text a candidate prints is never
 read as a verdict. The parent (:mod:`kperf_ci.agent.verify`) runs this with a timeout and an
 environment without network.
@@ -23,7 +23,10 @@ from typing import Any
 
 from kperf_ci.agent import checks, guards
 from kperf_ci.agent.targets import get_target
-from kperf_ci.capture import backend, interleaved, timing, timing_steps  # noqa: F401 - loaded: their entry points are watched
+from kperf_ci.capture.timing import (
+    backend,  # noqa: F401 - loaded: their entry points are watched
+    interleaved,
+)
 from kperf_ci.judge import plausibility
 
 
@@ -40,14 +43,14 @@ def _load(path: str, name: str) -> Any:
 #: kperf's own timing entry points a candidate could replace to fake a speedup (module, dotted
 #: attribute); looked up by name so that a function moved to another module is reported, not a crash
 _TIMING_ENTRY_POINTS = (
-    ("kperf_ci.capture.timing", "time_callable"),
-    ("kperf_ci.capture.timing", "time_interleaved"),
-    ("kperf_ci.capture.timing", "sample_batch"),
-    ("kperf_ci.capture.timing_steps", "sample_batch"),
-    ("kperf_ci.capture.timing_steps", "warmup"),
-    ("kperf_ci.capture.backend", "CudaBackend.elapsed_ms"),
-    ("kperf_ci.capture.backend", "CudaBackend.marker"),
-    ("kperf_ci.capture.interleaved", "adaptive_ab"),
+    ("kperf_ci.capture.timing.engine", "time_callable"),
+    ("kperf_ci.capture.timing.engine", "time_interleaved"),
+    ("kperf_ci.capture.timing.engine", "sample_batch"),
+    ("kperf_ci.capture.timing.steps", "sample_batch"),
+    ("kperf_ci.capture.timing.steps", "warmup"),
+    ("kperf_ci.capture.timing.backend", "CudaBackend.elapsed_ms"),
+    ("kperf_ci.capture.timing.backend", "CudaBackend.marker"),
+    ("kperf_ci.capture.timing.interleaved", "adaptive_ab"),
     ("kperf_ci.agent.checks", "check_outputs"),
     ("kperf_ci.agent.checks", "check_record"),
     ("kperf_ci.agent.checks", "run_case"),

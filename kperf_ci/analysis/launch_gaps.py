@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-# load_records / records_to_json: re-exported for capture/gpu.py and plugin/gpu_bench.py until
+# load_records / records_to_json: re-exported for capture/launches/gpu.py and plugin/gpu_bench.py until
 # they import kperf_ci.traces.kernel_records themselves (other branches own them)
 from ..traces.kernel_records import KernelRecord, load_records, records_to_json  # noqa: F401
 from . import intervals

@@ -36,7 +36,7 @@ def is_loop_region(name: str) -> bool:
 
 
 def from_region_result(rr: Any, *, num_sms: int | None = None) -> Timeline:
-    """Timeline from kperf_ci.capture.region_result.RegionResult (duck-typed, so the analysis
+    """Timeline from kperf_ci.capture.regions.result.RegionResult (duck-typed, so the analysis
     package does not import the GPU-side capture code).
 
     Accepted shapes, tried in order:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import click
 
 from kperf_ci import config, store
-from kperf_ci.capture.base_tree import ABError
+from kperf_ci.capture.static.repo import ABError
 from kperf_ci.config import ENV_TRACEBACK, ConfigError, env_switch
 from kperf_ci.hardware import MAX_SMS
 from kperf_ci.report.safe_text import terminal_safe

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from kperf_ci import store
-from kperf_ci.capture.base_tree import ABError
+from kperf_ci.capture.static.repo import ABError
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.prcheck.passes import PassFailed, _tail
 from kperf_ci.prcheck.pipeline import run_ab

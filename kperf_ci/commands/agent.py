@@ -23,7 +23,7 @@ from kperf_ci.agent.loop import Agent, Budget, LoopConfig
 from kperf_ci.agent.population import Population
 from kperf_ci.agent.prompts import context_from_db, jit_names
 from kperf_ci.agent.targets import TARGETS, get_target
-from kperf_ci.capture.base_tree import ABError
+from kperf_ci.capture.static.repo import ABError
 from kperf_ci.device import cuda_available
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe

@@ -1,7 +1,7 @@
 """The A/B verdict: a head version against its base, timed in interleaved pairs in one process
 (``kperf ab``'s timing pass, ``--kperf-ab``, the agent's candidate check).
 
-Capture measures (:func:`kperf_ci.capture.interleaved.adaptive_ab` runs the pairs and asks after
+Capture measures (:func:`kperf_ci.capture.timing.interleaved.adaptive_ab` runs the pairs and asks after
 every round whether it may stop); the rule that turns the pairs into a verdict lives here, next
 to the other two verdicts of the judge (a run against a baseline, :mod:`kperf_ci.judge.compare`;
 a run against the history's level, :mod:`kperf_ci.judge.gate`), so that a change of threshold,

@@ -99,7 +99,7 @@ def parse_config(config: str) -> dict[str, str]:
 
 
 def parse_spec(spec: str, *, with_shape: bool = True) -> dict[str, str]:
-    """A specialization string (capture.record: "x:*fp16:D, n:i32, BLOCK=1024", plus GPU mode's
+    """A specialization string (capture.static.record: "x:*fp16:D, n:i32, BLOCK=1024", plus GPU mode's
     " @ <test parameters>") -> {"x": "*fp16:D", "n": "i32", "BLOCK": "1024", "shape": ...}."""
     body, at, shape = spec.partition(" @ ")
     out: dict[str, str] = {}

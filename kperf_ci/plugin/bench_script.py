@@ -3,7 +3,7 @@
 The script is collected as one pytest item and run as ``python SCRIPT ARGS`` would run it
 (``__main__``, its ``sys.argv``, its folder first on ``sys.path``, the caller's working
 directory). Every ``triton.testing.do_bench`` / ``do_bench_cudagraph`` call it makes is
-intercepted (:mod:`kperf_ci.capture.do_bench`) and becomes a benchmark of its own, stored under
+intercepted (:mod:`kperf_ci.capture.launches.do_bench`) and becomes a benchmark of its own, stored under
 the test id ``<script>::<site>[<label>]``:
 
 - **static mode**: the call's ``fn`` runs once while its Triton launches are recorded; they are
@@ -39,15 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kperf_ci import measure, measure_replay
-from kperf_ci.capture import gpu
-from kperf_ci.capture.ab_launch import describe_launch
-from kperf_ci.capture.base_tree import git_toplevel
-from kperf_ci.capture.do_bench import BenchCall, intercept, launch_label
-from kperf_ci.capture.fake_device import fake_cuda
-from kperf_ci.capture.record import make_launch_spec
-from kperf_ci.capture.replay import ReplayDevice
-from kperf_ci.capture.timing import TimingConfig
+from kperf_ci.capture import measure, measure_replay
+from kperf_ci.capture.launches import gpu
+from kperf_ci.capture.launches.ab_launch import describe_launch
+from kperf_ci.capture.launches.do_bench import BenchCall, intercept, launch_label
+from kperf_ci.capture.launches.replay import ReplayDevice
+from kperf_ci.capture.static.fake_device import fake_cuda
+from kperf_ci.capture.static.record import make_launch_spec
+from kperf_ci.capture.static.repo import git_toplevel
+from kperf_ci.capture.timing.engine import TimingConfig
 from kperf_ci.model import canonical_json
 from kperf_ci.plugin import SESSION_KEY
 from kperf_ci.plugin.gpu_bench import keep, plan_of, plan_path

@@ -3,9 +3,9 @@
 Registered next to :class:`kperf_ci.plugin.hooks.ActiveHooks` in an enabled static session.
 
 - On a machine without CUDA (kernels interpreted), a marked test's setup and call run under
-  :class:`~kperf_ci.capture.fake_device.FakeCuda`, so ``device="cuda"`` tensors live on the CPU.
+  :class:`~kperf_ci.capture.static.fake_device.FakeCuda`, so ``device="cuda"`` tensors live on the CPU.
 - A launch the interpreter could not run is captured without execution
-  (:mod:`kperf_ci.capture.record`); the test is then told "captured N launches; results not
+  (:mod:`kperf_ci.capture.static.record`); the test is then told "captured N launches; results not
   checked: <why>". When such a test fails afterwards (its outputs were never computed), the
   failure is reported as an expected failure with that reason, and its launches are kept.
 - A marked test that fails for any other reason drops its launches: a warning says how many and
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kperf_ci.capture.fake_device import fake_cuda
+from kperf_ci.capture.static.fake_device import fake_cuda
 from kperf_ci.plugin import MARKER_KEY
 from kperf_ci.plugin.marker import marker_for
 from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession

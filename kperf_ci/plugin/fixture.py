@@ -26,7 +26,7 @@ class KperfFixture:
     - "gpu": the launches are captured, the callable is timed with CUDA events (adaptive
       repetitions, L2 flushed between them), and one extra launch runs instrumented to get
       per-region times. A marked test that never calls `bench` has its launches replayed and
-      measured one by one instead (kperf_ci.capture.replay).
+      measured one by one instead (kperf_ci.capture.launches.replay).
     """
 
     def __init__(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kperf_ci.capture.base_tree import git_toplevel
+from kperf_ci.capture.static.repo import git_toplevel
 
 MARKER_HELP = (
     "kperf(name=None, tags=(), metrics=None, thresholds=None, bytes=None, flops=None): "

@@ -15,15 +15,15 @@ import pytest
 
 from kperf_ci import __version__, store
 from kperf_ci.analysis.findings import findings_from_json, findings_to_json
-from kperf_ci.capture.manifest import BLOB, build_manifest, manifest_json
-from kperf_ci.capture.record import LaunchRecorder
-from kperf_ci.capture.replay import LaunchCopier, ReplayLimits
-from kperf_ci.capture.static import compile_variants
+from kperf_ci.capture.launches.replay import LaunchCopier, ReplayLimits
+from kperf_ci.capture.measure import Measurement
+from kperf_ci.capture.static.compile import compile_variants
+from kperf_ci.capture.static.manifest import BLOB, build_manifest, manifest_json
+from kperf_ci.capture.static.record import LaunchRecorder
 from kperf_ci.config import Settings, effective_mode
 from kperf_ci.fingerprint import git_info, machine_fingerprint
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
-from kperf_ci.measure import Measurement
 from kperf_ci.metrics import metric
 from kperf_ci.model import RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
@@ -195,7 +195,7 @@ class KperfSession:
     @contextlib.contextmanager
     def replaying(self, item: pytest.Item) -> Iterator[None]:
         """GPU mode, around a marked test's call: the arguments of each distinct Triton launch
-        are copied before it runs (kperf_ci.capture.replay), for :meth:`replay` after the test."""
+        are copied before it runs (kperf_ci.capture.launches.replay), for :meth:`replay` after the test."""
         if self.copier is None:
             yield
             return

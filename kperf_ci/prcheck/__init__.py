@@ -5,14 +5,14 @@ against a base revision.
 2. static pass: ``pytest --kperf --kperf-mode static`` runs in both trees (separate databases).
    On a machine with CUDA the tests run for real and every launch is captured through Triton's
    launch path; without one they run in Triton's interpreter.  Each run stores a launch manifest
-   (:mod:`kperf_ci.capture.manifest`): per test, every launch with its compiled code per arch,
+   (:mod:`kperf_ci.capture.static.manifest`): per test, every launch with its compiled code per arch,
    its options, its specialization and its work (grid, integer arguments, tensor shapes).  A test
    whose launches are all identical on both sides needs no GPU time; every other test is listed
    with what changed ("num_stages 3 -> 1; sm_90 SASS changed: registers 40 -> 168");
 3. on a machine with a CUDA GPU, pytest runs once more in the head tree with ``--kperf-mode gpu
    --kperf-base-tree <worktree>``, only for the tests whose launches changed; the plugin times
    each ``kperf.bench`` callable interleaved against its base version
-   (:func:`kperf_ci.capture.interleaved.adaptive_ab`) and instruments both once for their regions;
+   (:func:`kperf_ci.capture.timing.interleaved.adaptive_ab`) and instruments both once for their regions;
 4. everything goes into one database (``--db``, default ``reports/ab.db``): both static runs, the
    timed run and the A/B document (blob ``ab_report``) from which the terminal table, the HTML
    page, the PR-comment markdown and the job summary are rendered (``--report-dir``);

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import store
-from kperf_ci.capture.base_tree import ABError
+from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.metrics import is_regression
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -13,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import store
-from kperf_ci.capture.base_tree import ABError
-from kperf_ci.capture.manifest import load_manifest
+from kperf_ci.capture.static.manifest import BLOB as MANIFEST_BLOB
+from kperf_ci.capture.static.repo import ABError
 from kperf_ci.config import env_name
 from kperf_ci.judge.launch_diff import diff_static, diff_tests, tests_from_variants
 
@@ -116,6 +117,29 @@ def _base_args(args: list[str], base_cwd: Path) -> tuple[list[str], list[str]]:
         else:
             keep.append(a)
     return keep, dropped
+
+
+def load_manifest(db: str, run_id: str) -> dict[str, list[dict[str, Any]]] | None:
+    """The run's manifest (all workers' parts merged), or None when the run has none (a run made
+    by an older kperf-ci, or not in static mode). Read here, not in capture: capture never reads the
+    store."""
+    names = [n for n in store.blob_names(db, run_id) if n.split(":")[0] == MANIFEST_BLOB]
+    if not names:
+        return None
+    out: dict[str, list[dict[str, Any]]] = {}
+    for n in sorted(names):
+        data = store.load_blob(db, run_id, "", n)
+        if not data:
+            continue
+        try:
+            part = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(part, dict):
+            for test, rows in part.items():
+                if isinstance(rows, list):
+                    out.setdefault(str(test), []).extend(r for r in rows if isinstance(r, dict))
+    return out
 
 
 @dataclass

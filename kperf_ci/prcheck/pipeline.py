@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import store
-from kperf_ci.capture.ab_launch import plan_from_tests, results_path
-from kperf_ci.capture.base_tree import ABError, materialize, repo_root, resolve_rev
+from kperf_ci.capture.launches.ab_launch import plan_from_tests, results_path
+from kperf_ci.capture.launches.base_tree import materialize, resolve_rev
+from kperf_ci.capture.static.repo import ABError, repo_root
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups

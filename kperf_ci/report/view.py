@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, flagged, ranked
-from ..capture.sass import CLASSES
+from ..capture.static.sass import CLASSES
 from ..judge.group import count_words
 from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
 from ..metrics import VERDICT_RANK, headline

@@ -153,7 +153,7 @@ class _Writer:
     def _run_blob(self, out_id: str, name: str, data: bytes) -> None:
         """A run-level blob. Shards of one run each write their own launch manifest under the same
         name: a second blob of that name with other bytes is kept as ``<name>:<its hash>``, which
-        the readers of per-worker parts read too (kperf_ci.capture.manifest). Merging again adds
+        the readers of per-worker parts read too (kperf_ci.capture.static.manifest). Merging again adds
         nothing: bytes already held under the name or one of its parts are not stored twice."""
         # only this name's blobs are read (a run's other blobs can be megabytes of manifest)
         held = self.conn.execute(

@@ -147,15 +147,23 @@ def test_import_rules_hold():
         [_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "1 kept, 0 broken" in proc.stdout
+    assert "3 kept, 0 broken" in proc.stdout
 
 
 def test_import_rules_catch_a_violation(tmp_path):
-    """A copy of the package where the store imports the report must break the contract."""
+    """A copy of the package with one violation of each contract must break all three: the store
+    importing the report (the stages), capture's static job importing the timing job (capture's
+    own layers), capture importing the store (capture never reads or writes it)."""
     shutil.copytree(PACKAGE, tmp_path / "kperf_ci", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    bad = tmp_path / "kperf_ci" / "store" / "blobs.py"
-    bad.write_text(bad.read_text() + "\nfrom kperf_ci.report import safe_text  # noqa\n")
+    violations = {
+        "store/blobs.py": "from kperf_ci.report import safe_text",
+        "capture/static/ptx.py": "from kperf_ci.capture.timing import engine",
+        "capture/launches/gpu.py": "from kperf_ci import store",
+    }
+    for rel, line in violations.items():
+        bad = tmp_path / "kperf_ci" / rel
+        bad.write_text(bad.read_text() + f"\n{line}  # noqa\n")
     proc = subprocess.run(
         [_lint_imports(), "--no-cache"],
         cwd=tmp_path,
@@ -165,4 +173,7 @@ def test_import_rules_catch_a_violation(tmp_path):
         env={"PYTHONPATH": str(tmp_path), "PATH": str(Path(sys.executable).parent)},
     )
     assert proc.returncode != 0
+    assert "0 kept, 3 broken" in proc.stdout, proc.stdout[-4000:]
     assert "kperf_ci.store is not allowed to import kperf_ci.report" in proc.stdout
+    assert "kperf_ci.capture.static is not allowed to import kperf_ci.capture.timing" in proc.stdout
+    assert "kperf_ci.capture is not allowed to import kperf_ci.store" in proc.stdout

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from kperf_ci.capture._standins import device_properties
+from kperf_ci.capture.static._standins import device_properties
 from kperf_ci.hardware import ARCHS, GPUS, MAX_SMS, max_shared_per_block
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kperf_ci"

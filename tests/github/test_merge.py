@@ -241,7 +241,8 @@ def test_each_shards_launch_manifest_is_kept_and_a_shared_variant_is_no_conflict
     `launches` manifest, and a kernel that tests of both shards compile to the same variant is
     stored by both under a different test. Both manifests survive the merge (shard 2's was dropped
     without a word) and the shared variant is not "measured differently"."""
-    from kperf_ci.capture.manifest import BLOB, load_manifest
+    from kperf_ci.capture.static.manifest import BLOB
+    from kperf_ci.prcheck.passes import load_manifest
 
     ids = variant_ids(whole)
     a = part(whole, tmp_path / "a.db", set(ids), run_blobs=False)

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from kperf_ci.capture import instrument as ins
-from kperf_ci.capture import region_result
-from kperf_ci.capture.region_pass import RegionConfig
+from kperf_ci.capture.regions import instrument as ins
+from kperf_ci.capture.regions import result as region_result
+from kperf_ci.capture.regions.ttgir_pass import RegionConfig
 from kperf_ci.traces import clock
 from kperf_ci.traces import proton_raw as pt
 

@@ -15,7 +15,7 @@ import triton.language as tl  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kernels  # noqa: E402
 
-from kperf_ci.capture.record import LaunchRecorder  # noqa: E402
+from kperf_ci.capture.static.record import LaunchRecorder  # noqa: E402
 
 
 def test_add(n):

@@ -13,8 +13,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import kernels as K  # noqa: E402
 
-from kperf_ci.capture.region_hook import aot_compile  # noqa: E402
-from kperf_ci.capture.region_pass import RegionConfig, regions_in_ttgir  # noqa: E402
+from kperf_ci.capture.regions.hook import aot_compile  # noqa: E402
+from kperf_ci.capture.regions.ttgir_pass import RegionConfig, regions_in_ttgir  # noqa: E402
 
 
 def describe(ck):

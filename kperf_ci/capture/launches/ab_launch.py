@@ -1,0 +1,294 @@
+"""Kernel-replay A/B (`kperf ab` on tests that never call ``kperf.bench``): each changed launch a
+test makes, timed against the base revision's own launch of the same kernel.
+
+The static passes of `kperf ab` record every launch of every test in both trees (the launch
+manifests, :mod:`kperf_ci.capture.static.manifest`) and pair them
+(:func:`kperf_ci.judge.launch_diff.diff_tests`).
+:func:`plan_from_tests` turns those pairs into the *plan* the timing pass reads (a JSON file):
+per test, each head launch with its base counterpart. In the timing pass the head test runs on the
+GPU, its launches are copied for replay (:mod:`kperf_ci.capture.launches.replay`), and each copied launch
+is found in the plan (:meth:`ABPlan.entry_for`). :func:`base_call` then builds the base side: the
+base tree's version of the kernel, launched with the base's own constexprs, scalar arguments,
+options and grid, on the *same* argument copies as the head (so placement and alignment cannot
+differ between the sides). An autotuned base kernel is launched through its own autotuner, which
+picks the base's config as it would in production.
+
+A tensor argument whose dtype or shape differs between the trees cannot be shared: a float one
+gets the base a fresh buffer of its own (said in the row), any other leaves the launch not timed,
+with the reason (its static changes stand). What the timing pass says of launches it did not time
+goes to :func:`results_path` beside the plan, for `kperf ab` to report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kperf_ci.capture.launches.base_tree import load_base_callable
+from kperf_ci.capture.static.describe import _unwrap, make_launch_spec
+from kperf_ci.capture.static.manifest import launch_args
+
+PLAN_VERSION = 1
+
+
+def results_path(plan: str | os.PathLike[str]) -> str:
+    """Where the timing pass appends its A/B outcomes (JSON lines, one per launch; xdist workers
+    append to the same file), beside the plan."""
+    return os.fspath(plan) + ".results.jsonl"
+
+
+def _row_key(qualname: str, row: dict[str, Any]) -> str:
+    """What identifies one launch of a test: kernel, arguments (values and dtype[shape]), grid,
+    options. The static pass and the timing pass spell it alike (both from a LaunchSpec)."""
+    return json.dumps(
+        [qualname, row.get("args") or {}, list(row.get("grid") or ()), row.get("config") or ""],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def _qualname(site: str) -> str:
+    return site.rsplit("::", 1)[-1]
+
+
+@dataclass
+class PlanEntry:
+    """One head launch of a test and the base launch it is timed against."""
+
+    test: str
+    site: str  # "path::qualname" of the kernel, relative to the repository
+    status: str  # identical | changed | added
+    changes: list[str] = field(default_factory=list)
+    head: dict[str, Any] = field(default_factory=dict)  # manifest row
+    base: dict[str, Any] | None = None  # manifest row; None for a kernel new in head
+
+    @property
+    def qualname(self) -> str:
+        return _qualname(self.site)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "site": self.site,
+            "status": self.status,
+            "changes": self.changes,
+            "head": self.head,
+            "base": self.base,
+        }
+
+
+@dataclass
+class ABPlan:
+    """Per test, its head launches paired with the base's; read by the timing pass."""
+
+    entries: dict[str, list[PlanEntry]] = field(default_factory=dict)
+    time_all: bool = False  # --time-all: unchanged launches are timed too (an A/A check)
+
+    def tests(self) -> list[str]:
+        return sorted(self.entries)
+
+    def changed_sites(self, test: str) -> set[str]:
+        return {e.qualname for e in self.entries.get(test, []) if e.status != "identical"}
+
+    def entry_for(self, test: str, launch_spec: Any) -> PlanEntry | None:
+        """The plan entry of a replayed head launch (described as a LaunchSpec), or None when
+        the static pass did not record it."""
+        want = _row_key(launch_spec.qualname, {
+            "args": launch_args(launch_spec), "grid": list(launch_spec.grid), "config": launch_spec.config,
+        })  # fmt: skip
+        for e in self.entries.get(test, []):
+            if _row_key(e.qualname, e.head) == want:
+                return e
+        return None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "version": PLAN_VERSION,
+                "time_all": self.time_all,
+                "tests": {t: [e.to_dict() for e in es] for t, es in self.entries.items()},
+            },
+            sort_keys=True,
+            default=str,
+        )
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ABPlan:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        if not isinstance(doc, dict) or doc.get("version") != PLAN_VERSION:
+            raise ValueError(f"{path}: not an A/B plan of version {PLAN_VERSION}")
+        out = cls(time_all=bool(doc.get("time_all")))
+        for test, rows in (doc.get("tests") or {}).items():
+            out.entries[str(test)] = [
+                PlanEntry(
+                    test=str(test),
+                    site=str(r.get("site")),
+                    status=str(r.get("status")),
+                    changes=list(r.get("changes") or []),
+                    head=dict(r.get("head") or {}),
+                    base=r.get("base"),
+                )
+                for r in rows
+                if isinstance(r, dict)
+            ]
+        return out
+
+
+def plan_from_tests(tests: list[Any], *, time_all: bool = False) -> ABPlan:
+    """The plan of the tests to time, from the static passes' per-test diffs
+    (:class:`kperf_ci.judge.launch_diff.TestDiff`): every head launch of a changed test (of every
+    test with ``time_all``), with its paired base launch."""
+    plan = ABPlan(time_all=time_all)
+    for t in tests:
+        if t.status not in ("changed", "added") and not (time_all and t.status == "identical"):
+            continue
+        rows = [
+            PlanEntry(t.test, lc.site, lc.status, list(lc.changes), dict(lc.head), lc.base)
+            for lc in t.launches
+            if lc.head is not None
+        ]
+        if rows:
+            plan.entries[t.test] = rows
+    return plan
+
+
+# --------------------------------------------------------------------------------------------
+# the base side of one launch
+
+
+def _inner_jit(obj: Any) -> Any:
+    """The JITFunction under Autotuner / Heuristics wrappers."""
+    inner, _ = _unwrap(obj)
+    return inner
+
+
+def _is_autotuner(obj: Any) -> bool:
+    from triton.runtime.autotuner import Autotuner
+
+    return isinstance(obj, Autotuner)
+
+
+def _bound(jit_fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    names = list(getattr(_inner_jit(jit_fn), "arg_names", []) or [])
+    bound = dict(zip(names, args, strict=False))
+    bound.update({k: v for k, v in kwargs.items() if k in names})
+    return bound
+
+
+def describe_launch(launch: Any) -> Any:
+    """The LaunchSpec of a replayed launch (as the static pass describes its launches)."""
+    return make_launch_spec(launch.jit_fn, tuple(launch.args), dict(launch.kwargs), launch.grid)
+
+
+def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[], Any] | None, str | None]:
+    """(a zero-argument launch of the base version, a note or None) or (None, why it cannot be
+    built). The note says which arguments the base got of its own.
+
+    ``launch`` is the head's :class:`~kperf_ci.capture.launches.replay.CapturedLaunch` (its argument
+    copies are shared with the base side)."""
+    if entry.base is None:
+        return None, "kernel launched in head only: no base launch to time against"
+    try:
+        base_obj = load_base_callable(launch.jit_fn, None, base_tree)
+    except Exception as e:  # the base tree's module does not import
+        return None, f"the base version failed to import: {type(e).__name__}: {str(e)[:200]}"
+    if base_obj is None:
+        return None, "no base version of the kernel in the base tree"
+    head_bound = _bound(launch.jit_fn, tuple(launch.args), dict(launch.kwargs))
+    head_text = entry.head.get("args") or {}
+    base_text = entry.base.get("args") or {}
+    base_values = entry.base.get("values") or {}
+    base_jit = _inner_jit(base_obj)
+    names = list(getattr(base_jit, "arg_names", []) or [])
+    if _is_autotuner(base_obj):
+        return _autotuned_base(base_obj, names, head_bound, head_text, base_text, launch)
+    values: dict[str, Any] = {}
+    own: list[str] = []
+    for name in names:
+        if name in head_bound and head_text.get(name) == base_text.get(name):
+            values[name] = head_bound[name]  # same value or same dtype[shape]: the head's copy
+        elif name in base_values:
+            values[name] = base_values[name]  # a scalar or constexpr that changed
+        elif (fresh := own_tensor(base_text.get(name), head_bound.get(name))) is not None:
+            values[name] = fresh  # a float tensor of another shape: the base gets its own
+            own.append(f"{name} {base_text.get(name)} (head {head_text.get(name, '-')})")
+        elif name in head_bound:
+            return None, (
+                f"argument {name} is {base_text.get(name, '?')} in base and {head_text.get(name, '?')} "
+                "in head: the sides cannot share arguments; not timed"
+            )
+        else:
+            return None, f"argument {name} of the base kernel has no recorded value; not timed"
+    options = dict(entry.base.get("options") or {})
+    grid = tuple(int(g) for g in entry.base.get("grid") or ())
+    if not grid:
+        return None, "the base launch's grid was not recorded; not timed"
+    args = [values[n] for n in names]
+    note = f"base timed on its own arguments: {'; '.join(own)}" if own else None
+    return (lambda: base_jit.run(*args, grid=grid, warmup=False, **options)), note
+
+
+#: Triton dtype names of the floating tensors a base side may get fresh (random values are valid
+#: data for them; an integer tensor may hold indices, which random values would send out of bounds)
+FLOAT_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+
+def own_tensor(base_text: Any, head_value: Any) -> Any:
+    """A fresh random tensor of the base's ``dtype[shape]`` (e.g. a scratch buffer sized by the
+    grid) on the head argument's device, or None when the argument is not a float tensor."""
+    if not isinstance(base_text, str) or "[" not in base_text or not hasattr(head_value, "device"):
+        return None
+    dtype, _, dims = base_text.partition("[")
+    if dtype not in FLOAT_DTYPES:
+        return None
+    try:
+        shape = [int(d) for d in dims.rstrip("]").split("x") if d]
+    except ValueError:
+        return None
+    import torch
+
+    return torch.randn(shape, dtype=getattr(torch, FLOAT_DTYPES[dtype]), device=head_value.device)
+
+
+def _autotuned_base(
+    tuner: Any,
+    names: list[str],
+    head_bound: dict[str, Any],
+    head_text: dict[str, Any],
+    base_text: dict[str, Any],
+    launch: Any,
+) -> tuple[Callable[[], Any] | None, str | None]:
+    """The base kernel through its own autotuner: the config it picks for these arguments is the
+    base's launch. Arguments the configs set are left to it; the rest are the head's copies."""
+    config_keys: set[str] = set()
+    for c in getattr(tuner, "configs", []) or []:
+        config_keys |= set(getattr(c, "kwargs", {}) or {})
+    positional: list[Any] = []
+    keyword: dict[str, Any] = {}
+    by_keyword = False  # positional up to the first parameter a config sets, as callers pass them
+    for name in names:
+        if name in config_keys:
+            by_keyword = True
+            continue
+        if name not in head_bound:
+            return None, f"argument {name} of the base kernel has no value in head; not timed"
+        if head_text.get(name) != base_text.get(name) and name in base_text:
+            return None, (
+                f"argument {name} is {base_text.get(name)} in base and {head_text.get(name)} in head: "
+                "the sides cannot share arguments; not timed"
+            )
+        if by_keyword:
+            keyword[name] = head_bound[name]
+        else:
+            positional.append(head_bound[name])
+    grid = launch.grid  # the head's grid: a callable of the meta-parameters the config sets
+
+    return (lambda: tuner.run(*positional, grid=grid, warmup=False, **keyword)), None

@@ -1,0 +1,189 @@
+"""Kernel replay (GPU mode): each distinct launch a marked test made, replayed on copies of its
+arguments (:mod:`kperf_ci.capture.launches.replay`) and measured as :func:`kperf_ci.capture.measure.bench`
+measures a callable, with the same :class:`~kperf_ci.capture.measure.Request` and
+:class:`~kperf_ci.capture.measure.Measurement`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from kperf_ci.capture.launches.ab_launch import ABPlan, PlanEntry, base_call, describe_launch
+from kperf_ci.capture.launches.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
+from kperf_ci.capture.measure import Measurement, Request, build_variants, instrument_regions
+from kperf_ci.capture.timing import engine as timing
+from kperf_ci.capture.timing.interleaved import adaptive_ab
+from kperf_ci.judge.ab import ab_threshold
+from kperf_ci.model import VariantResult, canonical_json
+
+
+def replay(
+    req: Request,
+    copier: LaunchCopier,
+    device: ReplayDevice,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> Measurement:
+    """Every distinct launch the copier holds (:mod:`kperf_ci.capture.launches.replay`), replayed on its
+    copies and measured as kperf.bench measures a callable: one variant each, with static
+    metrics, timing, regions and analyses. The copies are freed at the end."""
+    out = Measurement(req.nodeid)
+    launches = list(copier.launches)
+    left_out = dict(copier.left_out)
+    # the test's declared bytes/flops describe all its launches: they size a lone launch only
+    one = len(launches) == 1
+    per_launch = req if one else dataclasses.replace(req, resolve=lambda key: None)
+    declared = req.resolve("bytes") if one else None
+    cfg = timing.TimingConfig(budget_s=req.budget_s, input_bytes=int(declared) if declared else None)
+    t0 = clock()
+    replayed = 0
+    try:
+        names = replay_names(req.name if req.named else None, launches)
+        for launch, prefix in zip(launches, names, strict=True):
+            if clock() - t0 >= copier.limits.seconds:
+                left_out["seconds"] = len(launches) - replayed
+                break
+            if req.ab_plan is not None:
+                out.variants += _replay_ab(per_launch, out, launch, prefix, cfg, device, req.ab_plan)
+            else:
+                out.variants += _replay_one(per_launch, out, launch, prefix, cfg, device)
+            replayed += 1
+    finally:
+        copier.clear()  # device memory: freed as soon as the test is measured
+    for limit, n in left_out.items():
+        out.warn(
+            f"replay: {n} launch(es) not replayed: the {limit} limit was reached "
+            f"(setting {LIMIT_SETTING[limit]}; {replayed} distinct launch(es) replayed)"
+        )
+    return out
+
+
+def replay_names(name: str | None, launches: list[CapturedLaunch]) -> list[str]:
+    """Variant names: the Triton kernel's own name when the test names none (``name`` None: a
+    suite marked with --kperf-all); else as kperf.bench gives them, the marker's name for a test
+    with one kernel, "<name>/<kernel>" with several. A kernel launched with several shapes gets
+    "#2", "#3", ..."""
+    kernels = [launch.name for launch in launches]
+    several = len(set(kernels)) > 1
+    seen: dict[str, int] = {}
+    out = []
+    for k in kernels:
+        seen[k] = seen.get(k, 0) + 1
+        base = k if name is None else f"{name}/{k}" if several else name
+        out.append(base if seen[k] == 1 else f"{base}#{seen[k]}")
+    return out
+
+
+def _replay_one(
+    req: Request,
+    out: Measurement,
+    launch: CapturedLaunch,
+    prefix: str,
+    cfg: timing.TimingConfig,
+    device: ReplayDevice,
+) -> list[VariantResult]:
+    call = launch.call()
+    try:
+        infos = device.capture(call)  # the first replay: compiled kernel, static metrics
+    except Exception as e:  # a launch that cannot be replayed: say which, go on with the rest
+        out.warn(f"replay of {launch.name} failed: {type(e).__name__}: {str(e)[:200]}")
+        return []
+    infos = [i for i in infos if i.name == launch.name] or infos
+    if not infos:
+        out.warn(f"replay of {launch.name} launched no kernel; not measured")
+        return []
+    timed = timing.time_callable(call, cfg, backend=device.backend)
+    for w in timed.warnings:
+        out.warn(f"{launch.name}: {w}")
+    regions = device.regions(out, call) if device.regions is not None else instrument_regions(out, call)
+    variants = build_variants(
+        req, out, prefix, call, infos[:1], timed, None, None,
+        regions=regions, gpu_name=device.gpu_name, sm_count=device.sm_count,
+    )  # fmt: skip
+    grid = launch.grid_seen or infos[0].grid
+    for v in variants:
+        v.tags.append("replay")
+        v.artifacts["replay"] = canonical_json(
+            {"identical_launches": launch.count, "grid": list(grid or ()), "copy_bytes": launch.copy_bytes}
+        )
+    return variants
+
+
+def _not_timed(out: Measurement, req: Request, prefix: str, why: str) -> list[VariantResult]:
+    out.warn(f"{prefix}: not timed A/B: {why}")
+    out.ab_results.append((req.nodeid, prefix, f"not timed: {why}", "not-timed"))
+    return []
+
+
+def _replay_ab(
+    req: Request,
+    out: Measurement,
+    launch: CapturedLaunch,
+    prefix: str,
+    cfg: timing.TimingConfig,
+    device: ReplayDevice,
+    plan: ABPlan,
+) -> list[VariantResult]:
+    """kperf ab's timing pass: a launch of a changed kernel timed interleaved against the base's
+    own launch of it (capture/launches/ab_launch.py) on the same argument copies; launches the static
+    passes found identical cost no GPU time. The verdict is the A/B's; the head's samples of it
+    are the variant's ``time.*`` (no second timing loop), and no instrumented launch is made
+    (the static changes say what moved)."""
+    try:
+        spec = describe_launch(launch)
+    except Exception as e:
+        return _not_timed(out, req, prefix, f"the launch could not be described ({type(e).__name__}: {e})")
+    entry = plan.entry_for(req.nodeid, spec)
+    changed = spec.qualname in plan.changed_sites(req.nodeid)
+    if entry is None:
+        if changed:
+            return _not_timed(out, req, prefix, "the static pass recorded no launch of these arguments")
+        return []
+    if entry.status == "identical" and not changed and not plan.time_all:
+        return []  # same code, options and work on both sides
+    base_fn, note = base_call(launch, entry, req.base_tree or "")
+    if base_fn is None:
+        return _not_timed(out, req, prefix, note or "no base launch")
+    if note:
+        out.warn(f"{prefix}: {note}")
+    head_fn = launch.call()
+    try:
+        infos = device.capture(head_fn)
+        base_fn()  # compiles the base version; a base launch that fails is said, not timed
+    except Exception as e:
+        return _not_timed(out, req, prefix, f"replay failed: {type(e).__name__}: {str(e)[:200]}")
+    infos = [i for i in infos if i.name == launch.name] or infos
+    if not infos:
+        return _not_timed(out, req, prefix, "the replay launched no kernel")
+    threshold = ab_threshold(req.thresholds, req.ab_threshold)
+    ab = adaptive_ab(
+        base_fn, head_fn, threshold=threshold, backend=device.backend, budget_s=req.budget_s,
+        precision=req.ab_precision, floor=req.ab_floor_ms, cfg=cfg,
+    )  # fmt: skip
+    variants = build_variants(
+        req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
+        regions={}, gpu_name=device.gpu_name, sm_count=device.sm_count,
+    )  # fmt: skip
+    for v in variants:
+        v.tags.append("replay")
+        v.artifacts["launch"] = canonical_json({**_launch_doc(entry, launch), "note": note})
+    return variants
+
+
+def _launch_doc(entry: PlanEntry, launch: CapturedLaunch) -> dict:
+    """What the A/B document says of the launch: where the kernel lives, its arguments and grid
+    on each side, what the static pass saw change."""
+    base = entry.base or {}
+    return {
+        "site": entry.site,
+        "args": entry.head.get("args") or {},
+        "grid": list(entry.head.get("grid") or launch.grid_seen or ()),
+        "config": entry.head.get("config"),
+        "base_args": base.get("args") or {},
+        "base_grid": list(base.get("grid") or ()),
+        "base_config": base.get("config"),
+        "changes": entry.changes,
+        "identical_launches": launch.count,
+    }

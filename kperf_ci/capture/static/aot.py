@@ -1,0 +1,281 @@
+"""Ahead-of-time compilation of recorded launches in a pool of worker processes.
+
+Each worker (``kperf_ci.capture.static._worker``) is a long-lived ``python`` process started without
+``TRITON_INTERPRET`` (so the tests' interpreter and the compiler never share a process); imports
+are paid once per worker. Requests are sent one at a time per worker, each with its own
+timeout: a worker that overruns is killed and replaced, and the request gets an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kperf_ci.config import ENV_WORKER_PATH
+
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def default_jobs() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n = os.cpu_count() or 1
+    return max(1, n)
+
+
+def worker_env(cache_dir: str | None = None, paths: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    pp = [_PKG_PARENT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(pp))
+    env[ENV_WORKER_PATH] = os.pathsep.join(str(p) for p in paths)
+    if cache_dir:
+        env["TRITON_CACHE_DIR"] = str(cache_dir)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class WorkerError(RuntimeError):
+    pass
+
+
+class Worker:
+    """One compile worker process."""
+
+    def __init__(
+        self, env: dict[str, str], python: str = sys.executable, start_timeout: float = 120.0
+    ) -> None:
+        self._stderr = tempfile.TemporaryFile(prefix="kperf-worker-")
+        self.proc = subprocess.Popen(
+            [python, "-m", "kperf_ci.capture.static._worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=os.getcwd(),
+            bufsize=0,
+            start_new_session=True,  # its own process group: a kill also ends ptxas & co.
+        )
+        self._buf = b""
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self._next_id = 0
+        try:
+            hello = self._readline(time.monotonic() + start_timeout)
+        except BaseException:  # Ctrl-C or a failed start: leave no process behind
+            self.close(kill=True)
+            raise
+        if not hello.get("ready"):
+            self.close(kill=True)
+            raise WorkerError(f"worker did not start: {hello}")
+        self.info = hello
+
+    def _stderr_tail(self, n: int = 800) -> str:
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - n))
+            return self._stderr.read().decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _readline(self, deadline: float) -> dict[str, Any]:
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if not self._sel.select(timeout=min(left, 1.0)):
+                if self.proc.poll() is not None:
+                    raise WorkerError(self._died())
+                continue
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                self.proc.wait(timeout=5)
+                raise WorkerError(self._died())
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def _died(self) -> str:
+        rc = self.proc.poll()
+        tail = self._stderr_tail().splitlines()
+        last = tail[-1] if tail else ""
+        return f"compile worker died (exit code {rc}){': ' + last if last else ''}"
+
+    def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self._next_id += 1
+        req = dict(req, id=self._next_id)
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerError(self._died()) from None
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = self._readline(deadline)
+            if resp.get("id") == self._next_id:
+                return resp
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and the tools it started
+        except (ProcessLookupError, PermissionError, AttributeError):
+            self.proc.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            if not kill:
+                try:
+                    self.proc.stdin.write(b'{"op": "exit"}\n')
+                    self.proc.stdin.flush()
+                    self.proc.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    kill = True
+            if kill or self.proc.poll() is None:
+                self._kill_group()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+        try:
+            self._sel.close()
+            for f in (self.proc.stdin, self.proc.stdout):
+                if f:
+                    f.close()
+            self._stderr.close()
+        except OSError:
+            pass
+
+
+class WorkerPool:
+    """``jobs`` long-lived compile workers (started lazily, replaced after a timeout/crash).
+
+    >>> with WorkerPool(jobs=2) as pool:
+    ...     responses = pool.map([{"op": "compile", "launch": ..., "arch": "sm_90"}], timeout=120)
+    """
+
+    def __init__(
+        self,
+        jobs: int | None = None,
+        *,
+        cache_dir: str | None = None,
+        paths: list[str] | tuple[str, ...] = (),
+        python: str = sys.executable,
+        start_timeout: float = 120.0,
+    ) -> None:
+        self.jobs = max(1, jobs or default_jobs())
+        self.env = worker_env(cache_dir, paths)
+        self.python = python
+        self.start_timeout = start_timeout
+        self._workers: list[Worker | None] = [None] * self.jobs
+        self.startup_s: list[float] = []  # seconds each worker took to start (incl. prewarm)
+        self._stopped = threading.Event()  # set on Ctrl-C: no new worker, no new request
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _worker(self, slot: int) -> Worker:
+        w = self._workers[slot]
+        if w is None or not w.alive:
+            if w is not None:
+                w.close(kill=True)
+            t0 = time.perf_counter()
+            w = Worker(self.env, self.python, self.start_timeout)
+            self.startup_s.append(round(time.perf_counter() - t0, 6))
+            if self._stopped.is_set():  # the pool was stopped while this one started
+                w.close(kill=True)
+                raise WorkerError("compile stopped")
+            self._workers[slot] = w
+        return w
+
+    def _one(self, slot: int, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        try:
+            w = self._worker(slot)
+        except (WorkerError, TimeoutError, OSError) as e:
+            self._workers[slot] = None
+            return {"ok": False, "error": f"compile worker failed to start: {e}"}
+        t0 = time.perf_counter()  # per-request time, worker start excluded (see startup_s)
+        try:
+            resp = w.request(req, timeout)
+        except TimeoutError:
+            w.close(kill=True)
+            self._workers[slot] = None
+            return {"ok": False, "error": f"compile timed out after {timeout:g} s"}
+        except WorkerError as e:
+            w.close(kill=True)
+            self._workers[slot] = None
+            return {"ok": False, "error": str(e)}
+        resp["wall_s"] = round(time.perf_counter() - t0, 6)
+        return resp
+
+    def map(
+        self,
+        requests: list[dict[str, Any]],
+        timeout: float = 120.0,
+        on_done: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Responses in request order. ``on_done(response)`` is called (from a pool thread) as
+        each request finishes: a progress display."""
+        results: list[dict[str, Any] | None] = [None] * len(requests)
+        if not requests:
+            return []
+        q: queue.Queue[int] = queue.Queue()
+        for i in range(len(requests)):
+            q.put(i)
+        n = min(self.jobs, len(requests))
+
+        def run(slot: int) -> None:
+            while not self._stopped.is_set():
+                try:
+                    i = q.get_nowait()
+                except queue.Empty:
+                    return
+                results[i] = self._one(slot, requests[i], timeout)
+                if on_done is not None:
+                    on_done(results[i])
+
+        try:
+            if n == 1:
+                run(0)
+            else:
+                threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        except KeyboardInterrupt:
+            # Ctrl-C reaches only this process (workers run in their own session): stop
+            # handing out requests and kill the workers with the compilers they started, so
+            # the caller gets the KeyboardInterrupt at once and no process is left behind.
+            self.stop()
+            raise
+        return [r if r is not None else {"ok": False, "error": "not run"} for r in results]
+
+    def stop(self) -> None:
+        """Stop at once: no further request is started, running compiles are killed."""
+        self._stopped.set()
+        self.close(kill=True)
+
+    def close(self, kill: bool = False) -> None:
+        for i, w in enumerate(self._workers):
+            if w is not None:
+                w.close(kill=kill)
+                self._workers[i] = None

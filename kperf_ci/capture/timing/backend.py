@@ -1,0 +1,151 @@
+"""The device boundary of the timing loop: what it needs from a device (:class:`DeviceBackend`)
+and the CUDA implementation (:class:`CudaBackend`: torch events on the current stream, a zeroed
+buffer of twice the L2 as the flush, CUDA graphs, the GPU's clocks and state through
+:mod:`kperf_ci.device`). The unit tests implement the protocol with a fake clock."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kperf_ci import device as gpu_device
+
+__all__ = ["CudaBackend", "DeviceBackend", "GraphReplayMismatch", "default_backend"]
+
+
+class DeviceBackend(Protocol):
+    """Everything the timing loop needs from a device. One implementation per device kind."""
+
+    def marker(self) -> Any:
+        """Record a timestamp marker on the current stream (asynchronously)."""
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Device time between two recorded markers; call after synchronize()."""
+
+    def synchronize(self) -> None: ...
+
+    def flush(self) -> None:
+        """Enqueue an L2 flush on the current stream (asynchronously)."""
+
+    def l2_bytes(self) -> int | None: ...
+
+    def capture_graph(self, call: Callable[[], Any]) -> Callable[[], Any]:
+        """Capture `call` into a replayable graph; raise if it cannot be captured."""
+
+    def state(self) -> dict[str, Any]:
+        """SM clock, memory clock, temperature ... (whatever can be read)."""
+
+    def host_time(self) -> float:
+        """Host seconds (monotonic) used for budgets."""
+
+    def sleep(self, seconds: float) -> None:
+        """Let the device idle (pacing)."""
+
+
+class GraphReplayMismatch(RuntimeError):
+    """A CUDA-graph replay of a callable does not reproduce an eager call's outputs."""
+
+
+def _tensors(torch: Any, out: Any) -> list[Any]:
+    from torch.utils._pytree import tree_flatten
+
+    return [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+
+
+def _same_tensors(torch: Any, a: list[Any], b: list[Any]) -> bool:
+    """Equal outputs, up to the rounding of reordered floating-point sums."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            if not torch.allclose(x, y, rtol=1e-3, atol=1e-5, equal_nan=True):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+class CudaBackend:
+    """torch.cuda events on the current stream, a 2x-L2 zeroed buffer, CUDA graphs, NVML."""
+
+    def __init__(self, device: Any = None):
+        import torch
+
+        self.torch = torch
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+        )
+        if self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.props = torch.cuda.get_device_properties(self.device)
+        l2 = getattr(self.props, "L2_cache_size", 0) or 50 * 1024 * 1024
+        self._l2 = int(l2)
+        self._flush_buf = None
+        self._read_state = gpu_device.state_reader(self.device.index, self.props)
+        # with every state read, so a variant's stored timing names the physical GPU it was
+        # timed on (xdist workers append to a run whose fingerprint is the controller's)
+        self._identity = gpu_device.gpu_identity(self.props)
+
+    def marker(self):
+        ev = self.torch.cuda.Event(enable_timing=True)
+        ev.record()  # current stream
+        return ev
+
+    def elapsed_ms(self, start, end) -> float:
+        return float(start.elapsed_time(end))
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize(self.device)
+
+    def l2_bytes(self) -> int | None:
+        return self._l2
+
+    def flush(self) -> None:
+        if self._flush_buf is None:
+            self._flush_buf = self.torch.empty(2 * self._l2, dtype=self.torch.uint8, device=self.device)
+        self._flush_buf.zero_()
+
+    def capture_graph(self, call):
+        """A replay of ``call`` captured in a CUDA graph, checked against an eager call.
+
+        A graph replays what the call did on the device during capture, host state included:
+        a host-to-device copy re-sends the bytes of capture time, a seed passed as a Python
+        number stays fixed. When a replay's outputs differ from an eager call's, the graph
+        does not time the callable; this raises and the caller keeps plain events."""
+        torch = self.torch
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):  # warm the callable on a side stream, as torch advises
+            call()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        self.synchronize()
+        eager = [t.clone() for t in _tensors(torch, call())]
+        self.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            static = _tensors(torch, call())
+        self.synchronize()
+        graph.replay()
+        self.synchronize()
+        if not _same_tensors(torch, eager, static):
+            raise GraphReplayMismatch(
+                "a graph replay gives other outputs than an eager call (host state such as a "
+                "host-to-device copy or a seed was captured)"
+            )
+        return graph.replay
+
+    def state(self) -> dict[str, Any]:
+        return {**self._read_state(), **self._identity}
+
+    def host_time(self) -> float:
+        return time.perf_counter()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def default_backend(device: Any = None) -> DeviceBackend:
+    return CudaBackend(device)
