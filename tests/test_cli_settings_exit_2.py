@@ -131,6 +131,22 @@ def test_a_marker_error_is_printed_once(tmp_path):
 # --------------------------------------------------------------------------- Ctrl-C
 
 
+def _wait_until_open(proc: subprocess.Popen, path: Path, timeout_s: float = 120.0) -> None:
+    """Until ``proc`` has ``path`` open (read from /proc/PID/fd), or fail."""
+    fds = Path(f"/proc/{proc.pid}/fd")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            if any(os.path.realpath(fd) == str(path.resolve()) for fd in fds.iterdir()):
+                return
+        except OSError:  # an fd closed while we looked
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was never opened in {timeout_s:.0f} s")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="watches the process's open files in /proc")
 def test_ctrl_c_does_not_wait_out_a_locked_database(tmp_path):
     db = tmp_path / "run.db"
     fp = Fingerprint(cpu="cpu", triton="3.6.0", python="3.11", host_hash="x")
@@ -151,7 +167,11 @@ def test_ctrl_c_does_not_wait_out_a_locked_database(tmp_path):
             [sys.executable, "-m", "kperf_ci.cli", "import", "b.json", "--db", "run.db"],
             cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        time.sleep(6)  # started, imported its modules and waiting for the lock
+        # Ctrl-C must land while it waits for the lock, not while it imports (a fixed sleep was
+        # too short on a loaded 2-core machine): wait until it holds the database open, then a
+        # little longer, so it is inside the lock wait
+        _wait_until_open(proc, db)
+        time.sleep(1.0)
         assert proc.poll() is None, proc.communicate()
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)

@@ -209,9 +209,11 @@ SHORT_LOCK_WAITS = """
 from kperf_ci import store
 
 # the production waits are 30 s x 3; the behaviour is the same with short ones
-store.BUSY_TIMEOUT_S = 0.2
-store.LOCK_ATTEMPTS = 2
-store.LOCK_BACKOFF_S = 0.01
+# (set where they are read: a name set on the package itself is read by nobody, and the test
+# then waited the production 105 s)
+store.db.BUSY_TIMEOUT_S = 0.2
+store.locks.LOCK_ATTEMPTS = 2
+store.locks.LOCK_BACKOFF_S = 0.01
 """
 
 
@@ -231,7 +233,11 @@ def test_locked_database_keeps_the_results_in_a_side_file(sample: pytest.Pyteste
         holder.close()
     assert result.ret == 1, result.stdout.str()
     result.stdout.fnmatch_lines(
-        ["*kperf ERROR <store>: *run.db: stayed locked*written to *run.db.pending-*.db*"]
+        # "over 0 s": the short waits above took effect
+        [
+            "*kperf ERROR <store>: *run.db: stayed locked by another writer for over 0 s; run *"
+            "written to *run.db.pending-*.db*"
+        ]
     )
     (side,) = sample.path.glob("run.db.pending-*.db")
     run_id = side.name.split("pending-")[1][: -len(".db")]
