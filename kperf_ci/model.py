@@ -19,6 +19,11 @@ Better = Literal["lower", "higher", "none"]
 #: Triton's launch options when a launch names none: a config string that leaves one out means this.
 DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
 
+#: The artifact a benchmark-script call (or an imported Liger CSV row) stores: what was called,
+#: at which sizes (``canonical_json``); written by the plugin and the CSV import, read by the
+#: report's sweep plots.
+BENCH_CALL = "bench_call"
+
 
 def canonical_json(obj: Any) -> str:
     """JSON with sorted keys and no whitespace: the one spelling used for hashing and keys."""

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kperf_ci import metrics  # noqa: E402 - after the path of this checkout
-from kperf_ci.analysis import DEFAULT_THRESHOLDS as FLAG_THRESHOLDS  # noqa: E402
+from kperf_ci.analysis import FLAG_THRESHOLDS  # noqa: E402
 from kperf_ci.judge.compare import SHARED_LIMITS  # noqa: E402
 
 OUT = ROOT / "docs" / "METRICS.md"

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from fixtures.catalogue import uncatalogued
 from fixtures.synthetic import grid_timeline, pipelined_timeline
+from pytest_benchmark.stats import Stats
 
 from kperf_ci.analysis import (
     analysis_metrics,
@@ -19,10 +20,10 @@ from kperf_ci.analysis import (
     wave_quantization,
 )
 from kperf_ci.analysis.findings import Finding, to_metrics
+from kperf_ci.capture.imported.pytest_benchmark import from_json
 from kperf_ci.capture.regions.result import RegionResult, RegionStats
 from kperf_ci.capture.timing.engine import TimingResult
 from kperf_ci.capture.timing.interleaved import ABResult
-from kperf_ci.commands.import_ import from_pytest_benchmark
 from kperf_ci.judge import plausibility
 from kperf_ci.metrics import metric, spec
 from kperf_ci.model import Metric
@@ -83,20 +84,30 @@ def test_pytest_benchmark_importer():
             }
         ],
     }
-    _info, results = from_pytest_benchmark(doc, source="x.json")
+    _info, results = from_json(doc, source="x.json")
     names = {m.name for r in results for m in r.metrics}
     assert {"time.median", "time.max", "time.stddev", "time.cv"} <= names
     assert not uncatalogued(m for r in results for m in r.metrics)
 
 
 def test_pytest_benchmark_fixture_in_the_plugin():
-    stats = SimpleNamespace(stats=SimpleNamespace(data=[0.001, 0.002, 0.0015]))
+    """The live fixture is converted as its JSON is: the same metrics and samples either way."""
+    data = [0.001, 0.002, 0.0015, 0.0012, 0.0018, 0.0016, 0.0014]
+    stats = Stats()
+    for x in data:
+        stats.update(x)
     item = SimpleNamespace(
-        funcargs={"benchmark": SimpleNamespace(stats=stats)}, nodeid="t.py::t", path=Path("t.py")
+        funcargs={"benchmark": SimpleNamespace(stats=SimpleNamespace(stats=stats))},
+        nodeid="t.py::t",
+        path=Path("t.py"),
     )
     (res,) = benchmark_fixture_results(item, KperfMarker(name="k"))  # type: ignore[arg-type]
-    assert {m.name for m in res.metrics} == {"time.median", "time.mean", "time.min", "time.stddev"}
     assert not uncatalogued(res.metrics)
+    doc = {"benchmarks": [{"name": "t", "fullname": "t.py::t", "stats": {**stats.as_dict(), "data": data}}]}
+    _info, (imported,) = from_json(doc, source="x.json")
+    assert [(m.name, m.value) for m in res.metrics] == [(m.name, m.value) for m in imported.metrics]
+    assert res.samples == imported.samples
+    assert {"time.median", "time.max", "time.iqr", "time.cv", "time.ci_low"} <= {m.name for m in res.metrics}
 
 
 def test_ab_result():

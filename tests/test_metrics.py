@@ -190,7 +190,7 @@ def test_every_finding_direction_agrees_with_the_catalogue():
         names.add(f.name)
     assert {"wave_tail", "sm_utilization", "memory_exposed_fraction", "launch_gap_fraction"} <= names
     # every flag threshold names a finding of the catalogue
-    for name in analysis.DEFAULT_THRESHOLDS:
+    for name in analysis.FLAG_THRESHOLDS:
         assert name == "min_cost_ns" or metrics.spec(f"analysis.{name}") is not None, name
 
 

@@ -8,7 +8,7 @@ import random
 import pytest
 from conftest import needs_gpu
 
-from kperf_ci.capture.timing import engine as timing
+from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.engine import TimingConfig, time_callable, time_interleaved
 from kperf_ci.judge.stats import median, median_ci
 
@@ -335,9 +335,9 @@ def test_metrics_use_the_contract_names():
 
 def test_state_warnings_pure():
     cfg = TimingConfig()
-    assert timing.state_warnings({}, {}, cfg) == []
-    assert timing.state_warnings({"sm_clock_mhz": 1000}, {"sm_clock_mhz": 1010}, cfg) == []
-    assert timing.state_warnings({"temperature_c": 40}, {"temperature_c": 50}, cfg)
+    assert engine.state_warnings({}, {}, cfg) == []
+    assert engine.state_warnings({"sm_clock_mhz": 1000}, {"sm_clock_mhz": 1010}, cfg) == []
+    assert engine.state_warnings({"temperature_c": 40}, {"temperature_c": 50}, cfg)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from kperf_ci.agent import guards
 from kperf_ci.agent.targets import DISTRIBUTIONS, TOLERANCE, Target
-from kperf_ci.capture.timing import engine as timing
+from kperf_ci.capture.timing import engine
 
 # hack codes (stable: tests and the population store use them)
 NETWORK = "network"
@@ -264,8 +264,8 @@ def _time_ms(torch: Any, fns: dict[str, Callable[[], Any]], on_gpu: bool) -> dic
     """Milliseconds per callable: the project's timing (CUDA events) on a GPU; on the CPU the
     fastest of several interleaved host-clock runs (the interpreter shares the CPU with others)."""
     if on_gpu:
-        cfg = timing.TimingConfig(budget_s=0.3, min_time_s=0.05, warmup_budget_s=0.3, warmup_min_s=0.05)
-        return {k: r.median for k, r in timing.time_interleaved(fns, cfg).items()}
+        cfg = engine.TimingConfig(budget_s=0.3, min_time_s=0.05, warmup_budget_s=0.3, warmup_min_s=0.05)
+        return {k: r.median for k, r in engine.time_interleaved(fns, cfg).items()}
     ts: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(7):
         for k, fn in fns.items():

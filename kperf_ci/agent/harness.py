@@ -23,10 +23,10 @@ from typing import Any
 
 from kperf_ci.agent import checks, guards
 from kperf_ci.agent.targets import get_target
-from kperf_ci.capture.timing import (
-    backend,  # noqa: F401 - loaded: their entry points are watched
-    interleaved,
-)
+
+# loaded here, before the candidate: their entry points are watched (_TIMING_ENTRY_POINTS)
+from kperf_ci.capture.timing import backend, engine, interleaved, steps  # noqa: F401
+from kperf_ci.config import Settings
 from kperf_ci.judge import plausibility
 
 
@@ -144,7 +144,7 @@ def _bench(
     res = interleaved.adaptive_ab(
         lambda: ref_fn(*a),
         lambda: cand_fn(*b),
-        threshold=float(job.get("threshold", 0.005)),  # kperf ab's default ab_threshold
+        threshold=float(job.get("threshold", Settings.ab_threshold)),  # kperf ab's default
         budget_s=float(job.get("bench_budget_s", 3.0)),
     )
     torch.cuda.synchronize()

@@ -21,6 +21,7 @@ from kperf_ci.agent.llm import LLMProposer, ProposerError
 from kperf_ci.agent.prompts import PromptContext, build_messages
 from kperf_ci.agent.targets import Target
 from kperf_ci.agent.verify import Verdict, run_harness
+from kperf_ci.config import Settings
 
 
 @dataclass
@@ -38,7 +39,7 @@ class LoopConfig:
     seeds: list[int] = field(default_factory=lambda: [11, 23])
     timeout_s: float = 300.0  # one harness run
     bench_budget_s: float = 3.0
-    min_gain: float = 0.005  # a new best beats the best so far by this much (kperf ab's ab_threshold)
+    min_gain: float = Settings.ab_threshold  # a new best beats the best so far by this much, as in kperf ab
     value_check: bool = True
 
 

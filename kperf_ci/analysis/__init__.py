@@ -53,7 +53,9 @@ __all__ = [
     "wave_quantization",
 ]
 
-DEFAULT_THRESHOLDS: dict[str, float] = {
+#: When a finding is flagged (`kperf analyze --threshold NAME=V` overrides one): a finding's own
+#: bar, not a regression threshold between two runs (those are metrics.DEFAULT_THRESHOLDS).
+FLAG_THRESHOLDS: dict[str, float] = {
     "sm_utilization": 0.80,  # flag below
     "sm_finish_skew": 0.10,  # flag above (the rest too)
     "wave_idle": 0.10,
@@ -158,7 +160,7 @@ def analyze_timeline(
     A timeline whose ``meta["subset"]`` says it holds only some CTAs of the launch gets only the
     per-CTA analyses (prologue/epilogue, overlap). Findings that cost the launch less than
     ``thresholds["min_cost_ns"]`` of wall time are reported but not flagged."""
-    th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    th = {**FLAG_THRESHOLDS, **(thresholds or {})}
     n_sms = num_sms or tl.num_sms or (launch.sm_count if launch else None)
     if not len(tl):
         return []

@@ -22,7 +22,7 @@ from kperf_ci.traces.proton_chrome import load_proton_traces
 from kperf_ci.traces.records import Timeline
 from kperf_ci.traces.timeline_file import load_timelines, timeline_from_json, timeline_from_npz
 
-from . import DEFAULT_THRESHOLDS, LaunchConfig, analyze_timeline
+from . import FLAG_THRESHOLDS, LaunchConfig, analyze_timeline
 from .findings import Finding, flagged
 from .launch_gaps import launch_gaps
 from .occupancy import busy_sm_series
@@ -163,7 +163,7 @@ def _from_db(
         if "kernel_records" in res.artifacts:  # a callable that launched several kernels
             try:
                 recs = records_from_json(res.artifacts["kernel_records"])
-                gaps = launch_gaps(recs, threshold=(thresholds or DEFAULT_THRESHOLDS)["launch_gap_fraction"])
+                gaps = launch_gaps(recs, threshold=(thresholds or FLAG_THRESHOLDS)["launch_gap_fraction"])
                 report.launches.append(LaunchReport(f"{res.key.label()} [launch gaps]", gaps))
             except MALFORMED as e:
                 report.notes.append(
@@ -235,7 +235,7 @@ def analyze(
     its artifacts); write a Perfetto file when asked. Raises ValueError on bad input."""
     if bool(trace) == bool(db) and not records:
         raise ValueError("give exactly one of --trace FILE or --db run.db (or --records FILE)")
-    th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    th = {**FLAG_THRESHOLDS, **(thresholds or {})}
     report = AnalyzeReport()
     items: list[tuple[str, Timeline | None, LaunchConfig | None]] = []
     if trace:

@@ -1,6 +1,6 @@
 """The capture stage: what a test or script launches, measured; nothing here stores or judges.
 
-Four jobs, one subpackage each, and two orchestrators over them (docs/ARCHITECTURE.md draws the
+Five jobs, one subpackage each, and two orchestrators over them (docs/ARCHITECTURE.md draws the
 same map). A job imports only the jobs below it (import-linter's ``capture`` contract in
 pyproject.toml), and no module here imports :mod:`kperf_ci.store`:
 
@@ -8,7 +8,8 @@ pyproject.toml), and no module here imports :mod:`kperf_ci.store`:
     measure.py          one callable measured: timing, regions, analyses, A/B (``kperf.bench``)
     regions/            Proton regions in unmodified kernels (GPU)
     launches/ | timing/ the launches a callable makes, replayed; the timing engine (GPU)
-    static/             recorded launches compiled ahead of time; static metrics (no GPU)
+    static/ | imported/ recorded launches compiled ahead of time; static metrics (no GPU) |
+                        results measured elsewhere: pytest-benchmark, Liger's benchmark CSV
 
 - :mod:`.static` (no GPU needed): :mod:`~.static.record` records each launch while the tests
   run (under Triton's interpreter on a CPU machine, with :mod:`~.static.fake_device` and
@@ -20,6 +21,9 @@ pyproject.toml), and no module here imports :mod:`kperf_ci.store`:
   (the PTX mix), cached by :mod:`~.static.metrics_cache`; :mod:`~.static.manifest` lists each
   test's launches in order for `kperf ab`; :mod:`~.static.repo` names files from their git work
   tree; :mod:`~.static.progress` is the compile step's progress bar.
+- :mod:`.imported`: results measured elsewhere, converted: :mod:`~.imported.pytest_benchmark`
+  (one converter for its JSON file and its live ``benchmark`` fixture) and
+  :mod:`~.imported.liger_csv` (Liger-Kernel's benchmark CSV, one run per sitting).
 - :mod:`.launches` (GPU): :mod:`~.launches.gpu` captures the launches a callable makes,
   :mod:`~.launches.replay` copies each launch's arguments so a test's launches can be replayed
   and timed without ``kperf.bench``, :mod:`~.launches.ab_launch` pairs a changed launch with the

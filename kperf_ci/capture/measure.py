@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.analysis import (
-    DEFAULT_THRESHOLDS,
+    FLAG_THRESHOLDS,
     LaunchConfig,
     analyze_timeline,
     from_region_result,
@@ -28,8 +28,9 @@ from kperf_ci.capture.launches import gpu
 from kperf_ci.capture.launches.base_tree import load_base_callable
 from kperf_ci.capture.regions import instrument
 from kperf_ci.capture.static.record import describe_args
-from kperf_ci.capture.timing import engine as timing
+from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.interleaved import adaptive_ab
+from kperf_ci.config import Settings
 from kperf_ci.judge import plausibility
 from kperf_ci.judge.ab import ab_threshold
 from kperf_ci.metrics import metric
@@ -49,11 +50,12 @@ class Request:
     # "bytes" / "flops" -> the declared amount for this test (may raise: a callable of the
     # test's parameters); None when not declared
     resolve: Callable[[str], float | None] = lambda key: None
-    budget_s: float = 2.0
+    # the defaults are the settings' own (config.Settings): one home for each
+    budget_s: float = Settings.timing_budget_s
     base_tree: str | None = None
-    ab_threshold: float = 0.005
-    ab_precision: float = 0.005
-    ab_floor_ms: float = 0.0005
+    ab_threshold: float = Settings.ab_threshold
+    ab_precision: float = Settings.ab_precision
+    ab_floor_ms: float = Settings.ab_floor_ms
     # kperf ab's timing pass on tests without kperf.bench: each changed launch is timed against
     # the base's own launch (capture/launches/ab_launch.py); None outside it
     ab_plan: Any = None
@@ -100,7 +102,7 @@ def bench(
     kwargs: dict,
     *,
     call_index: int = 1,
-    cfg: timing.TimingConfig | None = None,
+    cfg: engine.TimingConfig | None = None,
 ) -> Measurement:
     """Measure one or several callables given the same arguments. Several are timed interleaved
     (A, B, ... then ..., B, A), so clock and thermal drift hit all of them alike. ``cfg``: the
@@ -121,11 +123,11 @@ def bench(
 
     if cfg is None:
         declared_bytes = req.resolve("bytes")
-        cfg = timing.TimingConfig(
+        cfg = engine.TimingConfig(
             budget_s=req.budget_s, input_bytes=int(declared_bytes) if declared_bytes else None
         )
     ab = ab_against_base_tree(req, out, fns, calls, args, kwargs, cfg) if len(fns) == 1 else None
-    timed = timing.time_interleaved(calls, cfg)
+    timed = engine.time_interleaved(calls, cfg)
     for name, t in timed.items():
         for w in t.warnings:
             out.warn(f"{name}: {w}" if len(calls) > 1 else w)
@@ -173,7 +175,7 @@ def measure_launch_gaps(
         )
         return None
     steady = [r for c in per_call[1:] for r in c]
-    return launch_gaps(steady, threshold=DEFAULT_THRESHOLDS["launch_gap_fraction"]), steady
+    return launch_gaps(steady, threshold=FLAG_THRESHOLDS["launch_gap_fraction"]), steady
 
 
 def split_calls(records: list, calls: int) -> list[list] | None:
@@ -194,7 +196,7 @@ def ab_against_base_tree(
     calls: dict[str, Callable[[], Any]],
     args: tuple,
     kwargs: dict,
-    cfg: timing.TimingConfig,
+    cfg: engine.TimingConfig,
 ) -> Any:
     """The callable timed against its version in ``req.base_tree`` (an ``ab.AbResult``), or
     None without a base tree or without a base version (said in a warning)."""

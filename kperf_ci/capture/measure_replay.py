@@ -13,7 +13,7 @@ from collections.abc import Callable
 from kperf_ci.capture.launches.ab_launch import ABPlan, PlanEntry, base_call, describe_launch
 from kperf_ci.capture.launches.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
 from kperf_ci.capture.measure import Measurement, Request, build_variants, instrument_regions
-from kperf_ci.capture.timing import engine as timing
+from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.interleaved import adaptive_ab
 from kperf_ci.judge.ab import ab_threshold
 from kperf_ci.model import VariantResult, canonical_json
@@ -36,7 +36,7 @@ def replay(
     one = len(launches) == 1
     per_launch = req if one else dataclasses.replace(req, resolve=lambda key: None)
     declared = req.resolve("bytes") if one else None
-    cfg = timing.TimingConfig(budget_s=req.budget_s, input_bytes=int(declared) if declared else None)
+    cfg = engine.TimingConfig(budget_s=req.budget_s, input_bytes=int(declared) if declared else None)
     t0 = clock()
     replayed = 0
     try:
@@ -81,7 +81,7 @@ def _replay_one(
     out: Measurement,
     launch: CapturedLaunch,
     prefix: str,
-    cfg: timing.TimingConfig,
+    cfg: engine.TimingConfig,
     device: ReplayDevice,
 ) -> list[VariantResult]:
     call = launch.call()
@@ -94,7 +94,7 @@ def _replay_one(
     if not infos:
         out.warn(f"replay of {launch.name} launched no kernel; not measured")
         return []
-    timed = timing.time_callable(call, cfg, backend=device.backend)
+    timed = engine.time_callable(call, cfg, backend=device.backend)
     for w in timed.warnings:
         out.warn(f"{launch.name}: {w}")
     regions = device.regions(out, call) if device.regions is not None else instrument_regions(out, call)
@@ -122,7 +122,7 @@ def _replay_ab(
     out: Measurement,
     launch: CapturedLaunch,
     prefix: str,
-    cfg: timing.TimingConfig,
+    cfg: engine.TimingConfig,
     device: ReplayDevice,
     plan: ABPlan,
 ) -> list[VariantResult]:

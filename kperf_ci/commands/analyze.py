@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from kperf_ci.analysis import DEFAULT_THRESHOLDS, LaunchConfig
+from kperf_ci.analysis import FLAG_THRESHOLDS, LaunchConfig
 from kperf_ci.analysis.overlap import largest_bubbles
 from kperf_ci.analysis.pipeline import AnalyzeReport, LaunchReport, analyze
 from kperf_ci.commands import KperfError, read_run, user_errors
@@ -30,9 +30,9 @@ def _parse_thresholds(items: tuple[str, ...] | list[str]) -> dict[str, float]:
     out = {}
     for it in items:
         name, sep, val = it.partition("=")
-        if not sep or name not in DEFAULT_THRESHOLDS:
+        if not sep or name not in FLAG_THRESHOLDS:
             raise click.BadParameter(
-                f"{it!r}: expected NAME=VALUE with NAME one of {', '.join(DEFAULT_THRESHOLDS)}",
+                f"{it!r}: expected NAME=VALUE with NAME one of {', '.join(FLAG_THRESHOLDS)}",
                 param_hint="--threshold",
             )
         try:
@@ -89,7 +89,7 @@ def run(
     "threshold_items",
     multiple=True,
     metavar="NAME=VALUE",
-    help=f"Override a flag threshold ({', '.join(DEFAULT_THRESHOLDS)}).",
+    help=f"Override a flag threshold ({', '.join(FLAG_THRESHOLDS)}).",
 )
 @click.option("--per-warp", is_flag=True, help="Also one Perfetto process per CTA with a thread per warp.")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
@@ -131,7 +131,7 @@ def analyze_cmd(
         raise KperfError("--grid needs --num-warps")
     try:
         if launch is not None and not trace and not db and not records:
-            fs = launch.wave_findings(threshold=thresholds.get("wave_idle", DEFAULT_THRESHOLDS["wave_idle"]))
+            fs = launch.wave_findings(threshold=thresholds.get("wave_idle", FLAG_THRESHOLDS["wave_idle"]))
             report = AnalyzeReport([LaunchReport(f"grid {grid}", fs)])
         else:
             report = run(

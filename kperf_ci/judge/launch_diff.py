@@ -245,8 +245,9 @@ def static_regressions(
     tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | None = None
 ) -> list[dict[str, Any]]:
     """Launches whose code regressed beyond `kperf compare`'s static thresholds (spills from 0,
-    registers +20%, shared memory over the arch's limit, ...), judged launch by launch on the
-    pairs the per-test diff made, so a config change is judged like any other change.
+    registers over their catalogue threshold, shared memory over the arch's limit, ...), judged
+    launch by launch on the pairs the per-test diff made, so a config change is judged like any
+    other change.
 
     ``timed``: (test, kernel qualname) of launches timed A/B on a GPU. Time decides for them: a
     static metric fails such a launch only when the user asked for it (:func:`asked`)."""

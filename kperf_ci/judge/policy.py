@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import Settings
 from ..metrics import DEFAULT_THRESHOLDS, TimingVerdict
 from . import stats
 
@@ -29,7 +30,7 @@ class ThresholdPolicy:
     """Project thresholds on top of the defaults; markers (per variant) win over both."""
 
     thresholds: dict[str, float] = field(default_factory=dict)  # [tool.kperf.thresholds]
-    time_floor_ms: float = 0.001
+    time_floor_ms: float = Settings.time_floor_ms
     defaults: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     timing: Callable[..., tuple[TimingVerdict, float, tuple[float, float]]] = compare_timing
 

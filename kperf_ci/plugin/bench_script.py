@@ -48,7 +48,7 @@ from kperf_ci.capture.static.fake_device import fake_cuda
 from kperf_ci.capture.static.record import make_launch_spec
 from kperf_ci.capture.static.repo import git_toplevel
 from kperf_ci.capture.timing.engine import TimingConfig
-from kperf_ci.model import canonical_json
+from kperf_ci.model import BENCH_CALL, canonical_json
 from kperf_ci.plugin import SESSION_KEY
 from kperf_ci.plugin.gpu_bench import keep, plan_of, plan_path
 
@@ -305,7 +305,7 @@ class ScriptRun:
             if TAG not in v.tags:
                 v.tags.append(TAG)
             doc = {"script": self.script, "site": call.site, "index": len(self.calls) + 1}
-            v.artifacts["bench_call"] = canonical_json({**doc, "label": _label(v.key.test)})
+            v.artifacts[BENCH_CALL] = canonical_json({**doc, "label": _label(v.key.test)})
         self.ks.add_results(variants)
 
     # -- end of the script ------------------------------------------------------------------

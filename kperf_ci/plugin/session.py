@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import statistics
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -15,6 +14,7 @@ import pytest
 
 from kperf_ci import __version__, store
 from kperf_ci.analysis.findings import findings_from_json, findings_to_json
+from kperf_ci.capture.imported.pytest_benchmark import from_fixture
 from kperf_ci.capture.launches.replay import LaunchCopier, ReplayLimits
 from kperf_ci.capture.measure import Measurement
 from kperf_ci.capture.static.compile import compile_variants
@@ -24,7 +24,6 @@ from kperf_ci.config import Settings, effective_mode
 from kperf_ci.fingerprint import git_info, machine_fingerprint
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
-from kperf_ci.metrics import metric
 from kperf_ci.model import RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker, test_id
@@ -375,28 +374,12 @@ def _name_per_kernel(launches: list[Any]) -> list[Any]:
 
 
 def benchmark_fixture_results(item: pytest.Item, marker: KperfMarker) -> list[VariantResult]:
-    """A marked test that uses pytest-benchmark's `benchmark` fixture: keep its statistics."""
-    fixture = getattr(item, "funcargs", {}).get("benchmark")
-    meta = getattr(fixture, "stats", None)
-    stats = getattr(meta, "stats", None)
-    data = list(getattr(stats, "data", []) or [])
-    if not data:
-        return []
-    samples = [s * 1e3 for s in data]
-    metrics = [
-        metric("time.median", statistics.median(samples)),
-        metric("time.mean", statistics.fmean(samples)),
-        metric("time.min", min(samples)),
-    ]
-    if len(samples) > 1:
-        metrics.append(metric("time.stddev", statistics.stdev(samples)))
+    """A marked test that uses pytest-benchmark's `benchmark` fixture: its statistics, converted
+    as `kperf import` converts its JSON (:mod:`kperf_ci.capture.imported.pytest_benchmark`)."""
     key = VariantKey(kernel=marker.name, arch="host", spec="", config="pytest-benchmark", test=test_id(item))
-    return [
-        VariantResult(
-            key=key,
-            metrics=metrics,
-            samples=samples,
-            tags=list(marker.tags),
-            thresholds=marker.threshold_dict(),
-        )
-    ]
+    return from_fixture(
+        getattr(item, "funcargs", {}).get("benchmark"),
+        key,
+        tags=list(marker.tags),
+        thresholds=marker.threshold_dict(),
+    )

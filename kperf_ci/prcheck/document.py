@@ -23,8 +23,8 @@ class ABReport:
     base_rev: str
     base_sha: str
     head_sha: str = ""
-    static: Any = None  # kperf_ci.ab.StaticDiff (variant level)
-    tests: list[Any] = field(default_factory=list)  # kperf_ci.ab.TestDiff, one per test
+    static: Any = None  # kperf_ci.judge.launch_diff.StaticDiff (variant level)
+    tests: list[Any] = field(default_factory=list)  # kperf_ci.judge.launch_diff.TestDiff, one per test
     timed: list[dict[str, Any]] = field(default_factory=list)  # one per variant with an A/B verdict
     messages: list[str] = field(default_factory=list)
     static_regressions: list[dict[str, Any]] = field(default_factory=list)

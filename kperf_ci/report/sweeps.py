@@ -23,12 +23,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..model import VariantResult
+from ..model import BENCH_CALL, VariantResult
 from .plots import sweep_svg
 from .view import Report
-
-#: Name of the artifact a benchmark-script call (or an imported CSV row) stores.
-BENCH_CALL = "bench_call"
 
 #: Most sweep plots on one report page: a run of 2,000 script calls in 300 sites stays readable
 #: and fast; the section says how many were left out.

@@ -5,6 +5,7 @@ small modules and short functions."""
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -135,6 +136,84 @@ def test_the_sqlite3_check_sees_an_import(tmp_path):
     assert {"sqlite3", "sqlite_utils"} <= _imports_of(mod)
 
 
+# --------------------------------------------------------------------------- docstring references
+
+_ROLE = re.compile(r":(mod|func|class|meth|data|attr):`~?([.\w]+)`")
+_DOTTED = re.compile(r"(?<![\w/])(kperf_ci(?:\.\w+)+)")
+
+
+def _module_file(root: Path, dotted: str) -> Path | None:
+    p = root.joinpath(*dotted.split("."))
+    for f in (p.with_suffix(".py"), p / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _resolves(root: Path, dotted: str, want_module: bool) -> bool:
+    """The longest module prefix exists and the first name after it is defined or imported there."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        f = _module_file(root, ".".join(parts[:k]))
+        if f is None:
+            continue
+        if k == len(parts) or want_module and k < len(parts):
+            return k == len(parts)
+        name = re.escape(parts[k])
+        return bool(
+            re.search(rf"^\s*(?:async def|def|class) {name}\b|^{name}\s*[:=]|\bimport .*\b{name}\b|"
+                      rf"^\s+{name},?$", f.read_text(), re.M)
+        )  # fmt: skip
+    return False
+
+
+def _stale_references(root: Path) -> list[str]:
+    """Module and function names in the package's docstrings and comments that do not resolve:
+    `:mod:`/`:func:` roles (relative ones against the module's package) and dotted
+    ``kperf_ci.x.y`` names."""
+    stale = []
+    for f in sorted((root / "kperf_ci").rglob("*.py")):
+        dotted = ".".join(f.relative_to(root).with_suffix("").parts)
+        package = dotted.removesuffix(".__init__") if f.name == "__init__.py" else dotted.rsplit(".", 1)[0]
+        text = f.read_text()
+        for m in _ROLE.finditer(text):
+            role, target = m.groups()
+            if target.startswith("."):
+                ups = len(target) - len(target.lstrip(".")) - 1
+                base = package.split(".")[: len(package.split(".")) - ups]
+                target = ".".join([*base, target.lstrip(".")])
+            elif not target.startswith("kperf_ci"):
+                continue
+            if not _resolves(root, target, role == "mod"):
+                stale.append(f"{f.relative_to(root)}: :{role}:`{m.group(2)}`")
+        stale += [
+            f"{f.relative_to(root)}: {m.group(1)}"
+            for m in _DOTTED.finditer(text)
+            if not _resolves(root, m.group(1).rstrip("."), False)
+        ]
+    return stale
+
+
+def test_docstrings_name_modules_that_exist():
+    """A newcomer follows the docstrings' names: each must still be there (a move renames them)."""
+    stale = _stale_references(ROOT)
+    assert not stale, "rename these in the docstrings and comments:\n" + "\n".join(stale)
+
+
+def test_the_reference_check_sees_a_stale_name(tmp_path):
+    pkg = tmp_path / "kperf_ci" / "sub"
+    pkg.mkdir(parents=True)
+    (tmp_path / "kperf_ci" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text('"""See :mod:`.here`, :mod:`.gone` and kperf_ci.sub.here.fn."""\n')
+    (pkg / "here.py").write_text(
+        '"""kperf_ci.sub.here.nothing and :func:`kperf_ci.sub.here.fn`."""\ndef fn(): ...\n'
+    )
+    assert _stale_references(tmp_path) == [
+        "kperf_ci/sub/__init__.py: :mod:`.gone`",
+        "kperf_ci/sub/here.py: kperf_ci.sub.here.nothing",
+    ]
+
+
 def _lint_imports() -> str:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
     if exe is None:
@@ -147,19 +226,21 @@ def test_import_rules_hold():
         [_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "3 kept, 0 broken" in proc.stdout
+    assert "4 kept, 0 broken" in proc.stdout
 
 
 def test_import_rules_catch_a_violation(tmp_path):
-    """A copy of the package with one violation of each contract must break all three: the store
+    """A copy of the package with one violation of each contract must break all four: the store
     importing the report (the stages), capture's static job importing the timing job (capture's
-    own layers), capture importing the store (capture never reads or writes it)."""
+    own layers), capture importing the store (capture never reads or writes it), the judge
+    importing the store (it decides from dataclasses it is handed)."""
     shutil.copytree(PACKAGE, tmp_path / "kperf_ci", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     violations = {
         "store/blobs.py": "from kperf_ci.report import safe_text",
         "capture/static/ptx.py": "from kperf_ci.capture.timing import engine",
         "capture/launches/gpu.py": "from kperf_ci import store",
+        "judge/compare.py": "from kperf_ci import store",
     }
     for rel, line in violations.items():
         bad = tmp_path / "kperf_ci" / rel
@@ -173,7 +254,8 @@ def test_import_rules_catch_a_violation(tmp_path):
         env={"PYTHONPATH": str(tmp_path), "PATH": str(Path(sys.executable).parent)},
     )
     assert proc.returncode != 0
-    assert "0 kept, 3 broken" in proc.stdout, proc.stdout[-4000:]
+    assert "0 kept, 4 broken" in proc.stdout, proc.stdout[-4000:]
     assert "kperf_ci.store is not allowed to import kperf_ci.report" in proc.stdout
     assert "kperf_ci.capture.static is not allowed to import kperf_ci.capture.timing" in proc.stdout
     assert "kperf_ci.capture is not allowed to import kperf_ci.store" in proc.stdout
+    assert "kperf_ci.judge is not allowed to import kperf_ci.store" in proc.stdout

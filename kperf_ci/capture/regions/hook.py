@@ -3,7 +3,7 @@
 Triton calls ``triton.knobs.runtime.add_stages_inspection_hook`` for every compile; a
 :class:`RegionHook` wraps ``stages["ttgir"]`` of the builds whose ``instrumentation_mode``
 carries its configuration's tag: it takes the module the original stage returns (the program
-after pipelining, as it will run), inserts the records (:func:`.region_pass.insert_regions`) and
+after pipelining, as it will run), inserts the records (:func:`.ttgir_pass.insert_regions`) and
 parses the text back. Plain builds (empty mode) are never touched.
 
 Lifetime. A RegionHook lives for one ``with`` block: it installs itself on the knob on entry

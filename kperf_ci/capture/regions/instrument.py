@@ -1,8 +1,8 @@
 """Automatic intra-kernel regions for unmodified Triton kernels, through Proton: running.
 
-The pieces: :mod:`.region_pass` (which regions, and the TTGIR text edit), :mod:`.region_hook`
+The pieces: :mod:`.ttgir_pass` (which regions, and the TTGIR text edit), :mod:`.hook`
 (the compiler hook with its lifetime, the cache directory per configuration, ahead-of-time
-compiles), :mod:`.region_result` (statistics, clock, spans of one launch) and the trace formats
+compiles), :mod:`.result` (statistics, clock, spans of one launch) and the trace formats
 in :mod:`kperf_ci.traces`. This module runs instrumented launches on a GPU.
 
 Running. :func:`instrument_callable` runs the callable ONCE under

@@ -17,7 +17,7 @@ name the user already uses, is left out and named in the warnings.
 
 The configuration's :meth:`RegionConfig.mode_string` tags the compile option
 ``instrumentation_mode`` (``:kperf_regions=<config key>``): that is how the hook
-(:mod:`.region_hook`) recognises the builds to edit and how each configuration gets its own
+(:mod:`.hook`) recognises the builds to edit and how each configuration gets its own
 cache key.
 """
 

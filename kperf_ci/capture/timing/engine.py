@@ -26,7 +26,7 @@ The loop (``time_callable``):
    of milliseconds: a CI reached within 10 ms described a moving target, and fresh processes
    disagreed by up to 10%. The time floors make every median cover a comparable window.)
 4. Pacing: after every batch the loop idles so that the GPU is busy at most ``duty_cycle``
-   (default 0.5) of the time, keeping compute-bound kernels under the power cap (see timing_steps.pace).
+   (default 0.5) of the time, keeping compute-bound kernels under the power cap (see steps.pace).
    Budgets count wall time, ``min_time_s`` counts busy time. The idle time is decided per
    batch from the device's own work (calls and flushes), not as a fixed share of host time: a
    short kernel whose host side is slower than its device side is not paced at all.

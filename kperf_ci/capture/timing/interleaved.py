@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kperf_ci.capture.timing import engine as timing
+from kperf_ci.capture.timing import engine
 from kperf_ci.judge.ab import ab_verdict, settled
 from kperf_ci.judge.stats import SampleComparison, median, median_ci
 from kperf_ci.metrics import metric
@@ -70,11 +70,11 @@ class ABResult:
         ]
         return [metric(name, value) for name, value in vals]  # unit, kind, direction: the catalogue
 
-    def head_timing(self) -> timing.TimingResult:
+    def head_timing(self) -> engine.TimingResult:
         """The head side's samples as a TimingResult: the ``time.*`` metrics of a launch timed
         only A/B (kperf ab's kernel replay), without a second timing loop."""
         lo, hi = median_ci(self.head_ms)
-        return timing.TimingResult(
+        return engine.TimingResult(
             samples_ms=list(self.head_ms),
             median=median(self.head_ms),
             ci_low=lo,
@@ -125,15 +125,15 @@ def adaptive_ab(
     device); warm-up and the choice of CUDA-graph replay for short kernels follow ``cfg``
     (a ``TimingConfig``), with the same method forced on both sides.
     """
-    cfg = cfg or timing.TimingConfig()
-    be = backend if backend is not None else timing.default_backend()
-    flush = timing.should_flush(cfg, be)
+    cfg = cfg or engine.TimingConfig()
+    be = backend if backend is not None else engine.default_backend()
+    flush = engine.should_flush(cfg, be)
     t_warm = be.host_time()
     sides, warnings = _warm_sides(base_fn, head_fn, be, cfg, flush)
     warmup_s = be.host_time() - t_warm
     # Untimed calls at the start of every round: after the host-side check between rounds the
     # device has idled, and the first call after an idle gap runs slow (capture.timing's re-warm).
-    rewarm = {name: timing.rewarm_calls(v, cfg) for name, v in sides.items()}
+    rewarm = {name: engine.rewarm_calls(v, cfg) for name, v in sides.items()}
 
     base_ms: list[float] = []
     head_ms: list[float] = []
@@ -188,15 +188,15 @@ def adaptive_ab(
 
 def _warm_sides(
     base_fn: Callable[[], Any], head_fn: Callable[[], Any], be: Any, cfg: Any, flush: bool
-) -> tuple[dict[str, timing.Variant], list[str]]:
+) -> tuple[dict[str, engine.Variant], list[str]]:
     """Warm both sides up and choose how each is timed, forcing plain events on both when a
     CUDA-graph replay worked on one side only; (the sides, their warnings)."""
-    sides = {"base": timing.Variant("base", base_fn), "head": timing.Variant("head", head_fn)}
+    sides = {"base": engine.Variant("base", base_fn), "head": engine.Variant("head", head_fn)}
     warnings: list[str] = []
     for v in sides.values():
-        timing.warmup(v, be, cfg, flush)
+        engine.warmup(v, be, cfg, flush)
     for v in sides.values():
-        timing.choose_method(v, be, cfg)
+        engine.choose_method(v, be, cfg)
     if sides["base"].method != sides["head"].method:  # never compare a graph replay with plain calls
         for name, fn in (("base", base_fn), ("head", head_fn)):
             sides[name].calls, sides[name].k, sides[name].method = [fn], 0, "events"
@@ -207,7 +207,7 @@ def _warm_sides(
 
 
 def _time_round(
-    sides: dict[str, timing.Variant], be: Any, flush: bool, rewarm: dict[str, int], n: int, done: int
+    sides: dict[str, engine.Variant], be: Any, flush: bool, rewarm: dict[str, int], n: int, done: int
 ) -> list[tuple[float, float, bool]]:
     """One round: the untimed re-warm calls, then ``n`` pairs, the order alternating pair by pair
     from the ``done`` pairs before; one synchronize, then (base ms, head ms, head first?) each."""

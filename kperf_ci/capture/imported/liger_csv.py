@@ -1,4 +1,4 @@
-"""`kperf import all_benchmark_data.csv`: a Liger-Kernel benchmark CSV as stored kperf runs.
+"""A Liger-Kernel benchmark CSV as kperf runs (`kperf import all_benchmark_data.csv`).
 
 Liger-Kernel's benchmark scripts (``benchmark/scripts/utils.py``: ``run_benchmarks``,
 ``update_benchmark_data_csv``) time each kernel with ``triton.testing.do_bench(quantiles=[0.5,
@@ -30,11 +30,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kperf_ci.capture.imported import BadInput
 from kperf_ci.metrics import metric
-from kperf_ci.model import Fingerprint, RunInfo, VariantKey, VariantResult, canonical_json
-from kperf_ci.report.sweeps import BENCH_CALL
-
-from . import KperfError
+from kperf_ci.model import BENCH_CALL, Fingerprint, RunInfo, VariantKey, VariantResult, canonical_json
 
 #: The columns of Liger's BenchmarkDataCSVRow that an import needs.
 COLUMNS = (
@@ -102,33 +100,33 @@ def read(path: Path) -> list[dict[str, str]]:
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise KperfError(
+            raise BadInput(
                 f"{path}: {size:,} bytes, more than the {MAX_BYTES // 2**20} MiB a benchmark CSV "
                 "import reads; split the file by gpu_name"
             )
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise KperfError(
+        raise BadInput(
             f"{path}: no such file; pass Liger-Kernel's benchmark/data/all_benchmark_data.csv"
         ) from None
     except UnicodeDecodeError as e:
-        raise KperfError(
+        raise BadInput(
             f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); pass a benchmark CSV"
         ) from None
     if "\0" in text:
-        raise KperfError(f"{path}: holds NUL bytes, so it is not a CSV; pass a benchmark CSV")
+        raise BadInput(f"{path}: holds NUL bytes, so it is not a CSV; pass a benchmark CSV")
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = reader.fieldnames or []
         missing = [c for c in COLUMNS if c not in header]
         if missing:
-            raise KperfError(
+            raise BadInput(
                 f"{path}: no column {', '.join(missing)}; pass a CSV written by Liger-Kernel's "
                 "update_benchmark_data_csv (or use --format pytest-benchmark for a JSON file)"
             )
         return list(reader)
     except csv.Error as e:  # a field over csv's 128 KiB limit, an unterminated quote
-        raise KperfError(
+        raise BadInput(
             f"{path}: line {reader.line_num}: not valid CSV ({e}); fix or regenerate the file"
         ) from None
 
@@ -137,7 +135,7 @@ def _when(path: Path, line: int, raw: str) -> _dt.datetime:
     try:
         return _dt.datetime.fromisoformat(raw.strip())
     except ValueError:
-        raise KperfError(
+        raise BadInput(
             f"{path}: line {line}: timestamp {raw[:40]!r} is not a date and time like 2024-09-03 15:31:39; "
             "fix the row"
         ) from None
@@ -147,12 +145,12 @@ def _number(path: Path, line: int, col: str, raw: str | None) -> float:
     try:
         v = float(raw or "")
     except ValueError:
-        raise KperfError(
+        raise BadInput(
             f"{path}: line {line}: {col} is {str(raw)[:40]!r}, not a number; fix or drop the row"
         ) from None
     if not math.isfinite(v):
         # Liger writes nan where a sweep ended early (zip_longest); kperf stores no non-number
-        raise KperfError(
+        raise BadInput(
             f"{path}: line {line}: {col} is {raw!r}, not a finite number; drop the row or rerun it"
         )
     return v
@@ -160,13 +158,13 @@ def _number(path: Path, line: int, col: str, raw: str | None) -> float:
 
 def convert(path: Path, rows: list[dict[str, str]], *, label: str | None, kperf_version: str) -> Imported:
     """The runs of a parsed Liger CSV (each with its variants, in file order), oldest first.
-    Checks every row before anything is written: bad input is one KperfError naming the line."""
+    Checks every row before anything is written: bad input is one BadInput naming the line."""
     out = Imported(rows=len(rows))
     kept: list[_Row] = []
     for i, cols in enumerate(rows):
         line = i + 2  # the header is line 1
         if None in cols or any(cols.get(c) is None for c in COLUMNS):  # too many or too few fields
-            raise KperfError(f"{path}: line {line}: has {len(cols)} fields, not one per column; fix the row")
+            raise BadInput(f"{path}: line {line}: has {len(cols)} fields, not one per column; fix the row")
         pair = (cols["metric_name"], cols["metric_unit"])
         if pair not in METRICS:
             out.skipped[f"{pair[0]} in {pair[1] or '(no unit)'}"] += 1
@@ -174,7 +172,7 @@ def convert(path: Path, rows: list[dict[str, str]], *, label: str | None, kperf_
         vals = tuple(_number(path, line, c, cols[c]) for c in ("y_value_50", "y_value_20", "y_value_80"))
         kept.append(_Row(line, _when(path, line, cols["timestamp"]), cols, vals))  # type: ignore[arg-type]
     if not kept:
-        raise KperfError(
+        raise BadInput(
             f"{path}: no row of a metric kperf imports (speed in ms, memory in MB); "
             "is this a Liger benchmark CSV?"
         )
@@ -245,7 +243,7 @@ def _run(
         vk = (c["kernel_name"], site, c["x_name"], x)
         prev = seen.get((vk, c["metric_name"]))
         if prev is not None:
-            raise KperfError(
+            raise BadInput(
                 f"{path}: lines {prev} and {r.line} both hold {c['metric_name']} of {c['kernel_name']} "
                 f"{site} {c['x_name']}={x} on {gpu}; keep one"
             )
