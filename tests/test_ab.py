@@ -17,7 +17,7 @@ from kperf_ci.capture.launches.base_tree import load_base_callable, materialize
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.capture.timing.engine import TimingConfig
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.judge.ab import balanced_blocks
+from kperf_ci.judge.ab import ab_threshold, balanced_blocks
 from kperf_ci.judge.launch_diff import diff_static
 
 PKG = "kperf_ab_demo_pkg"  # unique, so nothing else in the session imports a module of that name
@@ -518,3 +518,16 @@ def test_ab_passes_do_not_run_the_projects_own_baseline_comparison(tmp_path):
     env = _env_for(tmp_path)
     assert env["KPERF_BASELINE"] == ""
     assert env["PYTHONPATH"].split(__import__("os").pathsep)[0] == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "marker, expected",
+    [
+        ({}, 0.005),
+        ({"time": 0.02}, 0.02),
+        ({"time.median": 0.03}, 0.03),
+        ({"time.median": 0.03, "time": 0.02}, 0.03),
+    ],
+)
+def test_the_ab_band_reads_the_markers_time_keys_as_the_baseline_comparison_does(marker, expected):
+    assert ab_threshold(marker, 0.005) == expected

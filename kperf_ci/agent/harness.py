@@ -141,10 +141,13 @@ def _bench(
     a = checks.make_inputs(torch, target, shape, dtype, "normal", seed, "cuda")
     b = checks.clones(a)
     snap = checks.clones(b)
+    ab = job.get("ab") or {}  # the project's kperf ab settings, else their defaults
     res = interleaved.adaptive_ab(
         lambda: ref_fn(*a),
         lambda: cand_fn(*b),
-        threshold=float(job.get("threshold", Settings.ab_threshold)),  # kperf ab's default
+        threshold=float(ab.get("threshold", Settings.ab_threshold)),
+        floor=float(ab.get("floor_ms", Settings.ab_floor_ms)),
+        precision=float(ab.get("precision", Settings.ab_precision)),
         budget_s=float(job.get("bench_budget_s", 3.0)),
     )
     torch.cuda.synchronize()

@@ -41,6 +41,10 @@ class LoopConfig:
     bench_budget_s: float = 3.0
     min_gain: float = Settings.ab_threshold  # a new best beats the best so far by this much, as in kperf ab
     value_check: bool = True
+    # the A/B verdict's band, floor and stopping precision: the project's kperf ab settings
+    ab_threshold: float = Settings.ab_threshold
+    ab_floor_ms: float = Settings.ab_floor_ms
+    ab_precision: float = Settings.ab_precision
 
 
 @dataclass
@@ -222,6 +226,11 @@ class Agent:
             bench=self.cfg.device == "cuda",
             bench_budget_s=self.cfg.bench_budget_s,
             value_check=self.cfg.value_check,
+            ab={
+                "threshold": self.cfg.ab_threshold,
+                "floor_ms": self.cfg.ab_floor_ms,
+                "precision": self.cfg.ab_precision,
+            },
         )
         self.gpu_seconds += v.gpu_seconds
         verdict, timings = self._judge(v, best)

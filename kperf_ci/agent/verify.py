@@ -85,6 +85,7 @@ def run_harness(
     bench_budget_s: float = 3.0,
     value_check: bool = True,
     python: str | None = None,
+    ab: dict[str, float] | None = None,
 ) -> Verdict:
     """Write the candidate to a fresh directory and run the harness on it; a Verdict always."""
     with tempfile.TemporaryDirectory(prefix="kperf-agent-") as d:
@@ -100,6 +101,7 @@ def run_harness(
             "seeds": seeds,
             "bench": bench,
             "bench_budget_s": bench_budget_s,
+            "ab": dict(ab or {}),  # threshold, floor_ms, precision of the A/B verdict
             "value_check": value_check,
             "nonce": nonce,
             "result": str(result),

@@ -28,7 +28,7 @@ from kperf_ci.device import cuda_available
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
 
-from . import KperfError, user_errors
+from . import KperfError, load_settings, user_errors
 
 
 @click.group("agent")
@@ -44,6 +44,25 @@ def _ab_names(label: str) -> set[str]:
         if part:
             out.add(re.split(r"::|/", part)[-1].strip())
     return out
+
+
+def _loop_config(
+    dev: str, seeds: list[int], timeout_s: float, bench_budget_s: float, value_check: bool
+) -> LoopConfig:
+    """The loop's settings; its A/B verdict uses the project's own kperf ab settings
+    ([tool.kperf] ab_threshold, ab_floor_ms, ab_precision), as `kperf ab` would."""
+    s = load_settings()
+    return LoopConfig(
+        dev,
+        seeds,
+        timeout_s,
+        bench_budget_s,
+        min_gain=s.ab_threshold,
+        value_check=value_check,
+        ab_threshold=s.ab_threshold,
+        ab_floor_ms=s.ab_floor_ms,
+        ab_precision=s.ab_precision,
+    )
 
 
 def _kernels_from_ab(ab_db: str, root: Path) -> list[str]:
@@ -291,7 +310,7 @@ def _one(
         pop,
         proposer,
         ctx,
-        LoopConfig(dev, seeds, timeout_s, bench_budget_s, value_check=value_check),
+        _loop_config(dev, seeds, timeout_s, bench_budget_s, value_check),
         budget,
         progress=lambda s: click.echo("  " + safe(s)),
     )

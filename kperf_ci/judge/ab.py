@@ -7,8 +7,9 @@ to the other two verdicts of the judge (a run against a baseline, :mod:`kperf_ci
 a run against the history's level, :mod:`kperf_ci.judge.gate`), so that a change of threshold,
 floor or stopping rule is made in one place.
 
-**Threshold sources**, most specific first: the marker's ``thresholds={"time": ...}``, else the
-run's ``ab_threshold`` (``[tool.kperf]``, default 0.005); ``ab_floor_ms`` is an absolute band in
+**Threshold sources**, most specific first: the marker's ``thresholds={"time.median": ...}`` or
+``{"time": ...}``, else the run's ``ab_threshold`` (``[tool.kperf]``; its default is
+:class:`kperf_ci.config.Settings`'); ``ab_floor_ms`` is an absolute band in
 ms (the larger band wins, as in every timing verdict of :func:`kperf_ci.judge.stats.compare_samples`);
 ``ab_precision`` is the confidence interval's half-width at which a settled verdict stops the
 measurement.
@@ -20,15 +21,20 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..config import Settings
 from .stats import SampleComparison, compare_samples
 
 __all__ = ["ab_threshold", "ab_verdict", "balanced_blocks", "settled"]
 
 
 def ab_threshold(marker_thresholds: Mapping[str, Any], default: float) -> float:
-    """The relative band of an A/B verdict: the marker's ``time`` threshold, else ``default``
-    (the run's ``ab_threshold``)."""
-    return float(marker_thresholds.get("time", default))
+    """The relative band of an A/B verdict: the marker's ``time.median`` or ``time`` threshold
+    (the same keys, in the same order, as the baseline comparison reads: judge/policy.py), else
+    ``default`` (the run's ``ab_threshold``)."""
+    for key in ("time.median", "time"):
+        if marker_thresholds.get(key) is not None:
+            return float(marker_thresholds[key])
+    return float(default)
 
 
 def balanced_blocks(base_ms: Sequence[float], head_ms: Sequence[float]) -> tuple[list[float], list[float]]:
@@ -48,7 +54,7 @@ def ab_verdict(
     head_ms: Sequence[float],
     *,
     threshold: float,
-    floor: float = 0.0,
+    floor: float = Settings.ab_floor_ms,
     confidence: float = 0.99,
     seed: int = 0,
 ) -> SampleComparison:
@@ -68,6 +74,6 @@ def ab_verdict(
 
 def settled(comparison: SampleComparison, precision: float) -> bool:
     """Whether more pairs can stop: a verdict other than "inconclusive" whose interval's
-    half-width is at most ``precision`` (0.005: the reported effect is good to about +-0.5%)."""
+    half-width is at most ``precision`` (the default 0.005: the effect is good to about +-0.5%)."""
     half_width = (comparison.ci_high - comparison.ci_low) / 2  # NaN (too few pairs) compares False
     return comparison.verdict != "inconclusive" and half_width <= precision

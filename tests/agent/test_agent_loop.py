@@ -36,6 +36,7 @@ class FakeVerifier:
 
     def __call__(self, target, original, source, **kw) -> Verdict:
         self.calls += 1
+        self.kw = kw
         knobs = current_knobs(source, T)
         r = self.ratios.get(knobs["BLOCK_SIZE"], 1.0) * (0.99 if knobs["num_warps"] == 8 else 1.0)
         bench = None
@@ -64,7 +65,7 @@ class FakeVerifier:
         )
 
 
-def agent(tmp_path, verifier, budget, clock=None) -> tuple[Agent, pop.Population]:
+def agent(tmp_path, verifier, budget, clock=None, cfg=None) -> tuple[Agent, pop.Population]:
     p = pop.Population(tmp_path / "agent.db")
     kw = {"clock": clock} if clock else {}
     a = Agent(
@@ -73,7 +74,7 @@ def agent(tmp_path, verifier, budget, clock=None) -> tuple[Agent, pop.Population
         p,
         ConfigSearchProposer(T, SRC),
         PromptContext("vector_add", "add"),
-        LoopConfig("cuda"),
+        cfg or LoopConfig("cuda"),
         budget,
         verifier=verifier,
         **kw,
@@ -91,6 +92,15 @@ def test_config_search_climbs_to_the_best_block_size(tmp_path):
     # the best variant's parent is the previous best: the lineage is recorded
     rows = {r.id: r for r in p.variants(res.session_id)}
     assert rows[res.best.parent_id].knobs["BLOCK_SIZE"] == 4096
+
+
+def test_the_harness_gets_the_projects_ab_settings(tmp_path):
+    """The candidate's A/B verdict uses the band, floor and precision kperf ab would use."""
+    v = FakeVerifier({2048: 0.97})
+    cfg = LoopConfig("cuda", ab_threshold=0.02, ab_floor_ms=0.003, ab_precision=0.01)
+    a, _ = agent(tmp_path, v, Budget(max_rounds=1), cfg=cfg)
+    a.run("by hand")
+    assert v.kw["ab"] == {"threshold": 0.02, "floor_ms": 0.003, "precision": 0.01}
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.capture.timing import engine
+from kperf_ci.config import Settings
 from kperf_ci.judge.ab import ab_verdict, settled
 from kperf_ci.judge.stats import SampleComparison, median, median_ci
 from kperf_ci.metrics import metric
@@ -98,10 +99,10 @@ def adaptive_ab(
     *,
     threshold: float,
     backend: Any = None,
-    budget_s: float = 2.0,
-    floor: float = 0.0,
+    budget_s: float = Settings.timing_budget_s,
+    floor: float = Settings.ab_floor_ms,
     confidence: float = 0.99,
-    precision: float = 0.005,
+    precision: float = Settings.ab_precision,
     first_round_pairs: int = 20,
     growth: float = 1.5,
     max_pairs: int = 4000,
