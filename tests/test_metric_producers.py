@@ -20,6 +20,7 @@ from kperf_ci.analysis import (
     wave_quantization,
 )
 from kperf_ci.analysis.findings import Finding, to_metrics
+from kperf_ci.capture.imported import BadInput
 from kperf_ci.capture.imported.pytest_benchmark import from_json
 from kperf_ci.capture.regions.result import RegionResult, RegionStats
 from kperf_ci.capture.timing.engine import TimingResult
@@ -161,3 +162,15 @@ def test_the_check_sees_a_wrong_direction():
     assert uncatalogued([Metric("region.kernel.cycles", 1.0, "cycles", "region", "lower")])
     assert uncatalogued([Metric("nonsense", 1.0)])
     assert uncatalogued([metric("registers", 1)]) == []
+
+
+def test_a_fixture_with_a_non_finite_statistic_is_bad_input_naming_the_test():
+    """The plugin turns this into a warning on the test (plugin/session.py), never a crash."""
+    stats = SimpleNamespace(data=[0.001, 0.002], as_dict=lambda: {"median": float("nan")})
+    item = SimpleNamespace(
+        funcargs={"benchmark": SimpleNamespace(stats=SimpleNamespace(stats=stats))},
+        nodeid="t.py::t",
+        path=Path("t.py"),
+    )
+    with pytest.raises(BadInput, match="benchmark fixture of t.py::t"):
+        benchmark_fixture_results(item, KperfMarker(name="k"))  # type: ignore[arg-type]

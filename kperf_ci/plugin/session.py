@@ -14,6 +14,7 @@ import pytest
 
 from kperf_ci import __version__, store
 from kperf_ci.analysis.findings import findings_from_json, findings_to_json
+from kperf_ci.capture.imported import BadInput
 from kperf_ci.capture.imported.pytest_benchmark import from_fixture
 from kperf_ci.capture.launches.replay import LaunchCopier, ReplayLimits
 from kperf_ci.capture.measure import Measurement
@@ -238,7 +239,12 @@ class KperfSession:
     def test_passed(self, item: pytest.Item, marker: KperfMarker) -> None:
         launches = item.stash.get(LAUNCHES_KEY, [])
         self.add_pending(launches)
-        measured = item.stash.get(RESULTS_KEY, []) + benchmark_fixture_results(item, marker)
+        try:
+            fixture_results = benchmark_fixture_results(item, marker)
+        except BadInput as e:  # a timer that gave NaN or inf: the test's other results still count
+            fixture_results = []
+            self.warn(item.nodeid, f"pytest-benchmark statistics not stored: {e}")
+        measured = item.stash.get(RESULTS_KEY, []) + fixture_results
         self.add_results(measured)
         if self.mode == "static" and not any(r.key.arch == "host" for r in measured):
             self.count_marked(1, 1 if launches else 0)
