@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +81,19 @@ def git(repo: Path, *args: str) -> str:
 #: skips a test where no CUDA GPU is usable (the plugin's own check: cheap, no torch import on
 #: machines without an NVIDIA driver)
 needs_gpu = pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+
+
+def wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    """Poll ``condition`` until it holds; fail if ``proc`` ends first, or after ``timeout`` s
+    (killing ``proc``, with its process group when it leads one)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"the process ended before {what}:\n{proc.stdout.read() if proc.stdout else ''}")
+        if time.monotonic() > deadline:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)

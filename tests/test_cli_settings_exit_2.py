@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 from kperf_ci import store
 from kperf_ci.device import cuda_available
@@ -131,19 +132,13 @@ def test_a_marker_error_is_printed_once(tmp_path):
 # --------------------------------------------------------------------------- Ctrl-C
 
 
-def _wait_until_open(proc: subprocess.Popen, path: Path, timeout_s: float = 120.0) -> None:
-    """Until ``proc`` has ``path`` open (read from /proc/PID/fd), or fail."""
-    fds = Path(f"/proc/{proc.pid}/fd")
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            if any(os.path.realpath(fd) == str(path.resolve()) for fd in fds.iterdir()):
-                return
-        except OSError:  # an fd closed while we looked
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"{path} was never opened in {timeout_s:.0f} s")
+def _holds_open(proc: subprocess.Popen, path: Path) -> bool:
+    """Whether ``proc`` has ``path`` open (read from /proc/PID/fd)."""
+    try:
+        fds = Path(f"/proc/{proc.pid}/fd").iterdir()
+        return any(os.path.realpath(fd) == str(path.resolve()) for fd in fds)
+    except OSError:  # an fd closed while we looked, or the process is gone
+        return False
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="watches the process's open files in /proc")
@@ -170,7 +165,7 @@ def test_ctrl_c_does_not_wait_out_a_locked_database(tmp_path):
         # Ctrl-C must land while it waits for the lock, not while it imports (a fixed sleep was
         # too short on a loaded 2-core machine): wait until it holds the database open, then a
         # little longer, so it is inside the lock wait
-        _wait_until_open(proc, db)
+        wait_for(lambda: _holds_open(proc, db), "the CLI to open run.db", proc, timeout=120)
         time.sleep(1.0)
         assert proc.poll() is None, proc.communicate()
         t0 = time.monotonic()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 from test_plugin import ADD_KERNEL, ONE_ADD_TEST, run
 
 from kperf_ci import store
@@ -59,17 +60,6 @@ def _start(where: Path, *args: str) -> subprocess.Popen:
     )
 
 
-def _wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            pytest.fail(f"pytest ended before {what}:\n{proc.stdout.read()}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def _children(pid: int) -> list[tuple[int, str]]:
     """(pid, command line) of the direct children of ``pid``, from /proc."""
     out = []
@@ -110,7 +100,7 @@ def test_ctrl_c_while_compiling_stops_cleanly_and_stores_nothing_as_complete(sam
         workers[:] = [c for c in _children(proc.pid) if "kperf_ci.capture.static._worker" in c[1]]
         return bool(workers)
 
-    _wait_for(compiling, "a compile worker to start", proc)
+    wait_for(compiling, "a compile worker to start", proc)
     os.kill(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
@@ -127,7 +117,7 @@ def test_ctrl_c_during_xdist_tests_marks_the_run_interrupted(sample: pytest.Pyte
     sample.makepyfile(test_block=PASS_THEN_BLOCK)
     db = sample.path / "run.db"
     proc = _start(sample.path, "-n", "2", "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db")
-    _wait_for(lambda: any(sample.path.glob("started-*")), "a blocking test to start", proc)
+    wait_for(lambda: any(sample.path.glob("started-*")), "a blocking test to start", proc)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: every process
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
@@ -145,7 +135,7 @@ def test_killed_xdist_session_leaves_a_running_run_that_is_never_the_latest(samp
     db = sample.path / "run.db"
     store.save_run(db, store_info("good"), [store_result()])
     proc = _start(sample.path, "-n", "2", "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db")
-    _wait_for(lambda: any(sample.path.glob("started-*")), "a blocking test to start", proc)
+    wait_for(lambda: any(sample.path.glob("started-*")), "a blocking test to start", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     statuses = store.run_statuses(db)
