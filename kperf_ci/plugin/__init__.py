@@ -41,6 +41,7 @@ def pytest_load_initial_conftests(
     ns = early_config.known_args_namespace
     if not _enabled(early_config, getattr(ns, "kperf", None)):
         return
+    fleet.refuse_workers_without_xdist(early_config, args)
     fleet.pin_worker_gpu()  # before anything below (cuda_available) or any import can initialise CUDA
     try:  # the mode by the one precedence chain (CLI > KPERF_MODE > [tool.kperf] > auto)
         mode = resolve_setting(early_config.rootpath, "mode", getattr(ns, "kperf_mode", None))

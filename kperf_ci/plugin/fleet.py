@@ -16,6 +16,11 @@ times nothing and is not restricted.
 (sorted node ids, round-robin), so n runners split a large suite between them; unmarked tests run
 in shard 1 only, so the whole suite still runs exactly once. ``kperf merge --shards`` joins the
 shards' databases into one run per machine class.
+
+**pytest-xdist is optional.** Its hook is declared ``optionalhook`` (pluggy refuses a hook it has
+no spec for, and that broke every pytest run of a suite without xdist); without xdist, shards
+still work, and a GPU run on a machine of several GPUs says in one line that it times on one of
+them, as does ``-n`` (:func:`refuse_workers_without_xdist`).
 """
 
 from __future__ import annotations
@@ -99,7 +104,46 @@ def _timing_requested(config: pytest.Config) -> bool:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own (CPU count); None falls through to it
+XDIST_MISSING = "pytest-xdist is not installed"
+XDIST_INSTALL = "pip install pytest-xdist"
+
+
+def xdist_loaded(config: pytest.Config) -> bool:
+    return config.pluginmanager.has_plugin("xdist")
+
+
+def refuse_workers_without_xdist(config: pytest.Config, args: list[str]) -> None:
+    """``-n``/``--numprocesses`` with kperf on but no xdist: pytest would only say
+    "unrecognized arguments: -n"; this says what is missing and how to get it."""
+    if xdist_loaded(config):
+        return
+    for a in args:
+        if a == "--":
+            return
+        glued = a.startswith("-n") and (a[2:].isdigit() or a[2:] in ("auto", "logical"))  # -n4
+        if glued or a in ("-n", "--numprocesses", "--dist") or a.startswith(("--numprocesses=", "--dist=")):
+            raise pytest.UsageError(
+                f"kperf: {a} starts pytest-xdist workers (one per GPU), but {XDIST_MISSING}: "
+                f"{XDIST_INSTALL}, or run without {a.split('=')[0]}"
+            )
+
+
+def one_gpu_note(config: pytest.Config, mode: str) -> str | None:
+    """The line a timing run without xdist prints on a machine of several GPUs: it times on
+    one of them, where ``-n auto`` with xdist would use one worker per GPU."""
+    if mode == "static" or xdist_loaded(config) or hasattr(config, "workerinput"):
+        return None
+    gpus = visible_gpus()
+    if len(gpus) < 2:
+        return None
+    return (
+        f"kperf: {len(gpus)} GPUs are visible and this run times on one of them; {XDIST_MISSING} "
+        f"({XDIST_INSTALL}, then -n auto runs one worker per GPU)"
+    )
+
+
+# optionalhook: the spec is xdist's, and pluggy refuses an unknown hook when xdist is absent
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own (CPU count); None falls through
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if not _timing_requested(config):
         return None
@@ -112,10 +156,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """Controller of an xdist session with kperf on: check workers against GPUs, hand them out."""
     if hasattr(config, "workerinput") or not config.pluginmanager.has_plugin("kperf-session"):
         return
+    session = config.pluginmanager.get_plugin("kperf-session").session
+    note = one_gpu_note(config, session.mode)
+    if note:
+        config.get_terminal_writer().line(note)
     workers = getattr(config.option, "numprocesses", None)
     if not isinstance(workers, int) or workers < 1:
         return
-    session = config.pluginmanager.get_plugin("kperf-session").session
     if session.settings.mode == "static":
         return
     gpus = visible_gpus()
