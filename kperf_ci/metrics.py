@@ -221,6 +221,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("time.graph", "bool", _T, "none", "per variant",
                "1 when the samples are CUDA-graph replays, 0 for plain events; compare names a change of "
                "method next to the time verdict"),
+    MetricSpec("time.cupti", "bool", _T, "none", "per variant",
+               "1 when the samples are CUPTI kernel durations (launch overhead left out), 0 for events or "
+               "graph replays; compare names a change of method next to the time verdict"),
     # ---- region: one instrumented launch (capture.regions.instrument), per region
     MetricSpec("region.dropped_events", "count", _R, "lower", _LAUNCH,
                "Proton records lost in the instrumented launch"),

@@ -164,15 +164,26 @@ def _time_change(
     return ch
 
 
+def timing_method(v: VariantResult) -> str | None:
+    """How a variant's time was measured, from its flags: "cupti" (kernel durations), "graph
+    replay", "events"; None for a variant with neither flag (an import, a run before them)."""
+    cupti, graph = v.metric("time.cupti"), v.metric("time.graph")
+    if cupti is not None and cupti.value == 1.0:
+        return "cupti"
+    if graph is None:
+        return None
+    return "graph replay" if graph.value == 1.0 else "events"
+
+
 def _method_note(base: VariantResult, cur: VariantResult) -> str:
     """Graph replay leaves out host time that plain events can include (on an H100 host a
-    matmul read 0.1659 ms with events and 0.1676 ms replayed): say so when the method changed."""
-    b, c = base.metric("time.graph"), cur.metric("time.graph")
-    if b is None or c is None or b.value == c.value:
+    matmul read 0.1659 ms with events and 0.1676 ms replayed), and CUPTI kernel durations leave
+    out the launch (2-3 us on an H100): say so when the method changed."""
+    b, c = timing_method(base), timing_method(cur)
+    if b is None or c is None or b == c:
         return ""
-    name = {0.0: "events", 1.0: "graph replay"}
     return (
-        f"; timing method changed ({name.get(b.value, '?')} -> {name.get(c.value, '?')}): part of the "
+        f"; timing method changed ({b} -> {c}): part of the "
         "change may be the method, not the kernel (`kperf ab` times both sides alike)"
     )
 

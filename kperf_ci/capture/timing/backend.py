@@ -71,6 +71,10 @@ def _same_tensors(torch: Any, a: list[Any], b: list[Any]) -> bool:
 class CudaBackend:
     """torch.cuda events on the current stream, a 2x-L2 zeroed buffer, CUDA graphs, NVML."""
 
+    method = "events"  # what a sample is: event time around the call (or a graph replay)
+    kernel_durations = False
+    fallback_reason: str | None = None  # why a better method (CUPTI) was not used, if it was not
+
     def __init__(self, device: Any = None):
         import torch
 
@@ -146,6 +150,18 @@ class CudaBackend:
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
+    def close(self) -> None:
+        """Nothing to release (CuptiBackend stops its collection here)."""
+
 
 def default_backend(device: Any = None) -> DeviceBackend:
-    return CudaBackend(device)
+    """Kernel durations from CUPTI (:class:`kperf_ci.capture.timing.cupti.CuptiBackend`) where
+    torch's profiler can start; else CUDA events, with the reason in ``fallback_reason``."""
+    from kperf_ci.capture.timing import cupti
+
+    reason = cupti.unavailable_reason()
+    be = CudaBackend(device)
+    if reason is None:
+        return cupti.CuptiBackend(be)
+    be.fallback_reason = reason
+    return be

@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from kperf_ci.capture.timing.backend import CudaBackend, DeviceBackend, GraphReplayMismatch, default_backend
+from kperf_ci.capture.timing.cupti import AttributionError
 from kperf_ci.capture.timing.steps import (
     TimingConfig,
     Variant,
@@ -85,6 +86,7 @@ from kperf_ci.model import Metric
 
 # the public API of the timing stage, wherever each piece lives
 __all__ = [
+    "AttributionError",
     "CudaBackend",
     "DeviceBackend",
     "GraphReplayMismatch",
@@ -93,8 +95,10 @@ __all__ = [
     "Variant",
     "choose_method",
     "ci_ok",
+    "close_backend",
     "default_backend",
     "drift_warning",
+    "events_instead",
     "interleaved_order",
     "rewarm_calls",
     "should_flush",
@@ -118,7 +122,7 @@ class TimingResult:
     median: float
     ci_low: float
     ci_high: float
-    method: str  # "events" or "graph"
+    method: str  # "cupti" (kernel durations), "events" or "graph"
     n: int
     warnings: list[str] = field(default_factory=list)
     gpu_state_start: dict[str, Any] = field(default_factory=dict)
@@ -131,6 +135,9 @@ class TimingResult:
     # calls timed right after an idle gap, before each batch, and left out of every statistic
     discarded_ms: list[float] = field(default_factory=list)
     discard_reason: str = ""
+    # method "cupti": CUDA events around the same calls, sample by sample (what do_bench reads)
+    event_samples_ms: list[float] = field(default_factory=list)
+    method_note: str = ""  # why the method is not CUPTI, where it is not
 
     @property
     def mean(self) -> float:
@@ -172,6 +179,9 @@ class TimingResult:
         # 1 when the samples are CUDA-graph replays: compare notes a method change between runs,
         # since a replay leaves out host time that plain events can include
         out.append(metric("time.graph", float(self.method == "graph")))
+        # 1 when the samples are CUPTI kernel durations (no launch overhead): a run timed with
+        # events reads 2-3 us higher on an H100, so compare names a change of method
+        out.append(metric("time.cupti", float(self.method == "cupti")))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,6 +302,7 @@ def _finish(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool, stopp
         stopped_by=stopped_by,
         elapsed_s=v.t_spent,
         discarded_ms=list(v.discarded),
+        event_samples_ms=list(v.event_samples),
         discard_reason=(
             f"{len(v.discarded)} re-warm calls, timed right after idle gaps (pacing, checks) and "
             "left out: the first calls after a gap run slow (clock dropped while idle, empty queue)"
@@ -333,11 +344,45 @@ def time_interleaved(
     of variant X in round r are ``results[X].samples_ms[r*round_samples:(r+1)*round_samples]``.
     """
     cfg = cfg or TimingConfig()
-    be = backend if backend is not None else default_backend(device)
-    names = list(fns)
-    if not names:
+    if not fns:
         return {}
-    inputs = inputs or {}
+    be = backend if backend is not None else default_backend(device)
+    try:
+        out = _time_interleaved(fns, cfg, be, inputs or {})
+    except AttributionError as e:  # CUPTI records that cannot be matched: events, and say why
+        be = events_instead(be, e)
+        out = _time_interleaved(fns, cfg, be, inputs or {})
+    finally:
+        close_backend(be)
+    if note := getattr(be, "fallback_reason", None):
+        for r in out.values():
+            r.method_note = note
+    return out
+
+
+def close_backend(be: DeviceBackend) -> None:
+    """End a measurement: CUPTI collection stops (a profiler left running would tax every later
+    launch of the test); other backends have nothing to release."""
+    close = getattr(be, "close", None)
+    if close is not None:
+        close()
+
+
+def events_instead(be: DeviceBackend, why: Exception) -> DeviceBackend:
+    """The event backend for the same device, after CUPTI records could not be attributed."""
+    close_backend(be)
+    events = getattr(be, "inner", None) or CudaBackend(getattr(be, "device", None))
+    events.fallback_reason = f"CUPTI timing abandoned, timed with events: {why}"
+    return events
+
+
+def _time_interleaved(
+    fns: Mapping[str, Callable[..., Any]],
+    cfg: TimingConfig,
+    be: DeviceBackend,
+    inputs: Mapping[str, Sequence[Sequence[Any]]],
+) -> dict[str, TimingResult]:
+    names = list(fns)
     vs = {name: Variant(name, fns[name], inputs.get(name)) for name in names}
     flush = should_flush(cfg, be)
 
@@ -358,6 +403,7 @@ def time_interleaved(
             v = vs[name]
             ts = be.host_time()
             v.samples.extend(sample_batch(v, be, cfg.round_samples, flush, rewarm_calls(v, cfg)))
+            v.event_samples.extend(v.batch_events)
             busy = be.host_time() - ts
             v.t_spent += busy
             pace(be, device_busy_s(v, busy), cfg, busy)  # idle by the device's share, see pace

@@ -44,7 +44,7 @@ class ABResult:
     stopped_by: str  # "certain" | "budget" | "max_pairs"
     threshold: float
     comparison: SampleComparison
-    method: str = "events"  # "events" or "graph" (CUDA-graph replay, both sides alike)
+    method: str = "events"  # "cupti", "events" or "graph" (CUDA-graph replay), both sides alike
     base_ms: list[float] = field(default_factory=list)
     head_ms: list[float] = field(default_factory=list)
     head_first: list[bool] = field(default_factory=list)  # per pair: head was called first
@@ -52,6 +52,7 @@ class ABResult:
     # region metrics of the base version's instrumented launch, per kernel name (the head's are
     # stored as the variant's own region.* metrics): "what moved" inside the kernel
     base_regions: dict[str, dict[str, float]] = field(default_factory=dict)
+    method_note: str = ""  # why the method is not CUPTI, where it is not
 
     def describe(self) -> str:
         return (
@@ -85,6 +86,7 @@ class ABResult:
             warnings=list(self.warnings),
             stopped_by=self.stopped_by,
             elapsed_s=self.seconds,
+            method_note=self.method_note,
         )
 
     @property
@@ -128,6 +130,38 @@ def adaptive_ab(
     """
     cfg = cfg or engine.TimingConfig()
     be = backend if backend is not None else engine.default_backend()
+    args = dict(
+        threshold=threshold, budget_s=budget_s, floor=floor, confidence=confidence, precision=precision
+    )
+    more = dict(first_round_pairs=first_round_pairs, growth=growth, max_pairs=max_pairs, seed=seed)
+    try:
+        result = _adaptive_ab(base_fn, head_fn, be, cfg, **args, **more)
+    except engine.AttributionError as e:  # CUPTI records that cannot be matched: events, and say why
+        be = engine.events_instead(be, e)
+        result = _adaptive_ab(base_fn, head_fn, be, cfg, **args, **more)
+    finally:
+        engine.close_backend(be)
+    if note := getattr(be, "fallback_reason", None):
+        result.method_note = note
+    return result
+
+
+def _adaptive_ab(
+    base_fn: Callable[[], Any],
+    head_fn: Callable[[], Any],
+    be: Any,
+    cfg: Any,
+    *,
+    threshold: float,
+    budget_s: float,
+    floor: float,
+    confidence: float,
+    precision: float,
+    first_round_pairs: int,
+    growth: float,
+    max_pairs: int,
+    seed: int,
+) -> ABResult:
     flush = engine.should_flush(cfg, be)
     t_warm = be.host_time()
     sides, warnings = _warm_sides(base_fn, head_fn, be, cfg, flush)

@@ -110,9 +110,13 @@ class Variant:
     inputs: InitVar[Sequence[Sequence[Any]] | None] = None
     calls: list[Callable[[], Any]] = field(init=False)
     k: int = field(init=False, default=0)  # next input set
-    method: str = field(init=False, default="events")  # "events" or "graph" (choose_method)
+    method: str = field(init=False, default="events")  # "events", "graph" or "cupti" (choose_method)
     warnings: list[str] = field(init=False, default_factory=list)
     samples: list[float] = field(init=False, default_factory=list)
+    # with CUPTI: what CUDA events read around the same calls (do_bench's meaning), sample by
+    # sample: the measured batches' (event_samples) and the last batch's (batch_events)
+    event_samples: list[float] = field(init=False, default_factory=list)
+    batch_events: list[float] = field(init=False, default_factory=list)
     warm_calls: int = field(init=False, default=0)
     warm_converged: bool = field(init=False, default=False)
     warm_median: float = field(init=False, default=math.nan)  # ms, last warm-up batch (warmup)
@@ -181,6 +185,8 @@ def sample_batch(v: Variant, be: DeviceBackend, n: int, flush: bool, rewarm: int
     xs = [be.elapsed_ms(a, b) / k for a, b in marks]
     v.batch_device_ms = sum(xs) * k + (len(marks) * flush_ms(be) if flush else 0.0)
     v.discarded.extend(xs[:rewarm])
+    events = getattr(be, "event_elapsed_ms", None)
+    v.batch_events = [events(a, b) / k for a, b in marks[rewarm:]] if events is not None else []
     return xs[rewarm:]
 
 
@@ -370,6 +376,10 @@ def choose_method(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool 
 
 
 def _choose(v: Variant, be: DeviceBackend, cfg: TimingConfig) -> None:
+    if getattr(be, "kernel_durations", False):
+        # CUPTI durations hold no launch and no host time: a graph would only add its hazards
+        v.method = "cupti"
+        return
     host = median(v.host_ms[-3:]) if v.host_ms else 0.0
     host_bound = v.warm_median > 0 and host >= cfg.host_bound_rel * v.warm_median
     if not (cfg.use_graph and (v.warm_median < cfg.graph_threshold_ms or host_bound)):
