@@ -325,8 +325,10 @@ def test_metrics_use_the_contract_names():
         "time.ci_high",
         "time.cv",
         "time.graph",
+        "time.cupti",
     }
     assert names["time.graph"].value == 0.0 and names["time.graph"].better == "none"
+    assert names["time.cupti"].value == 0.0  # a plain event backend
     assert names["time.median"].unit == "ms" and names["time.median"].kind == "time"
     assert names["time.cv"].better == "none" and names["time.cv"].unit == "fraction"
     d = r.to_dict()
