@@ -20,9 +20,9 @@ md are rendered from every part present):
   distinct names, the op's wrapper called once per side at every launch shape the selected tests
   make (shapes read from the tests' parametrization, asserted present in the test file) with the
   kernel's launch recorded, then the two recorded launches re-launched alternately
-  (ABAB.../BABA...) with ``triton.testing.do_bench(warmup=25, rep=100, return_mode="median")``
-  for ``--rounds`` rounds (L2 flushed by do_bench); then the real CLI in a fresh process with
-  default settings: ``kperf ab --base HEAD~1 --db .. --report-dir .. --json .. <tests>
+  call by call (ABAB.../BABA...), their CUPTI kernel durations read by benchmarks/_cupti_truth.py
+  (``--rounds`` x 5 calls a side, at least 30, L2 flushed before each call); then the real CLI
+  in a fresh process with default settings: ``kperf ab --base HEAD~1 --db .. --report-dir .. --json .. <tests>
   --kperf-all -p no:cacheprovider``;
 * ``aa1``, ``aa2``: ``kperf ab --base HEAD~1 --time-all`` on a repository whose head adds a comment
   to a non-kernel file (A/A), over test_geglu.py + test_softmax.py, and test_rms_norm.py;
@@ -61,7 +61,10 @@ RESULTS = ROOT / "benchmarks" / "results"
 NAME = "realrepo_ab_eval"
 T = "test/transformers/"
 # what the GPU machine needs of Liger-Kernel (--export): its sources and the tests used here
-EXPORT_TESTS = ("test_geglu.py", "test_softmax.py", "test_rms_norm.py", "test_dyt.py")
+EXPORT_TESTS = (
+    "test_geglu.py", "test_softmax.py", "test_rms_norm.py", "test_dyt.py",
+    "test_swiglu.py", "test_layer_norm.py", "test_kl_div.py", "test_jsd.py",
+)  # fmt: skip
 EXPORT = ("src", "test/__init__.py", "test/conftest.py", "test/utils.py", *(T + f for f in EXPORT_TESTS))
 
 
@@ -334,6 +337,14 @@ AA_PLANT = Plant(
 AA_RUNS = {
     "aa1": [T + "test_geglu.py", T + "test_softmax.py"],
     "aa2": [T + "test_rms_norm.py", "-k", "test_correctness and not functional and not BaseRMSNorm"],
+    # issue 32's A/A needs at least 200 launches: more of Liger's kernels
+    "aa3": [
+        T + "test_swiglu.py",
+        T + "test_layer_norm.py",
+        T + "test_dyt.py",
+        T + "test_kl_div.py",
+        T + "test_jsd.py",
+    ],
 }
 PLAIN_FILES = BY_NAME["launch_option"].tests
 STEPS = (*BY_NAME, *AA_RUNS, "plain")
@@ -472,7 +483,7 @@ def kperf_ab(
 
 
 # ---------------------------------------------------------------------------------------------
-# truth: base vs head launch, interleaved do_bench, in a child process
+# truth: base vs head launch, alternated, CUPTI kernel durations, in a child process
 
 
 class _Recorder:
@@ -556,6 +567,33 @@ def _median_ci(xs: list[float]) -> tuple[float, float]:
     return s[k], s[n - 1 - k]
 
 
+def alternated_cupti(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, Any]:
+    """The truth at one launch shape: the base's and the head's recorded launch (``fns`` keyed
+    "base" and "head") timed by CUPTI kernel durations (benchmarks/_cupti_truth.py: torch.profiler's
+    public API, no kperf code), alternated call by call on their shared inputs, the L2 flushed
+    before each call: ``rounds`` x 5 calls a side (at least 30). The ratio of call i is head i /
+    base i (neighbours in time). Earlier evaluations timed do_bench here, which holds the launch
+    overhead on both sides and so shrank every effect toward 0."""
+    from _cupti_truth import cupti_samples
+
+    us = cupti_samples(fns, n=max(30, 5 * rounds))
+    ms = {side: [x / 1000 for x in v] for side, v in us.items()}
+    ratios = [h / b for b, h in zip(ms["base"], ms["head"], strict=True)]
+    lo, hi = _median_ci(ratios)
+    return {
+        "base_ms": statistics.median(ms["base"]),
+        "head_ms": statistics.median(ms["head"]),
+        # the effect of the medians (what kperf's verdict estimates), and the calls' ratios' spread
+        "ratio": statistics.median(ms["head"]) / statistics.median(ms["base"]),
+        "ratio_ci95": [lo, hi],
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "rounds": rounds,
+        "calls": len(ms["base"]),
+        "method": "cupti",
+    }
+
+
 def alternated_do_bench(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, Any]:
     """The truth at one launch shape: the base's and the head's recorded launch (``fns`` keyed
     "base" and "head"), compiled and warmed, then timed by ``triton.testing.do_bench`` (median,
@@ -598,7 +636,7 @@ def truth_child(case_name: str, repo: Path, base_tree: Path, rounds: int, out: P
     for sh in case.shapes:
         inputs = _inputs(case.truth, sh.args)
         fns = {side: _recorded_launch(case.truth, m, case.kernel, inputs) for side, m in mods.items()}
-        rows.append({"shape": sh.label, "test_re": sh.test_re, **alternated_do_bench(fns, rounds)})
+        rows.append({"shape": sh.label, "test_re": sh.test_re, **alternated_cupti(fns, rounds)})
         lo, hi = rows[-1]["ratio_ci95"]
         print(
             f"  truth {case.name} {sh.label}: {(rows[-1]['ratio'] - 1) * 100:+.2f}% "
@@ -1150,10 +1188,12 @@ def render_md(r: dict) -> str:
         "Each case is a two-commit git repository (base = Liger, head = Liger + the planted patch). "
         "**Truth**: the changed module loaded from both trees, the op's wrapper called once per side at each "
         "launch shape the tests make (shapes from the tests' parametrization) with the kernel's launch "
-        "recorded, then the two launches re-made alternately (ABAB/BABA) with `triton.testing.do_bench"
-        "(warmup=25, rep=100, return_mode='median')` over "
-        f"{sorted(set(r['rounds'].values())) or '-'} rounds; "
-        "the ratio is the median over rounds of head/base, with a distribution-free 95% interval. "
+        "recorded, then the two launches re-made alternately call by call (ABAB/BABA) on shared inputs, "
+        "the L2 flushed before each call, and timed by their CUPTI kernel durations "
+        "(benchmarks/_cupti_truth.py, torch.profiler's public API, no kperf code) over "
+        f"{sorted(set(r['rounds'].values())) or '-'} x 5 calls a side; "
+        "the ratio is head median / base median, with a distribution-free 95% interval of the calls' "
+        "head/base ratios. (Before issue 32 the truth was do_bench, which holds the launch overhead.) "
         "**kperf**: `kperf ab --base HEAD~1 --db .. --report-dir .. --json .. <tests> --kperf-all -p "
         "no:cacheprovider` in a fresh process, default settings, an empty Triton cache. A case's truth is "
         "the effect on the launch shape it moves most (signed); its verdict is kperf's strongest verdict "

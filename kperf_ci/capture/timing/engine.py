@@ -76,6 +76,7 @@ from kperf_ci.capture.timing.steps import (
     mark_warm,
     pace,
     rewarm_calls,
+    round_size,
     sample_batch,
     should_flush,
     warmup,
@@ -402,7 +403,7 @@ def _time_interleaved(
         for name in interleaved_order(names, r):
             v = vs[name]
             ts = be.host_time()
-            v.samples.extend(sample_batch(v, be, cfg.round_samples, flush, rewarm_calls(v, cfg)))
+            v.samples.extend(sample_batch(v, be, round_size(v, be, cfg, flush), flush, rewarm_calls(v, cfg)))
             v.event_samples.extend(v.batch_events)
             busy = be.host_time() - ts
             v.t_spent += busy

@@ -27,6 +27,7 @@ __all__ = [
     "mark_warm",
     "pace",
     "rewarm_calls",
+    "round_size",
     "sample_batch",
     "should_flush",
     "warmup",
@@ -67,6 +68,10 @@ class TimingConfig:
     short_max_samples: int = 3000
     futile_rel: float = 2.0
     round_samples: int = 10  # samples per round between stop checks (and per A/B turn)
+    # With CUPTI each round ends in one collection (a profiler stop and start, a few ms of host
+    # time): rounds then hold about cupti_round_ms of device work, at most cupti_round_max.
+    cupti_round_ms: float = 5.0
+    cupti_round_max: int = 200
     flush_l2: bool | None = None  # None: flush unless input_bytes is known to exceed the L2
     input_bytes: int | None = None  # bytes the callable reads (when known): decides flushing
     use_graph: bool = True
@@ -259,6 +264,17 @@ def device_busy_s(v: Variant, host_busy_s: float) -> float:
     """Seconds the device was busy during a batch that took ``host_busy_s`` on the host: its
     work (``v.batch_device_ms``), at most the host's time (the host waited for all of it)."""
     return min(host_busy_s, v.batch_device_ms / 1000.0)
+
+
+def round_size(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool) -> int:
+    """Samples per round: ``round_samples``; with CUPTI, enough calls for about
+    ``cupti_round_ms`` of device work (flushes included), so that the collection at the end of
+    each round does not cost more host time than the round measures."""
+    if not getattr(be, "kernel_durations", False) or not v.warm_median > 0:
+        return cfg.round_samples
+    per_call = v.warm_median + (flush_ms(be) if flush else 0.0)
+    n = math.ceil(cfg.cupti_round_ms / per_call)
+    return int(min(max(cfg.round_samples, n), max(cfg.cupti_round_max, cfg.round_samples)))
 
 
 def rewarm_calls(v: Variant, cfg: TimingConfig) -> int:
