@@ -77,6 +77,8 @@ def pytest_runtest_call(item):
         launches, _state["recording"] = _state["recording"], None
         if launches:
             _measure(item.nodeid, launches)
+        if _state["done"] >= int(os.environ.get("KPERF_TRUTH_MAX", "40")):
+            item.session.shouldstop = "enough launches measured"  # the rest of the suite adds none
 
 
 def _measure(test: str, launches: dict) -> None:
@@ -95,7 +97,8 @@ def _measure(test: str, launches: dict) -> None:
             return fn.run(*args, grid=grid, warmup=False, **kwargs)
 
         row = {"repo": os.environ.get("KPERF_TRUTH_REPO", "?"), "test": test, "kernel": fn.__name__}
-        first = next((d for d in key[1] if isinstance(d, tuple) and d[0] == "T"), None)
+        described = [*key[1], *(d for _, d in key[-1])]  # positional, then keyword arguments
+        first = next((d for d in described if isinstance(d, tuple) and d[0] == "T"), None)
         row["shape"] = f"{first[1]}:{'x'.join(map(str, first[2]))}" if first else ""
         try:
             call()
