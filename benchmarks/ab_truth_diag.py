@@ -29,7 +29,7 @@ def paced(fns, n, idle_s):
     import torch
 
     out = {k: [] for k in fns}
-    for i in range(n):
+    for _ in range(n):
         got = cupti_samples(fns, n=2, warmup=1)
         for k in fns:
             out[k] += got[k]
