@@ -338,13 +338,7 @@ AA_RUNS = {
     "aa1": [T + "test_geglu.py", T + "test_softmax.py"],
     "aa2": [T + "test_rms_norm.py", "-k", "test_correctness and not functional and not BaseRMSNorm"],
     # issue 32's A/A needs at least 200 launches: more of Liger's kernels
-    "aa3": [
-        T + "test_swiglu.py",
-        T + "test_layer_norm.py",
-        T + "test_dyt.py",
-        T + "test_kl_div.py",
-        T + "test_jsd.py",
-    ],
+    "aa3": [T + "test_swiglu.py", T + "test_dyt.py"],  # five files ran past 500 s on the H100
 }
 PLAIN_FILES = BY_NAME["launch_option"].tests
 STEPS = (*BY_NAME, *AA_RUNS, "plain")
