@@ -3,6 +3,7 @@ static mode's compile workers and GPU mode; a second process never runs the tool
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from kperf_ci.model import Metric
 
 ASM = {"cubin": b"\x7fELF fake cubin bytes", "ptx": ".version 8.0"}
 MD = {"shared": 1024, "num_warps": 4, "num_stages": 2}
+DIGEST = hashlib.sha256(b"NORMALIZED SASS").hexdigest()  # an entry's sass_hash is checked on read
 
 
 class Counting:
@@ -24,7 +26,7 @@ class Counting:
 
     def __call__(self, asm, md, arch):
         self.calls += 1
-        return [Metric("registers", 32.0, "count", "static", "lower")], "NORMALIZED SASS", "abc123"
+        return [Metric("registers", 32.0, "count", "static", "lower")], "NORMALIZED SASS", DIGEST
 
 
 @pytest.fixture
@@ -39,7 +41,7 @@ def cache_dir(tmp_path, monkeypatch):
 def test_memory_then_disk_then_recompute_on_a_new_cubin(cache_dir):
     fn = Counting()
     m, sass, digest, cached = metrics_cache.cached_static_metrics(ASM, MD, "sm_90", fn)
-    assert (fn.calls, cached, sass, digest) == (1, False, "NORMALIZED SASS", "abc123")
+    assert (fn.calls, cached, sass, digest) == (1, False, "NORMALIZED SASS", DIGEST)
     assert m[0].name == "registers" and m[0].value == 32.0
     assert len(list(cache_dir.glob("*.json"))) == 1
     assert metrics_cache.cached_static_metrics(ASM, MD, "sm_90", fn)[3] is True  # memory
@@ -76,7 +78,7 @@ def test_gpu_mode_reads_each_kernel_once(cache_dir, monkeypatch):
     launches = [LaunchInfo("k", kernel=a), LaunchInfo("k", kernel=b), LaunchInfo("k", kernel=a)]
     add_static_metrics(launches)
     assert fn.calls == 1
-    assert all(i.sass_hash == "abc123" and i.static and i.static_error is None for i in launches)
+    assert all(i.sass_hash == DIGEST and i.static and i.static_error is None for i in launches)
 
 
 def test_a_second_process_does_not_run_the_tools(cache_dir):
@@ -87,7 +89,7 @@ def test_a_second_process_does_not_run_the_tools(cache_dir):
         def boom(*a):
             raise AssertionError("static metrics recomputed")
         r = metrics_cache.cached_static_metrics({ASM!r}, {MD!r}, "sm_90", boom)
-        assert r[3] is True and r[2] == "abc123", r
+        assert r[3] is True and r[2] == {DIGEST!r}, r
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))

@@ -69,20 +69,43 @@ def _import_pytest_benchmark(path: Path, db: str | None, label: str | None) -> N
     click.echo(f"imported {len(results)} benchmarks from {path} as run {info.run_id} into {settings.db}")
 
 
+def _stored_liger(db: str, records: list[liger_csv.Record]) -> tuple[list[tuple[str, list]], dict]:
+    """The rows the database keeps for the file's GPUs and versions, by run, and each run's
+    variants that keep none (carried over, never dropped)."""
+    if not Path(db).exists():
+        return [], {}
+    groups = {(cols[liger_csv.GPU], cols[liger_csv.VERSION]) for _, cols in records}
+    stored, legacy = [], {}
+    for info in store.list_runs(db, include_incomplete=True):
+        extra = info.fingerprint.extra or {}
+        if (
+            extra.get("source") != liger_csv.FORMAT
+            or (info.fingerprint.gpu, extra.get("liger_version")) not in groups
+        ):
+            continue
+        record = store.load_run(db, info.run_id, artifacts=True)
+        rows, old = liger_csv.stored_rows(info.run_id, record.results)
+        stored.append((info.run_id, rows))
+        legacy[info.run_id] = old
+    return stored, legacy
+
+
 def _import_liger_csv(path: Path, db: str | None, label: str | None) -> None:
     with bulk_objects():
-        imported = liger_csv.convert(path, liger_csv.read(path), label=label, kperf_version=_version())
+        records = liger_csv.read(path)
         settings = load_settings(db=db)
-        held = (
-            {r.run_id for r in store.list_runs(settings.db, include_incomplete=True)}
-            if Path(settings.db).exists()
-            else set()
-        )
+        stored, legacy = _stored_liger(settings.db, records)
+        imported = liger_csv.convert(path, records, label=label, kperf_version=_version(), stored=stored)
+        del records, stored
+        held = {rid for rid, _ in legacy.items()}
         again = sum(1 for info, _ in imported.runs if info.run_id in held)
-        # one transaction per run, each replacing its deterministic id: an import cut short is
-        # finished by running it again, and a second import of the same file adds nothing
-        for info, results in imported.runs:
-            store.save_run(settings.db, info, results)
+        for info, results in imported.runs:  # variants of an older import stay where they were
+            ids = {r.key.id for r in results}
+            results += [v for v in legacy.get(info.run_id, []) if v.key.id not in ids]
+        # runs regrouped into others are deleted, unless they keep variants an older kperf-ci
+        # imported (those are left as they are); all of it in one transaction
+        gone = [rid for rid in imported.replaced if not legacy.get(rid)]
+        store.save_runs(settings.db, imported.runs, delete=gone)
     variants = sum(len(results) for _, results in imported.runs)
     for what, n in sorted(imported.skipped.items()):
         click.echo(
@@ -91,8 +114,10 @@ def _import_liger_csv(path: Path, db: str | None, label: str | None) -> None:
         )
     click.echo(
         f"imported {imported.rows - sum(imported.skipped.values())} rows from {path} as "
-        f"{len(imported.runs)} runs ({variants} variants) into {settings.db}"
+        f"{len(imported.runs)} runs ({variants} variants) into {settings.db}, merged row by row with "
+        "what was stored"
         + (f"; {again} of these runs were already there and were replaced, not added" if again else "")
+        + (f"; {len(gone)} stored runs were regrouped into these" if gone else "")
     )
 
 

@@ -265,9 +265,16 @@ class KperfSession:
         launches, self.pending = self.pending, []
         if not launches:
             return
+        warnings: list[str] = []
         variants = compile_variants(
-            launches, list(self.settings.arch), jobs=self.settings.jobs, rootdir=str(self.config.rootpath)
+            launches,
+            list(self.settings.arch),
+            jobs=self.settings.jobs,
+            rootdir=str(self.config.rootpath),
+            warnings=warnings,
         )
+        for line in warnings:  # a refused static-metrics cache entry, recomputed
+            self.warn("<metrics cache>", line)
         manifest = build_manifest(launches, variants, list(self.settings.arch), str(self.config.rootpath))
         worker = getattr(self.config, "workerinput", {}).get("workerid") if self.is_worker else None
         self.blobs.append(("", f"{BLOB}:{worker}" if worker else BLOB, manifest_json(manifest)))

@@ -41,6 +41,7 @@ from .runs import (
     rows_typed,
     run_statuses,
     save_run,
+    save_runs,
 )
 from .schema import COMPLETE, EMPTY, INCOMPLETE, INTERRUPTED, RUN_STATUSES, RUNNING, SCHEMA_VERSION
 
@@ -65,6 +66,7 @@ __all__ = [
     "metric_values",
     "check_writable",
     "save_run",
+    "save_runs",
     "add_results",
     "finish_run",
     "pending_path",

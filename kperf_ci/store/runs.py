@@ -138,6 +138,23 @@ def save_run(
     return info.run_id
 
 
+def save_runs(
+    path: str | os.PathLike[str],
+    runs: list[tuple[RunInfo, list[VariantResult]]],
+    *,
+    delete: Collection[str] = (),
+) -> None:
+    """Write complete runs (each replacing a run of its id) and delete the runs ``delete`` names,
+    all in one transaction: an import that regroups stored runs is stored whole or not at all."""
+    p = Path(path)
+    with _opened(p, create=True) as db, _write_txn(db, p):
+        for run_id in [*delete, *(info.run_id for info, _ in runs)]:
+            db.conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))  # cascades
+        for info, results in runs:
+            _insert_row(db.conn, "runs", _run_row(info, COMPLETE if results else EMPTY))
+            _insert_results(db, info.run_id, results, fresh=True)
+
+
 def add_results(
     path: str | os.PathLike[str],
     run_id: str,

@@ -233,7 +233,10 @@ def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> d
         raise RuntimeError("compile returned no kernel")
     t1 = time.perf_counter()
     # one cache for static and GPU mode (capture.static.metrics_cache): warm runs skip the tools
-    metrics, sass, digest, cached = cached_static_metrics(kernel.asm, kernel.metadata, arch, static_metrics)
+    warnings: list[str] = []  # a refused cache entry: the parent shows it (this stderr is kept hidden)
+    metrics, sass, digest, cached = cached_static_metrics(
+        kernel.asm, kernel.metadata, arch, static_metrics, warn=warnings.append
+    )
     t2 = time.perf_counter()
     arts = {}
     if "sass" in artifacts:
@@ -252,6 +255,7 @@ def compile_launch(launch: dict[str, Any], arch: str, artifacts: list[str]) -> d
         "metrics_s": round(t2 - t1, 6),
         "triton_name": kernel.metadata.name,
         "metrics_cached": cached,
+        "warnings": warnings,
     }
 
 

@@ -90,6 +90,7 @@ def compile_variants(
     pool: WorkerPool | None = None,
     stats: list[dict[str, Any]] | None = None,
     pruned: list[VariantResult] | None = None,
+    warnings: list[str] | None = None,
 ) -> list[VariantResult]:
     """Compile every unique recorded launch for every arch and collect static metrics.
 
@@ -104,11 +105,22 @@ def compile_variants(
     (shared memory above its limit: the autotuner skips such a config) are appended to it;
     they are never returned, so never stored or flagged -- unless no config of that launch fits:
     then it cannot run on the target at all, and its configs are kept for compare to flag.
+    warnings: if given, the workers' one-line warnings (a refused metrics-cache entry) are
+    appended to it.
     """
     archs = [normalize_arch(a) for a in archs]
     plan = _plan(unique_launches(launches), archs, rootdir, artifacts)
     if plan.requests:
-        _compile(plan, pool, jobs=jobs, cache_dir=cache_dir, rootdir=rootdir, timeout=timeout, stats=stats)
+        _compile(
+            plan,
+            pool,
+            jobs=jobs,
+            cache_dir=cache_dir,
+            rootdir=rootdir,
+            timeout=timeout,
+            stats=stats,
+            warnings=warnings,
+        )
     if not plan.autotuned:
         return plan.results
     return _prune_over_limit(plan.results, plan.autotuned, pruned)
@@ -171,6 +183,7 @@ def _compile(
     rootdir: str | None,
     timeout: float,
     stats: list[dict[str, Any]] | None,
+    warnings: list[str] | None = None,
 ) -> None:
     """Step 2: the requests through the worker pool (a pool of its own unless one is given),
     each response filled into every result that shares it; ``stats`` gets one row per request."""
@@ -187,6 +200,13 @@ def _compile(
             pool.close()
     for idx, ri in shared_from.items():
         _fill(results[idx], responses[ri])
+    if warnings is not None:
+        warnings.extend(
+            w
+            for resp in responses
+            for w in (resp.get("warnings") or [])
+            if isinstance(w, str) and w not in warnings
+        )
     if stats is not None:
         for ri, resp in enumerate(responses):
             r = results[req_index[ri]]

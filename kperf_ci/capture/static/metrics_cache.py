@@ -11,7 +11,13 @@ metric code itself, so it is cached under a hash of exactly those:
   ``KPERF_NO_METRICS_CACHE``. Static mode's compile workers and GPU mode share this directory and
   key, so a cubin seen by either is never disassembled again.
 
-Entries are written atomically (temporary file, then rename); an unreadable entry is recomputed.
+The directory may be shared (a runner's /tmp), so an entry is data, never trusted by its name
+(:mod:`.metrics_entry` checks it): an entry is written through ``tempfile.mkstemp`` in the
+directory and renamed into place (no predictable name, no symlink followed), read without
+following a symlink and only up to ``MAX_ENTRY_BYTES``, and used only when it is well formed
+(finite numbers, catalogue names, units and kinds) and its recorded hashes match the cubin it
+describes, its SASS and its metric rows. Any other entry is recomputed and overwritten, with one
+warning line.
 """
 
 from __future__ import annotations
@@ -20,16 +26,26 @@ import functools
 import hashlib
 import json
 import os
+import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
 from kperf_ci.capture.static import sass
+from kperf_ci.capture.static.metrics_entry import (
+    MAX_ENTRY_BYTES,
+    BadEntry,
+    check_entry,
+    make_entry,
+    read_entry,
+)
 from kperf_ci.config import ENV_METRICS_CACHE_DIR, ENV_NO_METRICS_CACHE, env_switch, env_text
 from kperf_ci.model import Metric
 
-__all__ = ["cache_dir", "cache_key", "cached_static_metrics", "clear_memory"]
+__all__ = ["MAX_ENTRY_BYTES", "cache_dir", "cache_key", "cached_static_metrics", "clear_memory"]
 
 StaticFn = Callable[[dict[str, Any], Any, str], tuple[list[Metric], str, str]]
+Warn = Callable[[str], None]
 
 # key -> (metrics as rows, normalized SASS, SASS hash): the process's own copy of the disk cache
 _MEMORY: dict[str, tuple[list[list[Any]], str, str]] = {}
@@ -61,11 +77,15 @@ def _meta(md: Any, key: str) -> Any:
     return md.get(key) if isinstance(md, dict) else getattr(md, key, None)
 
 
+def _cubin(asm: dict[str, Any]) -> bytes:
+    cubin = asm.get("cubin") or b""
+    return cubin if isinstance(cubin, bytes) else str(cubin).encode()
+
+
 def cache_key(asm: dict[str, Any], metadata: Any, arch: str) -> str:
     """sha256 of what :func:`kperf_ci.capture.static.sass.static_metrics` reads: the metric code's
     version, arch, PTX, shared memory, warps, stages, the ptxas report and the cubin."""
     h = hashlib.sha256()
-    cubin = asm.get("cubin") or b""
     for part in (
         _code_version(),
         arch,
@@ -77,7 +97,7 @@ def cache_key(asm: dict[str, Any], metadata: Any, arch: str) -> str:
     ):
         h.update(str(part).encode())
         h.update(b"\0")
-    h.update(cubin if isinstance(cubin, bytes) else str(cubin).encode())
+    h.update(_cubin(asm))
     return h.hexdigest()
 
 
@@ -85,38 +105,70 @@ def _rows(metrics: list[Metric]) -> list[list[Any]]:
     return [[m.name, m.value, m.unit, m.kind, m.better] for m in metrics]
 
 
+def _stderr_warning(line: str) -> None:
+    sys.stderr.write(f"kperf: warning: {line}\n")
+
+
+def _from_disk(path: str, cubin: bytes, warn: Warn) -> tuple[list[list[Any]], str, str] | None:
+    """The entry at ``path`` when it is sound; None (and one warning when it exists but is not)."""
+    try:
+        raw = read_entry(path)
+        if raw is None:
+            return None
+        return check_entry(raw, cubin)
+    except BadEntry as e:
+        warn(
+            f"static-metrics cache entry {path}: {e}; recomputed it (the cache is "
+            f"{ENV_METRICS_CACHE_DIR}; delete the entry or the directory if this repeats)"
+        )
+        return None
+
+
+def _write(d: str, path: str, entry: bytes) -> None:
+    """Atomically, under a name no one can predict: mkstemp creates the file itself (O_EXCL, so a
+    planted symlink is never followed) in the cache directory, and rename replaces whatever the
+    entry's name held (a link is replaced, not written through)."""
+    if len(entry) > MAX_ENTRY_BYTES:
+        return  # a reader would refuse it; such a kernel is recomputed each time
+    try:
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".kperf-", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would hide entries from a shared cache's users
+            f.write(entry)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def cached_static_metrics(
-    asm: dict[str, Any], metadata: Any, arch: str, fn: StaticFn | None = None
+    asm: dict[str, Any], metadata: Any, arch: str, fn: StaticFn | None = None, *, warn: Warn | None = None
 ) -> tuple[list[Metric], str, str, bool]:
     """(metrics, normalized SASS, SASS hash, cached) of one compiled kernel: ``fn`` (default
     :func:`kperf_ci.capture.static.sass.static_metrics`) runs only when neither this process nor the
-    disk cache has seen the kernel. ``cached`` says the tools were not run."""
+    disk cache has a sound entry for the kernel. ``cached`` says the tools were not run. ``warn``
+    gets the one line about a refused entry (default: stderr)."""
     key = cache_key(asm, metadata, arch)
+    cubin = _cubin(asm)
     hit = _MEMORY.get(key)
     d = cache_dir()
     path = os.path.join(d, key + ".json") if d else None
-    if hit is None and path and os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                c = json.load(f)
-            hit = ([list(m) for m in c["metrics"]], str(c["sass"]), str(c["sass_hash"]))
-            [Metric(*m) for m in hit[0]]  # a malformed entry raises here, not in the caller
+    if hit is None and path:
+        hit = _from_disk(path, cubin, warn or _stderr_warning)
+        if hit is not None:
             _MEMORY[key] = hit
-        except (OSError, ValueError, KeyError, TypeError):
-            hit = None
     if hit is not None:
         return [Metric(*m) for m in hit[0]], hit[1], hit[2], True
     metrics, normalized, digest = (fn or sass.static_metrics)(asm, metadata, arch)
     _MEMORY[key] = (_rows(metrics), normalized, digest)
     if path and d:
-        try:
-            os.makedirs(d, exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"metrics": _rows(metrics), "sass": normalized, "sass_hash": digest}, f)
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        _write(d, path, make_entry(_rows(metrics), normalized, digest, cubin))
     return list(metrics), normalized, digest, False
 
 
