@@ -168,3 +168,36 @@ def test_settings_errors_of_kperf_run_are_exit_2_not_pytests_4(tmp_path):
         assert r.returncode == 2, (args, r.returncode, r.stderr)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("ERROR: kperf: ") and words in lines[0], r.stderr
+
+
+OVERWRITES_THE_DATABASE = """
+import pytest
+
+
+@pytest.mark.kperf
+def test_overwrites_the_run_database(benchmark):
+    benchmark(sum, range(10))  # measured: pytest-benchmark's statistics are stored by kperf
+    with open("run.db", "r+b") as f:  # then the code under test overwrites the database's header
+        f.write(b"this is no longer SQLite" * 4)
+"""
+
+
+def test_a_store_that_fails_mid_run_diverts_the_run_to_a_pending_file(tmp_path):
+    """Item 5. Was: the run lost (a locked database already diverted it to a side file)."""
+    pytest.importorskip("pytest_benchmark")
+    store.save_run(tmp_path / "run.db", make_info("previous"), [make_result(registers=1)])
+    (tmp_path / "test_overwrites.py").write_text(OVERWRITES_THE_DATABASE)
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "run", "-p", "no:hypothesispytest", "-p", "no:cacheprovider",
+         "--kperf-mode", "static", "--kperf-db", "run.db", "test_overwrites.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("KPERF_")}, "KPERF_NO_REPORT": "1"},
+    )  # fmt: skip
+    (side,) = tmp_path.glob("run.db.pending-*.db")
+    run_id = side.name.split("pending-")[1][: -len(".db")]
+    line = next((ln for ln in r.stdout.splitlines() if "kperf ERROR <store>" in ln), "")
+    assert "could not store the run (not a SQLite database (bad header))" in line, r.stdout[-3000:]
+    assert f"run {run_id} was written to {side} instead" in line
+    rec = store.load_run(side, run_id)
+    assert rec.status == store.COMPLETE and rec.results, "the measured run is kept whole"
+    assert "Traceback" not in r.stdout + r.stderr
