@@ -2,7 +2,7 @@
 missing, binary or malformed is one usage line and exit 2 from `kperf run`, in static mode too
 (it was a pytest INTERNALERROR traceback, exit 3). A Hypothesis fuzz over plan files: the
 plugin's check either accepts a plan whose every entry reads, or says one line; never another
-exception."""
+exception. Item 14: `kperf ab --json PATH` that cannot be written is found before either pass."""
 
 from __future__ import annotations
 
@@ -102,3 +102,32 @@ def test_fuzzed_plan_files_are_read_or_refused_in_one_line(tmp_path, data):
         for entry in plan.entries[test]:
             assert isinstance(entry.head, dict) and (entry.base is None or isinstance(entry.base, dict))
             json.dumps(entry.to_dict(), default=str)
+
+
+# --------------------------------------------------------------------------- kperf ab --json (item 14)
+
+
+@pytest.mark.parametrize("where", ["file-as-parent", "read-only"])
+def test_kperf_ab_json_unwritable_is_found_before_both_passes(tmp_path, where):
+    """Was: found only after both passes, and for a parent that is a file the message said
+    "File exists"."""
+    if where == "read-only":
+        if os.access("/proc/sys", os.W_OK):
+            pytest.skip("needs a read-only directory (/proc/sys is writable here)")
+        target, words = "/proc/sys/kperf/ab.json", "/proc/sys cannot be written"
+    else:
+        (tmp_path / "afile").write_text("")
+        target, words = "afile/ab.json", "afile is a file, not a directory"
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    git = ["git", "-c", "user.name=k", "-c", "user.email=k@k", "-c", "commit.gpgsign=false"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "one"]):
+        subprocess.run([*git, *cmd], cwd=tmp_path, check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD", "--no-gpu", "--json", target, "test_x.py"],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"--json {target}: " in lines[0] and words in lines[0], r.stderr
+    assert "pass" not in r.stdout and not (tmp_path / "reports").exists(), r.stdout  # no pass ran
