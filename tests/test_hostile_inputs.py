@@ -508,13 +508,13 @@ def test_a_command_without_user_errors_still_exits_3_on_a_crash(monkeypatch, tmp
     def boom(*a, **kw):
         raise KeyError("surprise")
 
-    monkeypatch.setattr("kperf_ci.commands.run.subprocess.run", boom)
+    monkeypatch.setattr("kperf_ci.commands.run.subprocess.Popen", boom)
     r = CliRunner().invoke(main, ["run", "-q"])
     assert r.exit_code == 3 and "internal error" in r.output and "KeyError" in r.output, r.output
 
     def denied(*a, **kw):
         raise PermissionError(13, "Permission denied", str(tmp_path / "x"))
 
-    monkeypatch.setattr("kperf_ci.commands.run.subprocess.run", denied)
+    monkeypatch.setattr("kperf_ci.commands.run.subprocess.Popen", denied)
     r = CliRunner().invoke(main, ["run", "-q"])
     _one_line_error(r, "Permission denied", str(tmp_path / "x"))

@@ -10,12 +10,15 @@ hypothesis line and one python block defining the launcher) is rejected as malfo
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import os
 import re
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,8 +47,32 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 
 def mask_key(text: str, key: str) -> str:
     """``text`` with the key replaced: a reply that echoes it (asked to, or by a prompt
-    injection in the kernel source) must not be printed, stored in the population or shown."""
-    return text.replace(key, "***") if key and len(key) >= 4 else text
+    injection in the kernel source) must not be printed, stored in the population or shown.
+    Its case variants and its base64 forms (standard and URL-safe, at any alignment in a
+    longer encoded string) are the key too: an endpoint told to "encode it" echoes those."""
+    if not key or len(key) < 4:
+        return text
+    for form in _key_forms(key):
+        text = re.sub(re.escape(form), "***", text, flags=re.I if form == key else 0)
+    return text
+
+
+@functools.lru_cache(maxsize=4)
+def _key_forms(key: str) -> tuple[str, ...]:
+    """The key, then the base64 runs that only it determines: encoded after 0, 1 or 2 bytes of
+    something else, the characters that mix in a neighbour's bits are left out (at least 8
+    characters are kept, so that short runs do not mask ordinary words)."""
+    raw = key.encode()
+    forms = {key}
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw + b"\0\0").decode()
+        start = -(-shift * 4 // 3)  # the first character made of the key's bits only
+        end = (shift + len(raw)) * 8 // 6  # the last one
+        run = encoded[start:end]
+        if len(run) >= 8:
+            forms.add(run)
+            forms.add(run.replace("+", "-").replace("/", "_"))
+    return tuple(sorted(forms, key=len, reverse=True))
 
 
 class ProposerError(Exception):
@@ -81,7 +108,35 @@ def endpoint_from_env(env: Mapping[str, str] | None = None) -> Endpoint | None:
     if not model:
         raise ValueError("KPERF_LLM_BASE_URL is set but KPERF_LLM_MODEL is not; set the model name")
     key = env.get(ENV_LLM_API_KEY) or env.get("OPENAI_API_KEY") or ""
+    _refuse_credentials_in_url(base, key)
     return Endpoint(base.rstrip("/"), model, key)
+
+
+#: query parameters that carry a credential (compared without case, ``-`` and ``_``)
+_SECRET_PARAMS = ("key", "apikey", "token", "accesstoken", "secret", "password", "auth", "sig", "signature")
+
+
+def _refuse_credentials_in_url(base: str, key: str) -> None:
+    """The base URL is printed in messages and was handed whole to name resolution: a key in its
+    userinfo (``http://u:KEY@host``) or its query string (``?api-key=KEY``) would leak there.
+    Refused before any request; the message never repeats the URL."""
+    parts = urllib.parse.urlsplit(base)
+    if "@" in parts.netloc:
+        raise ValueError(
+            "KPERF_LLM_BASE_URL holds credentials before the host (user:password@); remove them and put "
+            "the key in KPERF_LLM_API_KEY (sent as a header, never printed)"
+        )
+    names = [re.sub(r"[-_]", "", n.lower()) for n, _ in urllib.parse.parse_qsl(parts.query, True)]
+    where = ""
+    if any(n in _SECRET_PARAMS or n.endswith(_SECRET_PARAMS[:5]) for n in names):
+        where = "a credential in its query string (key=, api-key=, token=, ...)"
+    elif key and len(key) >= 4 and key.lower() in urllib.parse.unquote(base).lower():
+        where = "the API key itself"
+    if where:
+        raise ValueError(
+            f"KPERF_LLM_BASE_URL carries {where}; remove it and put the key in KPERF_LLM_API_KEY "
+            "(sent as a header, never printed)"
+        )
 
 
 def parse_reply(content: str, launcher: str) -> tuple[str, str]:

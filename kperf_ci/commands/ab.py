@@ -19,7 +19,7 @@ from kperf_ci.prcheck.pipeline import run_ab
 from kperf_ci.report.ab import write_ab_reports
 from kperf_ci.report.safe_text import terminal_safe as safe
 
-from . import KperfError, user_errors
+from . import KperfError, check_output_file, user_errors
 from .run import bench_args
 
 
@@ -73,6 +73,8 @@ def ab_cmd(
     """
     if any(a == "--bench" or a.startswith("--bench=") for a in pytest_args):
         pytest_args = tuple(bench_args(list(pytest_args)))
+    if json_path:  # written after both passes: found unwritable now, not after them
+        check_output_file(json_path, "--json")
     try:  # a report directory that cannot be written is found now, not after the whole run
         Path(report_dir).mkdir(parents=True, exist_ok=True)
     except OSError as e:

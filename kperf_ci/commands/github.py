@@ -218,19 +218,26 @@ def status_cmd(
     link: str | None,
     dry_run: bool,
 ) -> None:
-    """Set the commit status kperf/<class>: failure on a regression, success otherwise."""
+    """Set the commit status kperf/<class>: failure on a regression, success when judged clean;
+    a run with no verdict (no comparable baseline) is a neutral check run, or an error status
+    where the token may not create check runs, never a success."""
     repo = _need_repo(repo)
     target_url = target_url or link
     if not sha:
         raise KperfError("no commit: pass --sha (Actions sets $GITHUB_SHA)")
+    no_verdict = ""
     if state and description is not None:  # e.g. the release gate: its verdict comes from `kperf gate`
         regression, summary = state != "success", description
     else:
         verdict = _verdict(gpu_class, ab_db, db, baseline, link)
         regression, summary = verdict.regression, description or verdict.summary
+        no_verdict = "" if (state or regression) else verdict.no_verdict
     state = state or ("failure" if regression else "success")
     ctx = status.context(gpu_class)
     description = status.one_line(summary)
+    if no_verdict:
+        _no_verdict(repo, sha, ctx, no_verdict, target_url, dry_run)
+        return
     if dry_run:
         _plan(
             f"set status {ctx} on {repo}@{sha}", state=state, description=description, target_url=target_url
@@ -239,6 +246,21 @@ def status_cmd(
     client = ghc.connect()
     status.set_status(client, client.repo(repo), sha, state, description, ctx, target_url)
     click.echo(terminal_safe(f"kperf github: status {ctx} = {state} on {sha[:12]}: {description}"))
+
+
+def _no_verdict(repo: str, sha: str, ctx: str, reason: str, target_url: str | None, dry_run: bool) -> None:
+    if dry_run:
+        _plan(
+            f"create check run {ctx} = neutral on {repo}@{sha} (a status {ctx} = error where the token "
+            "may not create check runs)",
+            reason=status.one_line(reason),
+            target_url=target_url,
+        )
+        return
+    client = ghc.connect()
+    got = status.set_no_verdict(client, client.repo(repo), sha, reason, ctx, target_url)
+    what = "check run" if got == "neutral" else "status"
+    click.echo(terminal_safe(f"kperf github: {what} {ctx} = {got} on {sha[:12]}: no verdict: {reason}"))
 
 
 @github_group.command("label")

@@ -29,6 +29,9 @@ class Verdict:
     markdown: str  # the comment body (without the sticky marker)
     regression: bool  # what sets the perf-regression label and a failing status
     summary: str  # one line for the commit status
+    # why there is no verdict ("no comparable baseline ..."), "" when there is one: never a
+    # success status (kperf github status makes it a neutral check run or an error status)
+    no_verdict: str = ""
 
 
 # GitHub refuses a comment body over 65,536 characters; the parts of one comment share this budget.
@@ -68,10 +71,17 @@ def from_run(db: Path, baseline: Path | None, link: str | None, max_chars: int =
         report = build_report(
             current, base, comparison, blob=blob_reader(settings.db, current, base_path, base), link=link
         )
+    if comparison is None:
+        no_verdict = "no baseline to compare with"
+    elif comparison.status != "compared":
+        no_verdict = comparison.status_line
+    else:
+        no_verdict = ""
     return Verdict(
         render_markdown(report, max_chars=max_chars),
         bool(report.regressions),
         f"static: {report.verdict_line}",
+        no_verdict,
     )
 
 
@@ -85,7 +95,8 @@ def combine(gpu_class: str, parts: list[Verdict]) -> Verdict:
         text = (
             text[: COMMENT_BUDGET - 200].rsplit("\n", 1)[0] + "\n\n… (truncated: see the job's artifacts)\n"
         )
-    return Verdict(text, any(p.regression for p in parts), "; ".join(p.summary for p in parts))
+    missing = "; ".join(p.no_verdict for p in parts if p.no_verdict)
+    return Verdict(text, any(p.regression for p in parts), "; ".join(p.summary for p in parts), missing)
 
 
 def check_database(path: Path) -> None:

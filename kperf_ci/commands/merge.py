@@ -11,8 +11,10 @@ What merging guarantees:
 - machine classes stay apart: runs are only ever combined with runs of the same machine
   fingerprint (``--shards``), never across GPUs, drivers or software versions;
 - inputs are never written: each is copied and the copy opened (validated, and migrated if it is
-  of an older schema); a corrupt input or one of a newer schema is exit 2, and the output is
-  written to a temporary file and moved into place only when everything succeeded.
+  of an older schema); a corrupt input or one of a newer schema is exit 2. A new output is
+  written to a temporary file and moved into place only when everything succeeded; an existing
+  one (a live history database another job may be writing) is merged into in place, in one
+  transaction under its write lock, so no transaction another writer commits is lost.
 
 ``--shards``: the runs of one commit measured on several runners (``--kperf-shard i/n``) become
 one run per machine class, with the id ``shards-<hash of commit, mode, label, fingerprint>``, so
@@ -31,7 +33,7 @@ import click
 
 from kperf_ci import store
 from kperf_ci.report.safe_text import terminal_safe
-from kperf_ci.store.merge import MergeStats, write_merged
+from kperf_ci.store.merge import MergeStats, merge_in_place, write_merged
 
 from . import KperfError, read_run, user_errors
 
@@ -61,6 +63,42 @@ def _check_runs(copy: Path) -> None:
     merged with exit 0 for the next reader to trip on."""
     for rid in store.run_statuses(copy):
         read_run(copy, rid)
+
+
+def merge_into_existing(output: Path, inputs: list[Path], *, shards: bool = False) -> MergeStats:
+    """Merge ``inputs`` into the database at ``output``, in place and in one transaction under
+    its write lock: a process writing it meanwhile keeps every transaction it commits (the
+    merged copy that used to be renamed over it took them away). A writer that keeps the lock
+    past the busy timeout: exit 2, nothing merged."""
+    try:
+        _check_runs(output)  # a malformed output is refused, never written
+        out = store.open_db(output, create=True)  # validated; an older schema migrated as writers do
+    except store.DatabaseLockedError:
+        raise _locked(output) from None
+    except store.StoreError as e:
+        fix = e.fix
+        if isinstance(e, store.CorruptDatabaseError):  # the store's hint names --db/--baseline
+            fix = f"choose another -o, or restore {output} from its artifact; it was left as it is"
+        raise KperfError(f"{output}: {e.problem}; {fix}") from None
+    try:
+        with tempfile.TemporaryDirectory(prefix="kperf-merge-") as tmp:
+            dbs = [_open_copy(p, Path(tmp), i) for i, p in enumerate(inputs)]
+            try:
+                return merge_in_place(out, output, dbs, shards=shards)
+            except store.DatabaseLockedError:
+                raise _locked(output) from None
+            finally:
+                for db in dbs:
+                    db.close()
+    finally:
+        out.close()
+
+
+def _locked(output: Path) -> KperfError:
+    return KperfError(
+        f"{output}: another process kept it locked for writing past the wait "
+        f"({store.db.BUSY_TIMEOUT_S:.0f} s): nothing merged; run the merge again when that writer is done"
+    )
 
 
 def merge_databases(inputs: list[Path], output: Path, *, shards: bool = False) -> MergeStats:
@@ -94,21 +132,28 @@ def merge_databases(inputs: list[Path], output: Path, *, shards: bool = False) -
 def merge_cmd(inputs: tuple[str, ...], output: str, shards: bool) -> None:
     """Merge run databases into one: no row lost or duplicated, machine classes kept apart.
 
-    An existing output is a merge target: it is merged in first, as if it were named as the first
-    input, so nothing in it is lost and running the same merge again (a retried CI step) changes
-    nothing. An existing file that is not a kperf database is refused and left as it is."""
+    An existing output is a merge target: the inputs are merged into it in place, in one
+    transaction under its write lock (exit 2 when another writer keeps the lock), so nothing in it
+    is lost, not even what another process commits meanwhile, and running the same merge again (a
+    retried CI step) changes nothing. An existing file that is not a kperf database is refused and
+    left as it is."""
     out = Path(output)
     paths = [Path(p) for p in inputs]
-    if out.exists() and not any(store.same_database(out, p) for p in paths):
+    if out.exists():
         if not out.is_file():
             raise KperfError(f"{output}: exists and is not a database file; choose another -o")
-        paths.insert(0, out)  # validated like every input: a non-database output is exit 2, untouched
         click.echo(terminal_safe(f"kperf merge: {output} exists; merging into it"))
-    stats = merge_databases(paths, out, shards=shards)
+        # the output named as an input too: merging a database with itself adds nothing
+        others = [p for p in paths if not store.same_database(out, p)]
+        stats = merge_into_existing(out, others, shards=shards)
+        added = "added"
+    else:
+        stats = merge_databases(paths, out, shards=shards)
+        added = ""
     click.echo(
         terminal_safe(
             f"kperf merge: {len(paths)} database(s) -> {output}: {stats.runs} run(s), "
-            f"{stats.variants} variant(s), {stats.rows} row(s)"
+            f"{stats.variants} variant(s), {stats.rows} row(s){' ' + added if added else ''}"
         )
     )
     if stats.conflicting_variants:

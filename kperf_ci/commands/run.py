@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
-from kperf_ci.commands import KperfError, load_settings, user_errors
+from kperf_ci.commands import EXIT_BAD_INPUT, EXIT_INTERRUPTED, KperfError, load_settings, user_errors
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.config import ENV_NO_REPORT, env_switch
+
+#: pytest's exit status for a usage error (a bad option or setting, before any test ran)
+PYTEST_USAGE_ERROR = 4
 
 
 @click.command(
@@ -28,7 +34,9 @@ from kperf_ci.config import ENV_NO_REPORT, env_switch
 def run_cmd(pytest_args: tuple[str, ...]) -> None:
     """Run `python -m pytest --kperf PYTEST_ARGS...`, then write the HTML report and the PR-comment
     markdown under [tool.kperf] report (skip with KPERF_NO_REPORT=1). Exits with pytest's code:
-    1 when a test failed, a kernel did not compile, or a metric crossed its threshold.
+    1 when a test failed, a kernel did not compile, or a metric crossed its threshold; 2 for a
+    bad setting or when the code under test ended the process before the run was stored; 130
+    on Ctrl-C.
 
     `--bench SCRIPT [ARGS]` (or `--bench -m MODULE [ARGS]`), last: run that benchmark script
     unmodified instead of tests; each triton.testing.do_bench call becomes a benchmark."""
@@ -41,10 +49,66 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
         args = bench_args(pinned + args[bench:])
     else:
         args = pinned
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--kperf", *args], check=False)
-    if proc.returncode in (0, 1) and not env_switch(ENV_NO_REPORT):
+    with tempfile.TemporaryDirectory(prefix="kperf-run-") as tmp:
+        status_file = Path(tmp) / "status.json"
+        cmd = [sys.executable, "-m", "pytest", "--kperf", f"--kperf-run-status={status_file}", *args]
+        rc, pid = _pytest(cmd)
+        ended = _read_status(status_file, pid)
+    code = exit_code(rc, ended, script=_script_of(args))
+    if code in (0, 1) and not env_switch(ENV_NO_REPORT):
         _reports(db)
-    raise SystemExit(proc.returncode)
+    raise SystemExit(code)
+
+
+def _pytest(cmd: list[str]) -> tuple[int, int]:
+    """(exit status, pid) of pytest run to its end. Ctrl-C reaches pytest too (one process
+    group): this process ignores it meanwhile, as a shell does for its foreground job, so that
+    pytest can store the run as interrupted (subprocess.run killed it 0.25 s after a Ctrl-C)."""
+    proc = subprocess.Popen(cmd)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return proc.wait(), proc.pid
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _read_status(path: Path, pid: int) -> dict[str, Any] | None:
+    """What the plugin wrote to ``--kperf-run-status`` (kperf_ci.plugin.finish.write_run_status):
+    None when pytest never started its session; only pytest's own process counts (a forked
+    child of the code under test shares the option)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("pid") == pid else None
+
+
+def exit_code(rc: int, ended: dict[str, Any] | None, *, script: str | None) -> int:
+    """`kperf run`'s exit status (the README's table for every kperf command) from pytest's and
+    how far its session got: 2 for a usage error (pytest says 4) and for a process that ended
+    before kperf-ci stored the run; 130 for a Ctrl-C (pytest says 2); else pytest's."""
+    if rc == PYTEST_USAGE_ERROR:
+        return EXIT_BAD_INPUT  # pytest printed the one line (ERROR: kperf: ...)
+    if ended is not None and ended.get("stage") == "started":
+        signalled = rc < 0 and -rc in signal.valid_signals()
+        how = f"signal {signal.Signals(-rc).name}" if signalled else f"exit {rc}"
+        who = f"{script}: the script" if script else "the tests"
+        fix = "let it return or call sys.exit() instead of os._exit() or a signal"
+        click.echo(
+            f"kperf run: {who} ended the process ({how}) before kperf-ci could store the run: "
+            f"nothing stored; {fix}",
+            err=True,
+        )
+        return EXIT_BAD_INPUT
+    if ended is not None and ended.get("ctrl_c"):
+        return EXIT_INTERRUPTED
+    return rc if rc >= 0 else 128 - rc  # killed after the run was stored: as a shell reports it
+
+
+def _script_of(args: list[str]) -> str | None:
+    """The benchmark script (``--kperf-bench SCRIPT``), for messages."""
+    i = next((i for i, a in enumerate(args) if a == "--kperf-bench"), None)
+    return args[i + 1] if i is not None and i + 1 < len(args) else None
 
 
 #: options whose relative paths kperf run resolves from the working directory, as every other kperf

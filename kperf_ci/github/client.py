@@ -39,6 +39,14 @@ class GitHubUserError(Exception):
     """A problem the user fixes (token, permission, repository, PR number): exit 2, one line."""
 
 
+class GitHubRefused(GitHubUserError):
+    """GitHub answered one of the codes the caller said it can do without (``refused``)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class _Retry(Exception):
     def __init__(self, wait_s: float, why: str) -> None:
         super().__init__(why)
@@ -66,13 +74,17 @@ class Client:
             raise GitHubUserError(not_found(f"repository {full_name}"))
         return found
 
-    def call(self, op: Callable[[], T], what: str) -> T:
-        """Run ``op`` (one idempotent operation), retrying what GitHub says to retry."""
+    def call(self, op: Callable[[], T], what: str, *, refused: tuple[int, ...] = ()) -> T:
+        """Run ``op`` (one idempotent operation), retrying what GitHub says to retry. An answer
+        with a code in ``refused`` that is not to be retried raises :class:`GitHubRefused`, for
+        a caller with another way (a token that may not create check runs sets a status)."""
         for attempt in range(ATTEMPTS):
             try:
                 return op()
             except gh_exc.GitHubError as e:
                 retry = _retry_for(e, attempt)
+                if retry is None and e.code in refused:
+                    raise GitHubRefused(self.redact(_message(e, what, self.redact)), e.code) from None
                 if retry is None or attempt == ATTEMPTS - 1:
                     raise GitHubUserError(self.redact(_message(e, what, self.redact))) from None
             except gh_exc.ConnectionError as e:

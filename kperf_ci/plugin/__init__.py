@@ -80,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as e:
         raise pytest.UsageError(f"kperf: {e}") from None
     _refuse_self_baseline(config, settings)
+    _check_ab_plan(config)
     if not hasattr(config, "workerinput"):
         _refuse_gpu_mode_without_gpu(settings)
         _check_databases(config, settings)
@@ -117,6 +118,24 @@ def _refuse_self_baseline(config: pytest.Config, settings: Settings) -> None:
             f"({settings.sources.get('db')}) are the same file {db}, so each run would be compared with "
             "itself; point --kperf-baseline at the baseline database (e.g. baselines/main.db)"
         )
+
+
+def _check_ab_plan(config: pytest.Config) -> None:
+    """``--kperf-ab-plan`` (set by kperf ab) read before any test: a missing, binary or
+    malformed plan is one usage line, in static mode too (its selection of tests reads it), not
+    an INTERNALERROR traceback from the collection hook."""
+    path = config.getoption("kperf_ab_plan", default=None)
+    if not path:
+        return
+    from kperf_ci.capture.launches.ab_launch import PlanError
+    from kperf_ci.plugin.gpu_bench import plan_of
+
+    try:
+        plan_of(path)
+    except PlanError as e:
+        raise pytest.UsageError(
+            f"kperf: --kperf-ab-plan {e}; pass the plan `kperf ab` wrote, or drop the option"
+        ) from None
 
 
 def _refuse_gpu_mode_without_gpu(settings: Settings) -> None:

@@ -29,8 +29,6 @@ import fnmatch
 import json
 import math
 import os
-import runpy
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -51,6 +49,7 @@ from kperf_ci.capture.timing.engine import TimingConfig
 from kperf_ci.model import BENCH_CALL, canonical_json
 from kperf_ci.plugin import SESSION_KEY
 from kperf_ci.plugin.gpu_bench import keep, plan_of, plan_path
+from kperf_ci.plugin.script_main import ScriptExit, run_script
 
 if TYPE_CHECKING:
     from kperf_ci.plugin.session import KperfSession
@@ -96,11 +95,11 @@ class ScriptItem(pytest.Item):
         interpreted = ks.mode == "static" and os.environ.get("TRITON_INTERPRET", "") == "1"
         with intercept(run.handle) as events, fake_cuda(interpreted):
             try:
-                _run_script(Path(self.path), module, argv)
+                run_script(Path(self.path), module, argv)
             except BaseException:
-                run.finish(events.outside, failed=True)
+                run.finish(events, failed=True)
                 raise
-            run.finish(events.outside, failed=False)
+            run.finish(events, failed=False)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"benchmark script {self.script}"
@@ -119,27 +118,6 @@ _MACHINERY = (f"{os.sep}kperf_ci{os.sep}", f"{os.sep}_pytest{os.sep}", f"{os.sep
 
 def _machinery(path: str) -> bool:
     return any(m in path for m in _MACHINERY) or path.endswith("runpy.py") or path == "<frozen runpy>"
-
-
-class ScriptExit(Exception):
-    """The script ended with a non-zero exit status."""
-
-
-def _run_script(path: Path, module: str | None, argv: list[str]) -> None:
-    """As ``python path argv...`` (or ``python -m module``) would run it."""
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [str(path), *argv]
-    sys.path.insert(0, os.getcwd() if module else str(path.resolve().parent))
-    try:
-        if module:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(str(path), run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            raise ScriptExit(f"{path}: the script exited with status {e.code!r}") from None
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
 
 
 class ScriptRun:
@@ -310,9 +288,18 @@ class ScriptRun:
 
     # -- end of the script ------------------------------------------------------------------
 
-    def finish(self, event_loops: int, *, failed: bool) -> None:
+    def finish(self, events: Any, *, failed: bool) -> None:
         ks = self.ks
+        event_loops = events.outside
         captured = [c for c in self.calls if c["status"] == "captured"]
+        self._refuse_replaced(events.replaced(), failed=failed)
+        if events.nested:
+            ks.warn(
+                self.script,
+                f"do_bench called inside another do_bench call's function at {len(events.nested)} site(s) "
+                f"({', '.join(sorted(events.nested)[:3])}): each ran its function once and returned NaN "
+                "(the outer call is the benchmark)",
+            )
         unselected = [c for c in self.calls if c["reason"] == "not selected (bench_select)"]
         if unselected and not captured and not failed:
             # a selection that matches nothing is bad input, not "a kernel captured nothing"
@@ -347,6 +334,19 @@ class ScriptRun:
             f"\nkperf bench: {self.script}: {len(self.calls)} do_bench call(s), {len(captured)} captured "
             f"({len(kernels)} Triton kernel(s)), {len(self.calls) - len(captured)} not captured"
             + "".join(f"; {n} {r}" for r, n in reasons.items())
+        )
+
+    def _refuse_replaced(self, replaced: list[str], *, failed: bool) -> None:
+        """A script that put its own function in place of ``triton.testing.do_bench`` (at import)
+        and never called Triton's: kperf saw nothing, which is not an empty benchmark run that
+        passes (exit 0) but a script kperf cannot read: bad input, one line."""
+        if not replaced or self.calls or failed:
+            return
+        names = ", ".join(f"triton.testing.{n}" for n in replaced)
+        pytest.exit(
+            f"kperf: {self.script} replaced {names} with a function of its own and made no call kperf "
+            "could see: nothing captured; call Triton's own do_bench (a wrapper around it is fine)",
+            returncode=2,
         )
 
 

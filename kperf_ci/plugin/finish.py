@@ -3,6 +3,8 @@ summary itself is printed by :mod:`kperf_ci.report.terminal`."""
 
 from __future__ import annotations
 
+import json
+import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +35,10 @@ class InterruptWatch:
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         # pytest reports pytest.exit() here too (kperf stops a run on bad input that way)
         stopped = isinstance(excinfo.value, pytest.exit.Exception)
-        self.ks.mark_interrupted(f"stopped: {excinfo.value}" if stopped else "Ctrl-C while the tests ran")
+        if stopped:
+            self.ks.mark_interrupted(f"stopped: {excinfo.value}")
+        else:  # a real Ctrl-C, or a KeyboardInterrupt the code under test raised (Python cannot tell)
+            self.ks.mark_interrupted("Ctrl-C while the tests ran", ctrl_c=True)
 
 
 def finish_session(ks: KperfSession) -> int:
@@ -45,7 +50,7 @@ def finish_session(ks: KperfSession) -> int:
             try:
                 ks.compile_pending()
             except KeyboardInterrupt:
-                ks.mark_interrupted("Ctrl-C while compiling")
+                ks.mark_interrupted("Ctrl-C while compiling", ctrl_c=True)
         if ks.settings.save:
             ks.save()
             ks.compare_with_baseline()
@@ -62,7 +67,7 @@ def finish_session(ks: KperfSession) -> int:
             ks.mark_interrupted(f"an xdist worker's results went to {e.written_to}")
         return KPERF_FAILED
     except KeyboardInterrupt:  # a second Ctrl-C while storing: the transaction rolled back
-        ks.mark_interrupted("Ctrl-C while storing")
+        ks.mark_interrupted("Ctrl-C while storing", ctrl_c=True)
         ks.forget_saved()
         return INTERRUPTED
     if ks.errors:
@@ -72,6 +77,25 @@ def finish_session(ks: KperfSession) -> int:
     if ks.comparison is not None and ks.comparison.exit_code:
         return KPERF_FAILED
     return 0
+
+
+#: what `kperf run` reads from ``--kperf-run-status``: the session got this far
+STARTED, FINISHED = "started", "finished"
+
+
+def write_run_status(ks: KperfSession, stage: str, exitstatus: int = 0) -> None:
+    """Tell `kperf run` (``--kperf-run-status FILE``) how far the session got. A process that
+    ends between "started" and "finished" (``os._exit`` or a signal in the code under test) never
+    reached the store: `kperf run` then says so, instead of passing the exit status on as if the
+    run had been judged. Written whole (a temporary file renamed), by the controller only."""
+    path = ks.config.getoption("kperf_run_status", default=None)
+    if not path or ks.is_worker:
+        return
+    doc = {"stage": stage, "exit": int(exitstatus), "ctrl_c": ks.ctrl_c, "pid": os.getpid()}
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
 
 
 def _compare_unsaved(ks: KperfSession) -> None:

@@ -9,7 +9,14 @@ import pytest
 
 from kperf_ci.plugin import MARKER_KEY
 from kperf_ci.plugin.bench_script import make_script_file
-from kperf_ci.plugin.finish import finish_session, merge_worker_output, worker_output
+from kperf_ci.plugin.finish import (
+    FINISHED,
+    STARTED,
+    finish_session,
+    merge_worker_output,
+    worker_output,
+    write_run_status,
+)
 from kperf_ci.plugin.gpu_bench import plan_of, plan_path
 from kperf_ci.plugin.marker import MarkerError, marker_for, test_id
 from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession
@@ -95,6 +102,9 @@ class ActiveHooks:
                 self.session.test_passed(item, marker)
         return report
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        write_run_status(self.session, STARTED)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         status = finish_session(self.session)
@@ -103,6 +113,7 @@ class ActiveHooks:
             session.config.workeroutput["kperf"] = worker_output(self.session)  # type: ignore[attr-defined]
         if status and session.exitstatus == 0:
             session.exitstatus = status
+        write_run_status(self.session, FINISHED, session.exitstatus)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -88,6 +88,13 @@ def addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--kperf-label", default=None, help="label stored with the run (e.g. base/head)")
     group.addoption(
+        "--kperf-run-status",
+        default=None,
+        metavar="FILE",
+        help="set by kperf run: where the session says it started and how it ended (a process that "
+        "vanished in between was ended by the code under test, before its run was stored)",
+    )
+    group.addoption(
         "--kperf-all",
         dest="kperf_mark",
         action="store_const",

@@ -47,6 +47,7 @@ class KperfSession:
     saved_to: str | None = None
     # Why the run stopped early ("Ctrl-C", a lost xdist worker); None while it is whole.
     interrupted: str | None = None
+    ctrl_c: bool = False  # it stopped on a KeyboardInterrupt (`kperf run` exits 130, as a shell would)
     stored_status: str | None = None  # the runs.status this session left in the database
     comparison: Any = None
     recorder: Any = None
@@ -103,9 +104,11 @@ class KperfSession:
         """One line that fails the run (exit 1), named by the test or ``<stage>`` it is about."""
         self.errors.append((nodeid, reason))
 
-    def mark_interrupted(self, reason: str) -> None:
+    def mark_interrupted(self, reason: str, *, ctrl_c: bool = False) -> None:
         """The run stopped early: it is stored interrupted, never complete. The first reason
         is kept (a later one is a consequence of it)."""
+        if self.interrupted is None:
+            self.ctrl_c = ctrl_c
         self.interrupted = self.interrupted or reason
 
     def keep(self, m: Measurement) -> None:

@@ -248,7 +248,11 @@ def write_status(ks: Any, tr: Any) -> None:
     elif not ks.settings.save:
         where = "not stored (--kperf-no-save)"
     else:
-        where = "not stored (nothing was measured)" if not ks.results else "not stored"
+        where = "not stored" if ks.results else "not stored (nothing was measured)"
+        if not ks.results and ks.pending:
+            # static mode compiles at the end, and an interrupted session skips the compile
+            n = len(ks.pending)
+            where = f"not stored ({n} captured launch(es) not compiled: the session stopped first)"
     tr.write_line(f"kperf: run {ks.run_id} interrupted ({ks.interrupted}): {where}", red=True)
 
 

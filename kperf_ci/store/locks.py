@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import db as _db
-from .errors import DatabaseLockedError
+from .errors import DatabaseLockedError, StoreError
 
 T = TypeVar("T")
 
@@ -40,18 +40,24 @@ def retry_locked(write: Callable[[], T], *, sleep: Callable[[float], None] = tim
 
 
 class RunDivertedError(DatabaseLockedError):
-    """The database stayed locked, so the run was written to ``written_to`` instead."""
+    """The database stayed locked, or could not take the run (``failed``: why), so the run was
+    written to ``written_to`` instead."""
 
-    def __init__(self, path: Path, run_id: str, written_to: Path):
+    def __init__(self, path: Path, run_id: str, written_to: Path, failed: str | None = None):
         self.written_to = written_to
         waited = LOCK_ATTEMPTS * _db.BUSY_TIMEOUT_S
-        super().__init__(
-            path,
-            f"stayed locked by another writer for over {waited:.0f} s; run {run_id} was written to "
-            f"{written_to} instead",
-            f"use that file as it is (--db {written_to}) or copy the run in when the lock is gone "
-            f"(`kperf baseline update --db {written_to} --baseline {path} --run {run_id}`)",
-        )
+        copy_in = f"`kperf baseline update --db {written_to} --baseline {path} --run {run_id}`"
+        if failed is None:
+            problem = f"stayed locked by another writer for over {waited:.0f} s"
+            fix = f"use that file as it is (--db {written_to}) or copy the run in when the lock is gone "
+            fix += f"({copy_in})"
+        else:
+            problem = f"could not store the run ({failed})"
+            fix = (
+                f"use that file as it is (--db {written_to}), or restore {path} (from git or its artifact) "
+                f"and copy the run in ({copy_in})"
+            )
+        super().__init__(path, f"{problem}; run {run_id} was written to {written_to} instead", fix)
 
 
 def write_or_divert(
@@ -65,11 +71,21 @@ def write_or_divert(
     ``write(pending_path(path, run_id))`` so that nothing measured is lost, and raise
     :class:`RunDivertedError` naming that file. Returns ``path`` when the write went there."""
     p = Path(path)
+    failed: StoreError | None = None
     try:
         retry_locked(lambda: write(p), sleep=sleep)
         return p
     except DatabaseLockedError:
         pass
+    except StoreError as e:
+        # the database could not take the run (its header overwritten by the code under test,
+        # a file made read-only meanwhile): what was measured is kept all the same
+        failed = e
     side = pending_path(p, run_id)
-    write(side)  # a new file next to the locked one: nobody else holds its lock
-    raise RunDivertedError(p, run_id, side)
+    try:
+        write(side)  # a new file next to the locked one: nobody else holds its lock
+    except StoreError:
+        if failed is not None:
+            raise failed from None  # the side file cannot be written either: the first cause
+        raise
+    raise RunDivertedError(p, run_id, side, failed.problem if failed is not None else None)

@@ -17,10 +17,10 @@ import sqlite_utils
 from kperf_ci.fingerprint import DEVICE_EXTRA
 from kperf_ci.model import canonical_json
 
-from .db import open_db
+from .db import _write_txn, open_db
 from .schema import COMPLETE, EMPTY, INTERRUPTED, RUNNING
 
-__all__ = ["MergeStats", "class_key", "shard_run_id", "write_merged"]
+__all__ = ["MergeStats", "class_key", "merge_in_place", "shard_run_id", "write_merged"]
 
 # Tables whose rows belong to one run; every one has run_id and variant_id ('' = the run itself).
 _RUN_TABLES = ("run_variants", "metrics", "samples", "blobs")
@@ -82,6 +82,14 @@ class _Writer:
         self.shards = shards
         self.owner: dict[tuple[str, str], int] = {}  # (out run, variant) -> input index that owns it
         self.stats = MergeStats()
+
+    def own_existing(self) -> None:
+        """Merging into a database that already holds runs: its variants are kept as they are
+        (as those of the first input are), and an input's copy of one counts as a duplicate."""
+        for table in _RUN_TABLES:
+            for run_id, vid in self.conn.execute(f"SELECT DISTINCT run_id, variant_id FROM {table}"):
+                if vid:
+                    self.owner[(run_id, vid)] = -1
 
     def add_input(self, index: int, src: sqlite3.Connection) -> None:
         for run in _rows(src, "SELECT * FROM runs ORDER BY started_at, run_id"):
@@ -222,4 +230,24 @@ def write_merged(dbs: list[sqlite_utils.Database], out_path: Path, *, shards: bo
         out.conn.execute("PRAGMA journal_mode = DELETE")
     finally:
         out.close()
+    return writer.stats
+
+
+def merge_in_place(
+    out: sqlite_utils.Database, out_path: Path, dbs: list[sqlite_utils.Database], *, shards: bool = False
+) -> MergeStats:
+    """Merge the runs of ``dbs`` into the open database ``out``, in place, in one write
+    transaction. Another process may have it open and write it: the write lock is taken first
+    (waiting as every writer does; :class:`~kperf_ci.store.errors.DatabaseLockedError` when it
+    is not let go), so a transaction the other writer commits is never lost, as it was when the
+    merged file was renamed over the live one. The runs already there are kept as they are."""
+    with _write_txn(out, out_path):
+        writer = _Writer(out.conn, shards)
+        writer.own_existing()
+        for i, db in enumerate(dbs):
+            writer.add_input(i, db.conn)
+    try:  # the write-ahead log folded in when nobody is reading: the file is pushed as bytes
+        out.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.OperationalError:
+        pass  # a reader holds it: the -wal stays, readers and writers see the merged rows
     return writer.stats

@@ -3,10 +3,12 @@ reply that echoes it is masked before anything is printed, stored or shown."""
 
 from __future__ import annotations
 
+import base64
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from llm_server import FakeLLM, reply_with
 from test_agent_cli import KEY, SRC, _run_llm, kperf
 
@@ -78,3 +80,47 @@ def test_a_reply_echoing_the_key_is_masked_everywhere(tmp_path):
     shown = kperf("show", "--db", str(db))
     assert shown.returncode == 0 and KEY not in shown.stdout + shown.stderr
     assert "***" in shown.stdout
+
+
+def _leaks(text: str) -> list[str]:
+    """The forms of the key an endpoint may echo (issue 37): in any case, base64 on its own or
+    inside a longer encoded string."""
+    b64 = base64.b64encode(KEY.encode()).decode().rstrip("=")
+    inside = base64.b64encode(b"key=" + KEY.encode()).decode()[8:-4]  # the key's own characters
+    found = [KEY] if KEY.lower() in text.lower() else []
+    return found + [f for f in (b64, inside) if f in text]
+
+
+def test_the_key_echoed_in_another_case_or_base64_is_masked(tmp_path):
+    """Was: printed and stored in the agent database twice (only the exact key was masked)."""
+    encoded = base64.b64encode(KEY.encode()).decode()
+    inside = base64.b64encode(b"key=" + KEY.encode()).decode()
+    hypothesis = f"blocks of 2048, {KEY.upper()} {encoded} {inside}"
+    db = tmp_path / "a.db"
+    with FakeLLM([("reply", reply_with(cheats.good(SRC), hypothesis))]) as srv:
+        p = _run_llm(tmp_path, srv.base_url, "--max-llm-calls", "1", "--no-value-check")
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "blocks of 2048, ***" in out
+    assert not _leaks(out), _leaks(out)
+    assert not _leaks(db.read_bytes().decode("latin-1"))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:{key}@127.0.0.1:{port}/v1",
+        "http://127.0.0.1:{port}/v1?api-key={key}",
+        "http://127.0.0.1:{port}/v1?Access_Token=abc",
+    ],
+    ids=["userinfo", "api-key", "token"],
+)
+def test_a_base_url_with_credentials_is_refused_before_any_request(tmp_path, url):
+    with FakeLLM([("reply", reply_with(cheats.good(SRC)))]) as srv:
+        port = srv.base_url.split(":")[2].split("/")[0]
+        p = _run_llm(tmp_path, url.format(key=KEY, port=port), "--max-llm-calls", "1")
+        assert srv.requests == []
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "KPERF_LLM_BASE_URL" in lines[0] and "KPERF_LLM_API_KEY" in lines[0], p.stderr
+    assert KEY not in p.stdout + p.stderr

@@ -1,7 +1,7 @@
 """A small GitHub REST server on 127.0.0.1 for the `kperf github` tests.
 
 It speaks the endpoints github3.py calls for kperf (repository, issue/PR, comments with ``Link``
-pagination, create/edit/delete comment, labels, statuses, pulls, git data: refs, commits, trees,
+pagination, create/edit/delete comment, labels, statuses, check runs, pulls, git data: refs, commits, trees,
 blobs), keeps state in memory, records every request (method, path, query, headers, JSON body),
 checks the token on every request and can be told to fail the next matching request with a
 given status (403 secondary rate limit, 422, 5xx, ...). Payloads carry every field github3's
@@ -65,6 +65,7 @@ class FakeGitHub:
         self.comments: dict[int, dict[str, Any]] = {}  # id -> {"issue": n, "body": str}
         self.labels: dict[int, list[str]] = {}
         self.statuses: list[dict[str, Any]] = []
+        self.check_runs: list[dict[str, Any]] = []
         self.pulls: dict[int, dict[str, Any]] = {}
         self.objects: dict[str, dict[str, Any]] = {}  # git sha -> blob/tree/commit
         self.refs: dict[str, str] = {}  # "heads/x" -> commit sha
@@ -250,6 +251,32 @@ class FakeGitHub:
             creator=self._user(),
         )
 
+    def _check_run(self, data: dict[str, Any]) -> dict[str, Any]:
+        out = data.get("output") or {}
+        app = {"description": "", "external_url": self.url, "html_url": f"{self.url}/apps/kperf", "id": 1}
+        return {
+            "url": f"{self.api}/check-runs/{len(self.check_runs)}",
+            "html_url": f"{self.url}/runs/{len(self.check_runs)}",
+            "id": len(self.check_runs),
+            "name": data.get("name"),
+            "head_sha": data.get("head_sha"),
+            "status": data.get("status"),
+            "conclusion": data.get("conclusion"),
+            "started_at": DATE,
+            "completed_at": data.get("completed_at") or DATE,
+            "external_id": None,
+            "pull_requests": [],
+            "app": {**app, "name": "kperf", "owner": self._user()},
+            "check_suite": {"id": 1},
+            "output": {
+                "title": out.get("title"),
+                "summary": out.get("summary"),
+                "text": None,
+                "annotations_count": 0,
+                "annotations_url": f"{self.api}/check-runs/x/annotations",
+            },
+        }
+
     def _git_obj(self, kind: str, sha: str) -> dict[str, Any]:
         o = self.objects[sha]
         url = f"{self.api}/git/{kind}s/{sha}"
@@ -361,6 +388,9 @@ class FakeGitHub:
                     return 404, {"message": "Label does not exist"}, {}
                 have.remove(name)
             return 200, [self._label(x) for x in have], {}
+        if method == "POST" and rest == "/check-runs":
+            self.check_runs.append(body)
+            return 201, self._check_run(body), {}
         if method == "POST" and (r := m(r"/statuses/([0-9a-f]{7,40})", rest)):
             self.statuses.append({"sha": r[1], **body})
             return 201, self._status(r[1], body), {}

@@ -262,3 +262,27 @@ def test_history_pull_dry_run_sends_nothing_and_writes_nothing(fake_gh, kperf_gh
     assert "dry run: would download kperf-history:h100.db of octo/kernels" in r.out
     assert not out.exists()
     assert fake_gh.requests == []
+
+
+def test_no_comparable_baseline_is_never_a_success_status(fake_gh, kperf_gh, tmp_path, run_db, baseline_db):
+    """Issue 37, item 15. Was: a `success` commit status. Now a check run with conclusion
+    `neutral`, or, where the token may not create check runs, a status `error` with the reason."""
+    sha = "d" * 40
+    args = ("status", "--sha", sha, "--class", "h100", "--db", str(run_db), "--baseline", str(baseline_db))
+    r = kperf_gh(*args)
+    assert r.code == 0, r.err
+    (check,) = fake_gh.check_runs
+    assert check["conclusion"] == "neutral" and check["status"] == "completed", check
+    assert check["head_sha"] == sha and check["name"] == "kperf/h100"
+    assert "no comparable baseline" in check["output"]["summary"]
+    assert not fake_gh.statuses, fake_gh.statuses
+    assert "check run kperf/h100 = neutral" in r.out
+    # a workflow token without `checks: write`
+    fake_gh.fail("POST", r"/repos/octo/kernels/check-runs", 403, body={"message": "Resource not accessible"})
+    r = kperf_gh(*args)
+    assert r.code == 0, r.err
+    (st,) = fake_gh.statuses
+    assert st["state"] == "error" and st["context"] == "kperf/h100", st
+    assert st["description"].startswith("no verdict: no comparable baseline"), st
+    assert len(st["description"]) <= 140
+    assert "status kperf/h100 = error" in r.out

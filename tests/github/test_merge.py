@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from hypothesis import strategies as st
 from kperf_ci import store
 from kperf_ci.cli import main
 from kperf_ci.commands.merge import merge_databases
+from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("run_variants", "metrics", "samples", "blobs")
@@ -263,3 +267,95 @@ def test_each_shards_launch_manifest_is_kept_and_a_shared_variant_is_no_conflict
     before = dump(out)
     r = CliRunner().invoke(main, ["merge", str(a), str(b), "-o", str(out), "--shards"])
     assert r.exit_code == 0 and dump(out) == before  # merging again adds nothing
+
+
+# --------------------------------------------------------------------------- a live output (issue 37)
+
+WRITER = """
+import pathlib, sqlite3, sys, time
+db, ready, go = sys.argv[1:4]
+c = sqlite3.connect(db, isolation_level=None, timeout=120)
+c.execute("BEGIN IMMEDIATE")  # another job's writer, in the middle of its transaction
+rid = c.execute("SELECT run_id FROM runs LIMIT 1").fetchone()[0]
+c.execute("INSERT INTO blobs(run_id, variant_id, name, data) VALUES (?, '', 'writer-mark', x'01')", (rid,))
+pathlib.Path(ready).touch()
+deadline = time.monotonic() + 120
+while not pathlib.Path(go).exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+c.execute("COMMIT")
+print("committed")
+"""
+
+
+def _cli(*args: str, busy_timeout_s: float | None = None) -> subprocess.Popen:
+    """`kperf ARGS` as its own process; ``busy_timeout_s`` shortens the store's lock wait (30 s)."""
+    patch = f"import kperf_ci.store.db as d; d.BUSY_TIMEOUT_S = {busy_timeout_s}; " if busy_timeout_s else ""
+    code = patch + f"from kperf_ci.cli import main; main({list(args)!r})"
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _blob_names(path: Path) -> set[str]:
+    c = sqlite3.connect(path)
+    try:
+        return {r[0] for r in c.execute("SELECT name FROM blobs")}
+    finally:
+        c.close()
+
+
+def test_merging_into_a_live_database_loses_no_committed_transaction(whole, tmp_path):
+    """Was: the merge did not wait for the writer's lock, renamed a merged copy over the file and
+    deleted its -wal: the writer's COMMIT returned without error, and its row was gone."""
+    ids = variant_ids(whole)
+    live = part(whole, tmp_path / "live.db", set(ids[: len(ids) // 2]), run_blobs=True)
+    b = part(whole, tmp_path / "b.db", set(ids[len(ids) // 2 :]), run_blobs=False)
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(live), str(ready), str(go)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(ready.exists, "the writer to hold its transaction", writer)
+        merge = _cli("merge", str(b), "-o", str(live))
+        try:  # a merge that does not wait for the lock is done by now; one that waits is not
+            merge.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+        go.touch()
+        assert writer.communicate(timeout=60)[0].strip() == "committed"
+        out, err = merge.communicate(timeout=120)
+    finally:
+        go.touch()
+        writer.kill()
+    assert merge.returncode == 0, out + err
+    assert "merging into it" in out
+    assert "writer-mark" in _blob_names(live), "the writer's committed row was lost"
+    assert set(variant_ids(live)) == set(ids)
+
+
+def test_a_merge_refuses_while_another_writer_keeps_the_lock(whole, tmp_path):
+    ids = variant_ids(whole)
+    live = part(whole, tmp_path / "live.db", set(ids[:1]), run_blobs=False)
+    b = part(whole, tmp_path / "b.db", set(ids[1:]), run_blobs=False)
+    before = dump(live)
+    holder = sqlite3.connect(live, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute(
+        "INSERT INTO blobs(run_id, variant_id, name, data) SELECT run_id, '', 'held', x'01' FROM runs"
+    )
+    try:
+        merge = _cli("merge", str(b), "-o", str(live), busy_timeout_s=0.5)
+        out, err = merge.communicate(timeout=120)
+    finally:
+        holder.execute("COMMIT")  # the holder's transaction still commits, whole
+        holder.close()
+    assert merge.returncode == 2, out + err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "locked for writing" in lines[0] and "nothing merged" in lines[0], err
+    after = dump(live)
+    assert after["run_variants"] == before["run_variants"] and "held" in _blob_names(live)

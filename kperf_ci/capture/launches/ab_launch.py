@@ -121,25 +121,59 @@ class ABPlan:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ABPlan:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        if not isinstance(doc, dict) or doc.get("version") != PLAN_VERSION:
-            raise ValueError(f"{path}: not an A/B plan of version {PLAN_VERSION}")
-        out = cls(time_all=bool(doc.get("time_all")))
-        for test, rows in (doc.get("tests") or {}).items():
-            out.entries[str(test)] = [
-                PlanEntry(
-                    test=str(test),
-                    site=str(r.get("site")),
-                    status=str(r.get("status")),
-                    changes=list(r.get("changes") or []),
-                    head=dict(r.get("head") or {}),
-                    base=r.get("base"),
-                )
-                for r in rows
-                if isinstance(r, dict)
-            ]
+        """The plan `kperf ab` wrote. Anything else (missing, binary, not JSON, the wrong
+        shape, too deep or too large) raises :class:`PlanError`, one line naming the file."""
+        doc = _read_plan(path)
+        tests = doc.get("tests") or {}
+        if not isinstance(tests, dict):
+            raise PlanError(f"{path}: not an A/B plan ('tests' is not an object)")
+        out = cls(time_all=doc.get("time_all") is True)
+        for test, rows in tests.items():
+            if not isinstance(rows, list):
+                raise PlanError(f"{path}: not an A/B plan (the launches of a test are not a list)")
+            out.entries[str(test)] = [_plan_entry(path, str(test), r) for r in rows if isinstance(r, dict)]
         return out
+
+
+#: a plan of a very large suite is megabytes; more than this is no plan kperf ab wrote
+MAX_PLAN_BYTES = 256 << 20
+
+
+class PlanError(ValueError):
+    """``--kperf-ab-plan`` names no A/B plan: one line, file and problem."""
+
+
+def _read_plan(path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_PLAN_BYTES + 1)
+    except OSError as e:
+        raise PlanError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if len(raw) > MAX_PLAN_BYTES:
+        raise PlanError(f"{path}: over {MAX_PLAN_BYTES >> 20} MiB, not an A/B plan kperf ab wrote")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise PlanError(f"{path}: not an A/B plan (not JSON text: {type(e).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("version") != PLAN_VERSION:
+        raise PlanError(f"{path}: not an A/B plan of version {PLAN_VERSION}")
+    return doc
+
+
+def _plan_entry(path: str | os.PathLike[str], test: str, r: dict[str, Any]) -> PlanEntry:
+    head, base, changes = r.get("head") or {}, r.get("base"), r.get("changes") or []
+    if not isinstance(head, dict) or not (base is None or isinstance(base, dict)):
+        raise PlanError(f"{path}: not an A/B plan (a launch's head or base is not an object)")
+    if not isinstance(changes, list):
+        raise PlanError(f"{path}: not an A/B plan (a launch's changes are not a list)")
+    return PlanEntry(
+        test=test,
+        site=str(r.get("site")),
+        status=str(r.get("status")),
+        changes=[str(c) for c in changes],
+        head=dict(head),
+        base=base,
+    )
 
 
 def plan_from_tests(tests: list[Any], *, time_all: bool = False) -> ABPlan:

@@ -5,7 +5,9 @@ script item, :mod:`kperf_ci.plugin.bench_script`), whose return value the script
 Nothing here times or stores: this module names calls and answers them as Triton would.
 
 - **Which calls.** Calls made from Triton's own modules pass through untouched: the autotuner
-  benchmarks its configs with ``do_bench``, and those are not the script's benchmarks.
+  benchmarks its configs with ``do_bench``, and those are not the script's benchmarks. A call
+  made inside the function another call benchmarks (nested) runs its function once and answers
+  NaN: the outer call is the benchmark.
 - **Names.** A call is named by its call site, ``<module>.<function>#k`` (k: the call's rank
   among the ``do_bench`` calls written in that function, so editing a line above it does not
   rename it; ``#L<line>`` when the source cannot be read), and by its first Triton launch,
@@ -225,7 +227,7 @@ def intercept(handler: Callable[[BenchCall], Any]) -> Iterator[EventCount]:
         @functools.wraps(original)
         def patched(fn: Callable[[], Any], *args: Any, **kwargs: Any) -> Any:
             caller = sys._getframe(1)
-            if _from_triton(caller) or _STATE.inside:
+            if _from_triton(caller):
                 return original(fn, *args, **kwargs)
             bound = _bind(name, args, kwargs)
             site, file, line = call_site(caller)
@@ -242,6 +244,13 @@ def intercept(handler: Callable[[BenchCall], Any]) -> Iterator[EventCount]:
                 return_mode=bound.get("return_mode", "mean"),
                 original=original,
             )
+            if _STATE.inside:
+                # a do_bench inside the function another do_bench call measures: Triton's own would
+                # time it on a device static mode does not have, inside kperf's measurement; its
+                # function runs once (its launches belong to the outer call) and it answers NaN
+                events.nested.add(site)
+                call.call()()
+                return call.not_measured()
             _STATE.inside += 1
             try:
                 return handler(call)
@@ -250,8 +259,10 @@ def intercept(handler: Callable[[BenchCall], Any]) -> Iterator[EventCount]:
 
         return patched
 
-    for name in INTERCEPTED:
-        setattr(testing, name, make(name))
+    patched = {name: make(name) for name in INTERCEPTED}
+    events.replaced = lambda: [n for n, f in patched.items() if getattr(testing, n, None) is not f]
+    for name, f in patched.items():
+        setattr(testing, name, f)
     try:
         with events.counting():
             yield events
@@ -276,6 +287,9 @@ class EventCount:
 
     def __init__(self) -> None:
         self.outside = 0
+        self.nested: set[str] = set()  # sites of do_bench calls inside another's function (run once)
+        #: the intercepted names the script replaced with functions of its own meanwhile
+        self.replaced: Callable[[], list[str]] = list
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[None]:

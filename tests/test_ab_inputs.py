@@ -1,0 +1,133 @@
+"""Issue 37, item 10: ``--kperf-ab-plan`` (the plan `kperf ab` hands its timing pass) that is
+missing, binary or malformed is one usage line and exit 2 from `kperf run`, in static mode too
+(it was a pytest INTERNALERROR traceback, exit 3). A Hypothesis fuzz over plan files: the
+plugin's check either accepts a plan whose every entry reads, or says one line; never another
+exception. Item 14: `kperf ab --json PATH` that cannot be written is found before either pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kperf_ci.capture.launches.ab_launch import PLAN_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_bad_plan_is_one_line_and_exit_2_in_static_mode(tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "binary.json").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "shape.json").write_text(json.dumps({"version": PLAN_VERSION, "tests": {"t": 3}}))
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env.update(KPERF_NO_REPORT="1", PYTHONPATH=str(ROOT))
+    for plan, words in (
+        ("missing.json", "cannot be read"),
+        ("binary.json", "not JSON text"),
+        ("shape.json", "not a list"),
+        ("deep.json", "not JSON text"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "kperf_ci", "run", "-p", "no:hypothesispytest", "-p", "no:cacheprovider",
+             "--kperf-mode", "static", "--kperf-db", "run.db", "--kperf-ab-plan", plan, "test_x.py"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert r.returncode == 2, (plan, r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"ERROR: kperf: --kperf-ab-plan {plan}: "), r.stderr
+        assert words in lines[0] and "INTERNALERROR" not in r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------- fuzz
+
+_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+_row = st.fixed_dictionaries(
+    {},
+    optional={"site": _json, "status": _json, "changes": _json, "head": _json, "base": _json, "test": _json},
+)
+_plan = st.fixed_dictionaries(
+    {"version": st.just(PLAN_VERSION) | _json},
+    optional={
+        "tests": st.dictionaries(st.text(max_size=6), st.lists(_row | _json, max_size=3) | _json, max_size=3)
+        | _json,
+        "time_all": _json,
+    },
+)
+_file = st.one_of(
+    _plan.map(lambda d: json.dumps(d).encode()),
+    _json.map(lambda d: json.dumps(d).encode()),
+    st.binary(max_size=64),
+)
+
+
+@settings(
+    max_examples=int(os.environ.get("KPERF_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    database=None,
+    derandomize=bool(os.environ.get("CI")),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=_file)
+def test_fuzzed_plan_files_are_read_or_refused_in_one_line(tmp_path, data):
+    from kperf_ci import plugin
+    from kperf_ci.plugin.gpu_bench import plan_of
+
+    path = tmp_path / "plan.json"
+    path.write_bytes(data)
+    plan_of.cache_clear()
+    config = SimpleNamespace(
+        getoption=lambda name, default=None: str(path) if name == "kperf_ab_plan" else default
+    )
+    try:
+        plugin._check_ab_plan(config)  # type: ignore[arg-type]
+    except pytest.UsageError as e:
+        assert "\n" not in str(e) and str(e).startswith(f"kperf: --kperf-ab-plan {path}: ")
+        return
+    plan = plan_of(str(path))
+    for test in plan.tests():  # what the timing pass reads of an accepted plan
+        plan.changed_sites(test)
+        for entry in plan.entries[test]:
+            assert isinstance(entry.head, dict) and (entry.base is None or isinstance(entry.base, dict))
+            json.dumps(entry.to_dict(), default=str)
+
+
+# --------------------------------------------------------------------------- kperf ab --json (item 14)
+
+
+@pytest.mark.parametrize("where", ["file-as-parent", "read-only"])
+def test_kperf_ab_json_unwritable_is_found_before_both_passes(tmp_path, where):
+    """Was: found only after both passes, and for a parent that is a file the message said
+    "File exists"."""
+    if where == "read-only":
+        if os.access("/proc/sys", os.W_OK):
+            pytest.skip("needs a read-only directory (/proc/sys is writable here)")
+        target, words = "/proc/sys/kperf/ab.json", "/proc/sys cannot be written"
+    else:
+        (tmp_path / "afile").write_text("")
+        target, words = "afile/ab.json", "afile is a file, not a directory"
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    git = ["git", "-c", "user.name=k", "-c", "user.email=k@k", "-c", "commit.gpgsign=false"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "one"]):
+        subprocess.run([*git, *cmd], cwd=tmp_path, check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD", "--no-gpu", "--json", target, "test_x.py"],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"--json {target}: " in lines[0] and words in lines[0], r.stderr
+    assert "pass" not in r.stdout and not (tmp_path / "reports").exists(), r.stdout  # no pass ran

@@ -1,0 +1,204 @@
+"""Issue 37, items 2, 16 and 17: how `kperf run` ends when the code it runs ends the process
+its own way, and its exit codes (the README's table: 2 bad input, 130 Ctrl-C).
+
+Every case is `kperf run` as a subprocess on a small script in static mode; none of them
+compiles a kernel (the session stops first, or the script launches none), so each takes a few
+seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_info, make_result
+
+from kperf_ci import store
+from kperf_ci.device import cuda_available
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) * 2, mask=i < n)
+"""
+
+
+def kperf(where: Path, *args: str, reports: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    if not reports:
+        env["KPERF_NO_REPORT"] = "1"
+    # pytest plugins these runs do not use cost seconds of import each (hypothesis: 2 s)
+    quiet = ["-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:cacheprovider"]
+    return subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "run", *quiet, *args],
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def bench(where: Path, script: str, *, reports: bool = False) -> subprocess.CompletedProcess:
+    (where / "bench_it.py").write_text(script)
+    (where / "kern37.py").write_text(KERNEL)
+    args = ("--kperf-mode", "static", "--kperf-db", "run.db", "--bench", "bench_it.py")
+    return kperf(where, *args, reports=reports)
+
+
+@pytest.mark.parametrize(
+    "ending",
+    ["os._exit(0)", "os._exit(3)", "os.kill(os.getpid(), signal.SIGKILL)"],
+)
+def test_a_script_that_ends_the_process_is_exit_2_and_no_report_of_another_run(tmp_path, ending):
+    """Was: exit 0 (and reports/ rebuilt from the previous run), exit 3 ("a bug in kperf-ci"),
+    exit 247. Nothing was stored: one line says so, exit 2, and no report is written."""
+    store.save_run(tmp_path / "run.db", make_info("previous"), [make_result(registers=1)])
+    r = bench(tmp_path, f"import os, signal\nprint('about to end')\n{ending}\n", reports=True)
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "bench_it.py: the script ended the process" in lines[0]
+    assert "before kperf-ci could store the run: nothing stored" in lines[0]
+    assert "Traceback" not in r.stdout + r.stderr
+    assert set(store.run_statuses(tmp_path / "run.db")) == {"previous"}
+    assert not (tmp_path / "reports").exists()
+
+
+def test_keyboard_interrupt_in_the_script_is_130_and_names_what_was_captured(tmp_path):
+    """Was: exit 2 and "nothing was measured", though one do_bench call had been captured."""
+    script = (
+        "import torch, triton\nfrom kern37 import double\nx = torch.rand(64)\n"
+        "print(triton.testing.do_bench(lambda: double[(1,)](x, 64, BLOCK=64)))\n"
+        "raise KeyboardInterrupt\n"
+    )
+    r = bench(tmp_path, script)
+    assert r.returncode == 130, (r.returncode, r.stdout[-2000:], r.stderr)
+    assert "1 do_bench call(s), 1 captured" in r.stdout
+    said = "interrupted (Ctrl-C while the tests ran): not stored (1 captured launch(es) not compiled"
+    assert said in r.stdout
+    assert "nothing was measured" not in r.stdout
+
+
+FORKS = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    print("the child")
+    sys.exit(0)
+os.waitpid(pid, 0)
+print("the parent")
+"""
+
+
+def test_a_forked_child_that_exits_does_not_run_the_rest_of_the_session(tmp_path):
+    """Was: two summaries, two "stored" lines (the child went on through pytest's session)."""
+    r = bench(tmp_path, FORKS)
+    assert "the child" in r.stdout and "the parent" in r.stdout, r.stdout
+    assert r.stdout.count("kperf bench: ") == 1, r.stdout
+    assert r.stdout.count(" stored in ") == 1, r.stdout
+    assert r.stdout.count(" passed") == 1, r.stdout
+    assert len(store.run_statuses(tmp_path / "run.db")) == 1
+
+
+NESTED = """
+import triton
+inner = lambda: triton.testing.do_bench(lambda: sum(range(10)))
+print("outer", triton.testing.do_bench(inner))
+"""
+
+
+def test_a_nested_do_bench_does_not_reach_tritons_own(tmp_path):
+    """Was: the inner call went to Triton's do_bench, which failed without a GPU ("0 active
+    drivers") and failed the script."""
+    r = bench(tmp_path, NESTED)
+    assert "0 active drivers" not in r.stdout, r.stdout[-3000:]
+    assert "1 passed" in r.stdout, r.stdout[-3000:]
+    assert "outer nan" in r.stdout
+    assert "do_bench called inside another do_bench call's function at 1 site(s)" in r.stdout
+
+
+REPLACED = """
+import triton.testing
+
+
+def my_bench(fn, *args, **kwargs):
+    fn()
+    return 1.0
+
+
+triton.testing.do_bench = my_bench
+print("mine", triton.testing.do_bench(lambda: None))
+"""
+
+
+def test_a_do_bench_replaced_at_import_is_said_not_a_silent_empty_run(tmp_path):
+    """Was: exit 0, nothing captured, a warning at most."""
+    r = bench(tmp_path, REPLACED)
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr)
+    assert "replaced triton.testing.do_bench with a function of its own" in r.stdout
+    assert not (tmp_path / "run.db").exists() or not store.run_statuses(tmp_path / "run.db")
+
+
+def test_settings_errors_of_kperf_run_are_exit_2_not_pytests_4(tmp_path):
+    """The README's exit-code table holds for `kperf run` too: pytest's usage error (4) is
+    bad input (2), with pytest's one line."""
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "afile").write_text("")
+    cases = [
+        (["--kperf-db", "afile/run.db"], "cannot be written here"),
+        (["--kperf-db", "run.db", "--kperf-baseline", "missing.db"], "does not exist"),
+    ]
+    if not cuda_available():
+        cases.append((["--kperf-mode", "gpu"], "needs a usable CUDA GPU"))
+    for args, words in cases:
+        r = kperf(tmp_path, *args, "test_x.py")
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("ERROR: kperf: ") and words in lines[0], r.stderr
+
+
+OVERWRITES_THE_DATABASE = """
+import pytest
+
+
+@pytest.mark.kperf
+def test_overwrites_the_run_database(benchmark):
+    benchmark(sum, range(10))  # measured: pytest-benchmark's statistics are stored by kperf
+    with open("run.db", "r+b") as f:  # then the code under test overwrites the database's header
+        f.write(b"this is no longer SQLite" * 4)
+"""
+
+
+def test_a_store_that_fails_mid_run_diverts_the_run_to_a_pending_file(tmp_path):
+    """Item 5. Was: the run lost (a locked database already diverted it to a side file)."""
+    pytest.importorskip("pytest_benchmark")
+    store.save_run(tmp_path / "run.db", make_info("previous"), [make_result(registers=1)])
+    (tmp_path / "test_overwrites.py").write_text(OVERWRITES_THE_DATABASE)
+    # PYTEST_XDIST_* left out: pytest-benchmark measures nothing when it sees an xdist worker
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "run", "-p", "no:hypothesispytest", "-p", "no:cacheprovider",
+         "--kperf-mode", "static", "--kperf-db", "run.db", "test_overwrites.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**env, "KPERF_NO_REPORT": "1"},
+    )  # fmt: skip
+    (side,) = tmp_path.glob("run.db.pending-*.db")
+    run_id = side.name.split("pending-")[1][: -len(".db")]
+    line = next((ln for ln in r.stdout.splitlines() if "kperf ERROR <store>" in ln), "")
+    assert "could not store the run (not a SQLite database (bad header))" in line, r.stdout[-3000:]
+    assert f"run {run_id} was written to {side} instead" in line
+    rec = store.load_run(side, run_id)
+    assert rec.status == store.COMPLETE and rec.results, "the measured run is kept whole"
+    assert "Traceback" not in r.stdout + r.stderr
