@@ -232,7 +232,14 @@ def assemble(out: Path) -> dict:
         "wall_s_liger_launch_option": next(
             (c.get("wall_s") for c in rr.get("cases") or [] if c.get("name") == "launch_option"), None
         ),
-        "wall_s_liger_launch_option_before": 111.0,  # realrepo_ab_eval.json as committed before issue 32
+        "wall_s_liger_launch_option_before": 111.0,
+        "diag": json.loads((out / "ab_truth_diag.json").read_text())
+        if (out / "ab_truth_diag.json").exists()
+        else [],
+        "cases_measured": sorted(
+            {e["case"] for e in effects}
+            | ({"comment_only"} if _part(out, "realrepo_ab_eval.part-comment_only") else set())
+        ),  # realrepo_ab_eval.json as committed before issue 32
     }
 
 
@@ -300,6 +307,36 @@ def render(d: dict) -> str:
         ]
     else:
         L.append("Not measured in this rendering (no realrepo_ab_eval.json beside the parts).")
+    if d.get("diag"):
+        L += [
+            "",
+            "Diagnosis (benchmarks/ab_truth_diag.py, a later call on the same H100): the launch_option "
+            "case's two launches recorded as the truth records them, head/base read four ways on the same two closures:",
+            "",
+            "| shape | truth unpaced | truth paced | kperf adaptive_ab | adaptive_ab, no pacing |",
+            "|---|---|---|---|---|",
+        ]
+        for r in d["diag"]:
+            L.append(
+                f"| {r['shape']} | {r['truth_unpaced']:+.2%} | {r['truth_paced']:+.2%} | "
+                f"{r['kperf_default']:+.2%} | {r['kperf_duty1']:+.2%} |"
+            )
+        L += [
+            "",
+            "kperf's A/B engine agrees with the truth on the truth's own launches; where `kperf ab` "
+            "reads otherwise, the difference lies in the launches it replays, not in the clock.",
+        ]
+    missing = [
+        c
+        for c in ("launch_option", "traffic_2", "traffic_8", "grid", "autotune", "faster", "comment_only")
+        if c not in d.get("cases_measured", [])
+    ]
+    if missing:
+        L += [
+            "",
+            "Cases of realrepo_ab_eval not re-run with the CUPTI truth in this evaluation: "
+            f"{', '.join(missing)}.",
+        ]
     aa = d["aa"]
     L += [
         "",
@@ -328,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--liger", default=str(ROOT / ".corpus" / "liger"))
     ap.add_argument("--fla", default=str(ROOT / ".corpus" / "fla"))
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--parts", default=None, help="where the part files are (default: --out)")
+    ap.add_argument(
+        "--measured-commit",
+        help="rendering: the kperf-ci commit measured, when the parts' record is a stale .git",
+    )
     ap.add_argument("--timeout", type=float, default=200)
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -343,8 +385,12 @@ def main(argv: list[str] | None = None) -> int:
         for step in steps:
             part = step_launches(a, out) if step == "launches" else step_two_process(a, out)
             part.update(device=torch.cuda.get_device_name(), kperf_commit=kperf_commit())
-            (out / f"{NAME}.part-{step}.json").write_text(json.dumps(part, indent=1) + "\n")
-    d = assemble(out)
+            (Path(a.parts or out) / f"{NAME}.part-{step}.json").write_text(json.dumps(part, indent=1) + "\n")
+    d = assemble(Path(a.parts) if a.parts else out)
+    if a.measured_commit:
+        d["measured_commit"] = (
+            f"{a.measured_commit} (given at render time; the device's .git read {d['measured_commit']})"
+        )
     (out / f"{NAME}.json").write_text(json.dumps(d, indent=1) + "\n")
     (out / f"{NAME}.md").write_text(render(d))
     print(render(d)[-3000:])
