@@ -311,7 +311,8 @@ def render(d: dict) -> str:
         L += [
             "",
             "Diagnosis (benchmarks/ab_truth_diag.py, a later call on the same H100): the launch_option "
-            "case's two launches recorded as the truth records them, head/base read four ways on the same two closures:",
+            "case's two launches recorded as the truth records them, head/base read four ways "
+            "on the same two closures:",
             "",
             "| shape | truth unpaced | truth paced | kperf adaptive_ab | adaptive_ab, no pacing |",
             "|---|---|---|---|---|",
