@@ -28,7 +28,10 @@ try:
 except ImportError:  # a bare venv: pip always vendors packaging
     from pip._vendor.packaging.markers import Marker
 
-_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*(?:;(.*))?$")
+# name[extras] >= floor, then an optional upper bound (",<3.7") and an optional marker
+_REQ = re.compile(
+    r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*(?:,\s*<[^,;]+)?\s*(?:;(.*))?$"
+)
 
 
 def floor_pins(pyproject: Path, extras: list[str], skip: set[str]) -> list[str]:

@@ -212,6 +212,9 @@ def select_shard(
     return kept, dropped
 
 
+EMPTY_SHARD = pytest.StashKey[str]()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     shard = getattr(config.option, "kperf_shard", None)
     if not shard:
@@ -220,3 +223,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+        if not kept:  # legitimately empty: the other shards hold every test
+            i, n = shard
+            config.stash[EMPTY_SHARD] = (
+                f"kperf: shard {i}/{n} holds none of the {len(dropped)} collected test(s) "
+                "(the other shards run them): nothing to run here"
+            )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A shard that the slicing left empty is a shard with nothing to do, not pytest's "no tests
+    ran" (exit 5), which would fail a CI matrix job that did exactly what it was asked."""
+    line = session.config.stash.get(EMPTY_SHARD, None)
+    if line and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.config.get_terminal_writer().line(line)
+        session.exitstatus = pytest.ExitCode.OK

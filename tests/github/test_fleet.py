@@ -151,3 +151,14 @@ def test_bad_shard_is_a_usage_error(fleet_dir: pytest.Pytester, bad: str) -> Non
     r = fleet_dir.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "--kperf-shard", bad)
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "--kperf-shard must be i/n" in r.stderr.str()
+
+
+def test_an_empty_shard_is_exit_0_with_one_line(fleet_dir: pytest.Pytester) -> None:
+    """A shard the slicing leaves empty did what it was asked: not pytest's exit 5."""
+    fleet_dir.makepyfile(test_one="import pytest\n\n@pytest.mark.kperf\ndef test_m():\n    pass\n")
+    r = _run(fleet_dir, "--kperf-mode", "static", "--kperf-shard", "2/2")
+    out = r.stdout.str()
+    assert r.ret == 0, out + r.stderr.str()
+    assert out.count("nothing to run here") == 1 and "shard 2/2" in out
+    r1 = _run(fleet_dir, "--kperf-mode", "static", "--kperf-shard", "1/2")
+    assert "nothing to run here" not in r1.stdout.str()  # shard 1 holds the test
