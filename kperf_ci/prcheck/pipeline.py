@@ -21,7 +21,7 @@ from kperf_ci.device import cuda_available
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.judge.launch_diff import static_regressions
 from kperf_ci.judge.policy import ThresholdPolicy
-from kperf_ci.report.ab import change_text, kernel_change, static_summary
+from kperf_ci.report.ab import change_text, kernel_change, static_summary, timing_note
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows
@@ -237,6 +237,8 @@ def _timing_pass(
     if rc not in (0, 1):
         report.messages.append(f"timing pass: pytest exit {rc}")
         echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
+    if report.timed:
+        echo(f"  {timing_note({'timed': report.timed})}")
     for k in kernel_groups(report.timed):  # one line per Triton kernel, its launches below
         echo(
             safe(

@@ -106,6 +106,23 @@ def headline(doc: dict[str, Any]) -> str:
     return head + (" · " + ", ".join(extra) if extra else "")
 
 
+_METHOD_WORDS = {
+    "cupti": "CUPTI kernel durations (launch overhead excluded)",
+    "events": "CUDA events around each call (launch overhead included: CUPTI was not available)",
+    "graph": "CUDA-graph replays timed with events (CUPTI was not available)",
+}
+
+
+def timing_note(doc: dict[str, Any]) -> str:
+    """How the timed launches were timed, in words ("" when none was timed): every place that
+    shows an A/B time says it (terminal, comment, HTML), from the rows' own ``method``."""
+    methods = sorted({str(t.get("method") or "events") for t in doc.get("timed") or []})
+    if not methods:
+        return ""
+    words = "; ".join(_METHOD_WORDS.get(m, m) for m in methods)
+    return f"Times: {words}, L2 flushed before each call, base and head interleaved."
+
+
 def _changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
 
@@ -130,6 +147,8 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
         "",
     ]
     kernels = kernels_of(doc)
+    if note := timing_note(doc):
+        lines += [md(note), ""]
     if kernels:
         lines += [
             "| | kernel | launches | change [99% CI] | tests | what moved |",
@@ -215,6 +234,7 @@ code{font-size:12px}ul{margin:0;padding-left:1.2em}
 <p>Base <code>{{ base_sha }}</code> ({{ base_rev }}) vs
 {% if same %}the working tree of{% else %}head{% endif %} <code>{{ head_sha }}</code>
 {% if device %}on {{ device }}{% else %}(static only){% endif %}</p>
+{% if timing_note %}<p id="timing-method">{{ timing_note }}</p>{% endif %}
 {% if kernels %}
 <h2>Timed A/B per kernel (interleaved, paired)</h2>
 <table id="kernels"><tr><th>verdict</th><th>kernel</th><th>change [99% CI]</th><th>launches</th>
@@ -327,6 +347,7 @@ def render_html(doc: dict[str, Any]) -> str:
         head_sha=head_sha,
         same=same,
         device=doc.get("device"),
+        timing_note=timing_note(doc),
         timed=timed,
         kernels=kernels,
         sweeps=script_sweeps(doc),

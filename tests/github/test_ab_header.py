@@ -78,3 +78,20 @@ def test_a_malformed_document_is_one_line_exit_2(tmp_path):
         assert r.exit_code == 2, (bad, r.output)
         assert "the A/B document is malformed" in r.output and len(r.output.strip().splitlines()) == 1
         p.unlink()
+
+
+def _timed(method: str) -> dict:
+    row = {"kernel": "k", "site": "a.py::k", "launch": "n=4096", "test": "t", "verdict": "slower",
+           "ratio": 1.05, "ci_low": 1.04, "ci_high": 1.06, "pairs": 40, "seconds": 0.1,
+           "base_median_ms": 0.0066, "head_median_ms": 0.0069, "method": method}  # fmt: skip
+    return {**doc("c" * 40), "device": "NVIDIA H100 80GB HBM3", "timed": [row]}
+
+
+def test_every_place_that_shows_an_ab_time_says_how_it_was_timed():
+    """Issue 32: a time is the kernel's (CUPTI) unless CUPTI was missing, and the reader is told."""
+    cupti, events = _timed("cupti"), _timed("events")
+    assert "CUPTI kernel durations (launch overhead excluded)" in ab.render_markdown(cupti)
+    assert "launch overhead included" in ab.render_markdown(events)
+    assert 'id="timing-method">Times: CUPTI kernel durations' in ab.render_html(cupti)
+    assert ab.timing_note(doc("c" * 40)) == ""  # nothing timed: nothing said
+    assert "launch overhead included" not in ab.render_markdown(cupti)
