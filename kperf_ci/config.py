@@ -279,6 +279,7 @@ ENV_METRICS_CACHE_DIR = "KPERF_METRICS_CACHE_DIR"  # where compile workers cache
 ENV_REGION_CACHE_DIR = "KPERF_REGION_CACHE_DIR"  # Triton cache of region-instrumented builds
 ENV_WORKER_PATH = "KPERF_WORKER_PATH"  # set by the parent: sys.path entries of its compile workers
 ENV_PROGRESS = "KPERF_PROGRESS"  # static capture's progress bar: 0/false/no/off hides it
+ENV_TIMING = "KPERF_TIMING"  # "events": time with CUDA events, not CUPTI (capture/timing/cupti.py)
 ENV_FLEET_GPUS = "KPERF_FLEET_GPUS"  # set by the plugin: the GPUs an xdist controller hands out
 ENV_GITHUB_TOKEN = "KPERF_GITHUB_TOKEN"  # `kperf github`: the token (before GITHUB_TOKEN); never printed
 ENV_GPU_CLASS = "KPERF_GPU_CLASS"  # `kperf github`: the machine class a comment/status is for

@@ -145,7 +145,9 @@ def test_fork_pr_data_path_posts_from_artifacts(fake_gh, tmp_path, artifacts) ->
     contexts = {s["context"]: s["state"] for s in fake_gh.statuses}
     # the static job's run is the committed H100 run against the static baseline: no comparable
     # baseline, which fails nothing (issue 23: it was a false red from a cross-problem rematch)
-    assert contexts == {"kperf/h100": "failure", "kperf/static": "success"}
+    # and is never a green check either (issue 37, item 15): a neutral check run
+    assert contexts == {"kperf/h100": "failure"}
+    assert {c["name"]: c["conclusion"] for c in fake_gh.check_runs} == {"kperf/static": "neutral"}
     static = next(b for b in bodies if b.startswith(marker("kperf", "static")))
     assert "no comparable baseline for this machine class" in static
     assert fake_gh.labels[7] == ["perf-regression"]

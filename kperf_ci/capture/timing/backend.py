@@ -10,8 +10,16 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kperf_ci import device as gpu_device
+from kperf_ci.capture.timing import cupti
 
-__all__ = ["CudaBackend", "DeviceBackend", "GraphReplayMismatch", "default_backend"]
+__all__ = [
+    "CudaBackend",
+    "DeviceBackend",
+    "GraphReplayMismatch",
+    "close_backend",
+    "default_backend",
+    "events_instead",
+]
 
 
 class DeviceBackend(Protocol):
@@ -157,11 +165,25 @@ class CudaBackend:
 def default_backend(device: Any = None) -> DeviceBackend:
     """Kernel durations from CUPTI (:class:`kperf_ci.capture.timing.cupti.CuptiBackend`) where
     torch's profiler can start; else CUDA events, with the reason in ``fallback_reason``."""
-    from kperf_ci.capture.timing import cupti
-
     reason = cupti.unavailable_reason()
     be = CudaBackend(device)
     if reason is None:
         return cupti.CuptiBackend(be)
     be.fallback_reason = reason
     return be
+
+
+def close_backend(be: DeviceBackend) -> None:
+    """End a measurement: CUPTI collection stops (a profiler left running would tax every later
+    launch of the test); other backends have nothing to release."""
+    close = getattr(be, "close", None)
+    if close is not None:
+        close()
+
+
+def events_instead(be: DeviceBackend, why: Exception) -> DeviceBackend:
+    """The event backend for the same device, after CUPTI records could not be attributed."""
+    close_backend(be)
+    events = getattr(be, "inner", None) or CudaBackend(getattr(be, "device", None))
+    events.fallback_reason = f"CUPTI timing abandoned, timed with events: {why}"
+    return events

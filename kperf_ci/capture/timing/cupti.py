@@ -39,6 +39,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kperf_ci.config import ENV_TIMING
+
 __all__ = [
     "ENV_TIMING",
     "MARKER_KERNEL",
@@ -52,8 +54,7 @@ __all__ = [
 
 #: the marker kernel's name, as CUPTI reports it (torch's ``spin_kernel``, from ``torch.cuda._sleep``)
 MARKER_KERNEL = "spin_kernel"
-#: KPERF_TIMING=events forces the event timing (the fallback) on a machine with CUPTI
-ENV_TIMING = "KPERF_TIMING"
+# KPERF_TIMING=events forces the event timing (the fallback) on a machine with CUPTI: ENV_TIMING
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,14 @@ from typing import Any
 
 import numpy as np
 
-from kperf_ci.capture.timing.backend import CudaBackend, DeviceBackend, GraphReplayMismatch, default_backend
+from kperf_ci.capture.timing.backend import (
+    CudaBackend,
+    DeviceBackend,
+    GraphReplayMismatch,
+    close_backend,
+    default_backend,
+    events_instead,
+)
 from kperf_ci.capture.timing.cupti import AttributionError
 from kperf_ci.capture.timing.steps import (
     TimingConfig,
@@ -359,22 +366,6 @@ def time_interleaved(
         for r in out.values():
             r.method_note = note
     return out
-
-
-def close_backend(be: DeviceBackend) -> None:
-    """End a measurement: CUPTI collection stops (a profiler left running would tax every later
-    launch of the test); other backends have nothing to release."""
-    close = getattr(be, "close", None)
-    if close is not None:
-        close()
-
-
-def events_instead(be: DeviceBackend, why: Exception) -> DeviceBackend:
-    """The event backend for the same device, after CUPTI records could not be attributed."""
-    close_backend(be)
-    events = getattr(be, "inner", None) or CudaBackend(getattr(be, "device", None))
-    events.fallback_reason = f"CUPTI timing abandoned, timed with events: {why}"
-    return events
 
 
 def _time_interleaved(
