@@ -31,10 +31,12 @@ pyproject.toml), and no module here imports :mod:`kperf_ci.store`:
   loads its callables, :mod:`~.launches.do_bench` intercepts ``triton.testing.do_bench`` calls
   in an unmodified benchmark script (the plugin's :mod:`kperf_ci.plugin.bench_script` measures
   each).
-- :mod:`.timing` (GPU): :mod:`~.timing.engine` is the timing engine (events or CUDA-graph
-  replay, the L2 flushed before each sample, within a time budget), :mod:`~.timing.steps` the
-  steps every timing loop shares, :mod:`~.timing.backend` the device boundary (a fake one in the
-  unit tests), :mod:`~.timing.interleaved` base and head timed in alternating pairs for an A/B
+- :mod:`.timing` (GPU): :mod:`~.timing.engine` is the timing engine (CUPTI kernel durations, or
+  events and CUDA-graph replay where CUPTI is missing, the L2 flushed before each sample, within a
+  time budget), :mod:`~.timing.steps` the steps every timing loop shares, :mod:`~.timing.backend`
+  the device boundary (a fake one in the unit tests), :mod:`~.timing.cupti` the CUPTI clock
+  (records attributed to calls by marker kernels), :mod:`~.timing.interleaved` base and head
+  timed in alternating pairs for an A/B
   verdict (decided by :mod:`kperf_ci.judge.ab`).
 - :mod:`.regions` (GPU, Proton): :mod:`~.regions.ttgir_pass` decides which regions and edits the
   TTGIR, :mod:`~.regions.hook` applies it inside Triton's compiler, :mod:`~.regions.instrument`

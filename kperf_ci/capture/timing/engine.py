@@ -1,7 +1,9 @@
 """Trustworthy device timing for GPU mode.
 
-What a sample is: the device time between two CUDA events recorded on the *current* stream
-around one call of the callable (or one replay of a CUDA graph holding that call). Before each
+What a sample is: the CUPTI duration of the kernels one call of the callable launches
+(``kperf_ci.capture.timing.cupti``), or where CUPTI is not available the device time between two
+CUDA events recorded on the *current* stream around one call (or one replay of a CUDA graph
+holding that call). Before each
 sample a buffer of twice the L2 size is zeroed on the same stream, *before* the start event, so
 the flush is never inside the timed window and the GPU is busy while the host enqueues the
 timed call (no launch gap is timed either).
