@@ -97,3 +97,24 @@ def wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 180)
                 proc.kill()
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+def fuzz_settings(examples: int) -> hypothesis.settings:  # noqa: F821 - imported lazily
+    """The fuzz tests' Hypothesis settings, one home: ``examples`` by default
+    (KPERF_FUZZ_EXAMPLES=1000 for a longer hunt), no .hypothesis/ directory in the checkout,
+    derandomized in CI so a run is reproducible, and fixtures shared by the examples on purpose
+    (each example works in a directory of its own)."""
+    from hypothesis import HealthCheck, settings
+
+    return settings(
+        max_examples=int(os.environ.get("KPERF_FUZZ_EXAMPLES", str(examples))),
+        deadline=None,
+        database=None,
+        derandomize=bool(os.environ.get("CI")),
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+            HealthCheck.function_scoped_fixture,
+        ],
+    )

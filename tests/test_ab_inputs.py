@@ -14,7 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from conftest import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kperf_ci.capture.launches.ab_launch import PLAN_VERSION
@@ -73,13 +74,7 @@ _file = st.one_of(
 )
 
 
-@settings(
-    max_examples=int(os.environ.get("KPERF_FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    database=None,
-    derandomize=bool(os.environ.get("CI")),
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fuzz_settings(150)
 @given(data=_file)
 def test_fuzzed_plan_files_are_read_or_refused_in_one_line(tmp_path, data):
     from kperf_ci import plugin

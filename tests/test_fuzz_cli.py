@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, event, example, given, settings
+from conftest import fuzz_settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from kperf_ci import store
@@ -46,20 +47,7 @@ atexit.register(shutil.rmtree, _CANARY_DIR, True)  # module-level, so no fixture
 #: Paths a crafted database names; none of them may ever be opened by a kperf command.
 FORBIDDEN = {str(CANARY_FILE), "/etc/passwd", "/proc/self/environ"}
 
-FUZZ = settings(
-    # KPERF_FUZZ_EXAMPLES=1000 for a longer hunt; the default keeps the file under a minute
-    max_examples=int(os.environ.get("KPERF_FUZZ_EXAMPLES", "60")),
-    deadline=None,
-    database=None,  # no .hypothesis/ directory in the checkout
-    derandomize=bool(os.environ.get("CI")),
-    # monkeypatch is shared by the examples on purpose: each one chdirs into its own directory
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-        HealthCheck.function_scoped_fixture,
-    ],
-)
+FUZZ = fuzz_settings(60)  # KPERF_FUZZ_EXAMPLES=1000 for a longer hunt; 60 keeps the file under a minute
 
 # --------------------------------------------------------------------------- watching opens
 

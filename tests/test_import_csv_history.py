@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from conftest import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kperf_ci import store
@@ -207,17 +208,7 @@ def _csv(rows) -> str:
     return HEADER + buf.getvalue()
 
 
-@settings(
-    max_examples=int(os.environ.get("KPERF_FUZZ_EXAMPLES", "40")),
-    deadline=None,
-    database=None,
-    derandomize=bool(os.environ.get("CI")),
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+@fuzz_settings(40)
 @given(
     files=st.lists(
         st.one_of(st.lists(row, max_size=6).map(_csv), st.binary(max_size=80)), min_size=1, max_size=3

@@ -16,7 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from conftest import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kperf_ci.capture.static import metrics_cache
@@ -261,13 +262,7 @@ raw_entry = st.one_of(
 )
 
 
-@settings(
-    max_examples=int(os.environ.get("KPERF_FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    database=None,
-    derandomize=bool(os.environ.get("CI")),
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fuzz_settings(150)
 @given(raw=raw_entry)
 def test_fuzz_cache_entries_never_crash(cache_dir: Path, raw: bytes) -> None:
     cache_dir.mkdir(exist_ok=True)
