@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import http.client
 import json
 import os
 import re
@@ -48,12 +49,14 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 def mask_key(text: str, key: str) -> str:
     """``text`` with the key replaced: a reply that echoes it (asked to, or by a prompt
     injection in the kernel source) must not be printed, stored in the population or shown.
-    Its case variants and its base64 forms (standard and URL-safe, at any alignment in a
-    longer encoded string) are the key too: an endpoint told to "encode it" echoes those."""
+    Its case variants, its hex form and its base64 forms (standard and URL-safe, at any
+    alignment in a longer encoded string) are the key too: an endpoint told to "encode it"
+    echoes those."""
     if not key or len(key) < 4:
         return text
+    hexed = key.encode().hex()
     for form in _key_forms(key):
-        text = re.sub(re.escape(form), "***", text, flags=re.I if form == key else 0)
+        text = re.sub(re.escape(form), "***", text, flags=re.I if form in (key, hexed) else 0)
     return text
 
 
@@ -63,7 +66,7 @@ def _key_forms(key: str) -> tuple[str, ...]:
     something else, the characters that mix in a neighbour's bits are left out (at least 8
     characters are kept, so that short runs do not mask ordinary words)."""
     raw = key.encode()
-    forms = {key}
+    forms = {key, raw.hex()}
     for shift in range(3):
         encoded = base64.b64encode(b"\0" * shift + raw + b"\0\0").decode()
         start = -(-shift * 4 // 3)  # the first character made of the key's bits only
@@ -243,6 +246,11 @@ class LLMProposer:
                 else:
                     self.failure = "unreachable"
                     raise ProposerError("http", f"cannot reach {url}: {e.reason}") from None
+            except (http.client.HTTPException, ConnectionError) as e:
+                # the connection broke mid-answer (closed, reset, a bad status line, a short
+                # body): an endpoint problem like a 5xx, retried, never a kperf-ci bug (exit 3)
+                self.failure = "broken connection"
+                last, wait = f" (last: {type(e).__name__}: the connection broke mid-answer)", None
             if attempt < self.retries:
                 self.sleep(wait if wait is not None else self.backoff_s * (2**attempt))
         raise ProposerError("http", f"{url}: gave up after {self.retries + 1} attempts{last}")

@@ -82,6 +82,12 @@ class Client:
             try:
                 return op()
             except gh_exc.GitHubError as e:
+                # github3's UnprocessableResponseBody (valid JSON that lacks the fields it
+                # expects) skips GitHubError's __init__: no code, no response. An unusable
+                # answer, said in one line, never a kperf-ci bug (exit 3).
+                for attr in ("code", "response"):
+                    if not hasattr(e, attr):
+                        setattr(e, attr, None)
                 retry = _retry_for(e, attempt)
                 if retry is None and e.code in refused:
                     raise GitHubRefused(self.redact(_message(e, what, self.redact)), e.code) from None

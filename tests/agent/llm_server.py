@@ -2,7 +2,8 @@
 
 Each POST to ``/v1/chat/completions`` takes the next step of the script:
 ``("reply", content)``, ``("status", code, headers)``, ``("sleep", seconds, content)`` (answers
-late: a client timeout), ``("raw", bytes)`` (a body that is not chat-completions JSON).
+late: a client timeout), ``("raw", bytes)`` (a body that is not chat-completions JSON),
+``("close",)`` (the connection dropped unanswered), ``("short",)`` (a body cut short).
 Requests are recorded (path, headers, JSON body) for the tests to inspect.
 """
 
@@ -66,6 +67,15 @@ class FakeLLM:
                         pass
                 elif kind == "raw":
                     self._send(200, step[1])
+                elif kind == "close":  # the connection dropped before any answer
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                elif kind == "short":  # a body shorter than its Content-Length
+                    self.send_response(200)
+                    self.send_header("Content-Length", "1000")
+                    self.end_headers()
+                    self.wfile.write(b'{"choices": [')
+                    self.close_connection = True
 
             def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(code)

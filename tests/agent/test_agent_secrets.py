@@ -88,6 +88,8 @@ def _leaks(text: str) -> list[str]:
     b64 = base64.b64encode(KEY.encode()).decode().rstrip("=")
     inside = base64.b64encode(b"key=" + KEY.encode()).decode()[8:-4]  # the key's own characters
     found = [KEY] if KEY.lower() in text.lower() else []
+    hexed = KEY.encode().hex()
+    found += [hexed] if hexed in text.lower() else []
     return found + [f for f in (b64, inside) if f in text]
 
 
@@ -95,7 +97,7 @@ def test_the_key_echoed_in_another_case_or_base64_is_masked(tmp_path):
     """Was: printed and stored in the agent database twice (only the exact key was masked)."""
     encoded = base64.b64encode(KEY.encode()).decode()
     inside = base64.b64encode(b"key=" + KEY.encode()).decode()
-    hypothesis = f"blocks of 2048, {KEY.upper()} {encoded} {inside}"
+    hypothesis = f"blocks of 2048, {KEY.upper()} {encoded} {inside} {KEY.encode().hex().upper()}"
     db = tmp_path / "a.db"
     with FakeLLM([("reply", reply_with(cheats.good(SRC), hypothesis))]) as srv:
         p = _run_llm(tmp_path, srv.base_url, "--max-llm-calls", "1", "--no-value-check")
@@ -124,3 +126,15 @@ def test_a_base_url_with_credentials_is_refused_before_any_request(tmp_path, url
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "KPERF_LLM_BASE_URL" in lines[0] and "KPERF_LLM_API_KEY" in lines[0], p.stderr
     assert KEY not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("broken", ["close", "short"])
+def test_a_connection_that_breaks_mid_answer_is_an_endpoint_problem_not_exit_3(tmp_path, broken):
+    """Found by the fresh walk of issue 37: RemoteDisconnected and IncompleteRead were exit 3
+    ("a bug in kperf-ci"); they are the endpoint's problem, retried, then one line, exit 2."""
+    with FakeLLM([(broken,)] * 6) as srv:
+        p = _run_llm(tmp_path, srv.base_url, "--max-llm-calls", "3", "--no-value-check")
+    out = p.stdout + p.stderr
+    assert p.returncode == 2, out
+    assert "bug in kperf-ci" not in out and "Traceback" not in out
+    assert not _leaks(out)

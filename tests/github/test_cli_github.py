@@ -286,3 +286,18 @@ def test_no_comparable_baseline_is_never_a_success_status(fake_gh, kperf_gh, tmp
     assert st["description"].startswith("no verdict: no comparable baseline"), st
     assert len(st["description"]) <= 140
     assert "status kperf/h100 = error" in r.out
+
+
+def test_an_answer_without_the_fields_github_documents_is_one_line_not_exit_3(
+    fake_gh, kperf_gh, run_db, baseline_db
+):
+    """Found by the fresh walk of issue 37: a 200 whose JSON is not the repository object made
+    github3 raise UnprocessableResponseBody, which has no ``code``: AttributeError, exit 3."""
+    fake_gh.fail("GET", r"^/repos/octo/kernels$", 200, body=["not", "a", "repository"], times=10)
+    r = kperf_gh(
+        "status", "--sha", "e" * 40, "--class", "h100", "--db", str(run_db), "--baseline", str(baseline_db)
+    )
+    assert r.code == 2, r.out + r.err
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not what the API documents" in lines[0], r.err
+    assert "bug in kperf-ci" not in r.err
