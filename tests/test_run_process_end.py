@@ -202,3 +202,11 @@ def test_a_store_that_fails_mid_run_diverts_the_run_to_a_pending_file(tmp_path):
     rec = store.load_run(side, run_id)
     assert rec.status == store.COMPLETE and rec.results, "the measured run is kept whole"
     assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_an_empty_selection_is_exit_2_with_one_line_not_pytests_5(tmp_path):
+    """Found by the fresh walk of issue 37: `kperf run -k nomatch` exited 5, outside the table."""
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    r = kperf(tmp_path, "--kperf-db", "run.db", "test_x.py", "-k", "nomatch")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.count("kperf run: no test ran") == 1, r.stderr

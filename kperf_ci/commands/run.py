@@ -23,6 +23,7 @@ from kperf_ci.config import ENV_NO_REPORT, env_switch
 
 #: pytest's exit status for a usage error (a bad option or setting, before any test ran)
 PYTEST_USAGE_ERROR = 4
+PYTEST_NO_TESTS = 5
 
 
 @click.command(
@@ -85,8 +86,9 @@ def _read_status(path: Path, pid: int) -> dict[str, Any] | None:
 
 def exit_code(rc: int, ended: dict[str, Any] | None, *, script: str | None) -> int:
     """`kperf run`'s exit status (the README's table for every kperf command) from pytest's and
-    how far its session got: 2 for a usage error (pytest says 4) and for a process that ended
-    before kperf-ci stored the run; 130 for a Ctrl-C (pytest says 2); else pytest's."""
+    how far its session got: 2 for a usage error (pytest says 4), for an empty selection (pytest
+    says 5) and for a process that ended before kperf-ci stored the run; 130 for a Ctrl-C
+    (pytest says 2); else pytest's."""
     if rc == PYTEST_USAGE_ERROR:
         return EXIT_BAD_INPUT  # pytest printed the one line (ERROR: kperf: ...)
     if ended is not None and ended.get("stage") == "started":
@@ -102,6 +104,13 @@ def exit_code(rc: int, ended: dict[str, Any] | None, *, script: str | None) -> i
         return EXIT_BAD_INPUT
     if ended is not None and ended.get("ctrl_c"):
         return EXIT_INTERRUPTED
+    if rc == PYTEST_NO_TESTS:  # outside the README's table: the selection is the input at fault
+        click.echo(
+            "kperf run: no test ran (pytest's selection is empty: a -k/-m that matches nothing, or "
+            "paths without tests); check the test paths and selection options",
+            err=True,
+        )
+        return EXIT_BAD_INPUT
     return rc if rc >= 0 else 128 - rc  # killed after the run was stored: as a shell reports it
 
 
