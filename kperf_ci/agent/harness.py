@@ -25,7 +25,7 @@ from kperf_ci.agent import checks, guards
 from kperf_ci.agent.targets import get_target
 
 # loaded here, before the candidate: their entry points are watched (_TIMING_ENTRY_POINTS)
-from kperf_ci.capture.timing import backend, engine, interleaved, steps  # noqa: F401
+from kperf_ci.capture.timing import backend, cupti, engine, interleaved, steps  # noqa: F401
 from kperf_ci.config import Settings
 from kperf_ci.judge import plausibility
 
@@ -50,6 +50,11 @@ _TIMING_ENTRY_POINTS = (
     ("kperf_ci.capture.timing.steps", "warmup"),
     ("kperf_ci.capture.timing.backend", "CudaBackend.elapsed_ms"),
     ("kperf_ci.capture.timing.backend", "CudaBackend.marker"),
+    # the CUPTI clock (the default on a GPU): its markers, its durations and their attribution
+    ("kperf_ci.capture.timing.cupti", "CuptiBackend.elapsed_ms"),
+    ("kperf_ci.capture.timing.cupti", "CuptiBackend.marker"),
+    ("kperf_ci.capture.timing.cupti", "KinetoSource.stop"),
+    ("kperf_ci.capture.timing.cupti", "kernel_windows"),
     ("kperf_ci.capture.timing.interleaved", "adaptive_ab"),
     ("kperf_ci.agent.checks", "check_outputs"),
     ("kperf_ci.agent.checks", "check_record"),
