@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kperf_ci import device as gpu_device
 from kperf_ci.capture.timing import cupti
+
+T = TypeVar("T")
 
 __all__ = [
     "CudaBackend",
@@ -19,6 +21,7 @@ __all__ = [
     "close_backend",
     "default_backend",
     "events_instead",
+    "measure_with_fallback",
 ]
 
 
@@ -179,6 +182,20 @@ def close_backend(be: DeviceBackend) -> None:
     close = getattr(be, "close", None)
     if close is not None:
         close()
+
+
+def measure_with_fallback(be: DeviceBackend, measure: Callable[[DeviceBackend], T]) -> tuple[T, str | None]:
+    """``measure(be)``, and once more with the event backend when CUPTI records cannot be
+    attributed to calls; the backend is closed either way. Returns the result and why it was
+    not timed by CUPTI (None when it was): every timing loop falls back by this one rule."""
+    try:
+        try:
+            return measure(be), getattr(be, "fallback_reason", None)
+        except cupti.AttributionError as e:
+            be = events_instead(be, e)
+            return measure(be), be.fallback_reason
+    finally:
+        close_backend(be)
 
 
 def events_instead(be: DeviceBackend, why: Exception) -> DeviceBackend:

@@ -34,6 +34,7 @@ faked only at :class:`ActivitySource`.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -188,9 +189,10 @@ class CuptiBackend:
         self.source = source if source is not None else shared_source()
         self._spin = spin if spin is not None else _torch_spin
         self._collecting = False
-        self._generation = 0
+        self._generation = 0  # collections so far: a marker names the one it belongs to
         self._issued = 0
-        self._windows: dict[tuple[int, int], list[ActivityRecord]] = {}
+        # the last collection's generation and its windows (window i: between markers i, i+1)
+        self._windows: tuple[int, list[list[ActivityRecord]]] = (-1, [])
 
     def __getattr__(self, name: str) -> Any:  # flush, l2_bytes, state, host_time, sleep, device ...
         if name == "inner":  # not set yet (copy/unpickle): no recursion through __getattr__
@@ -224,17 +226,14 @@ class CuptiBackend:
         issued, generation = self._issued, self._generation
         self._generation += 1
         self._issued = 0
-        windows = kernel_windows(records, issued)
-        self._windows = {(generation, i): w for i, w in enumerate(windows)}
+        self._windows = (generation, kernel_windows(records, issued))
 
     def kernels(self, start: _Mark, end: _Mark) -> list[ActivityRecord]:
         """The kernels launched between two markers of the last collection, in launch order."""
-        if start.generation != end.generation or (start.generation, start.index) not in self._windows:
+        generation, windows = self._windows
+        if not start.generation == end.generation == generation:
             raise AttributionError("markers from another collection: synchronize() between them")
-        out: list[ActivityRecord] = []
-        for i in range(start.index, end.index):
-            out.extend(self._windows[(start.generation, i)])
-        return out
+        return [r for w in windows[start.index : end.index] for r in w]
 
     def elapsed_ms(self, start: _Mark, end: _Mark) -> float:
         return sum(r.duration_ms for r in self.kernels(start, end))
@@ -251,7 +250,7 @@ class CuptiBackend:
         if self._collecting:
             self.source.stop()
             self._collecting = False
-        self._windows = {}
+        self._windows = (-1, [])
 
 
 def _torch_spin() -> None:
@@ -260,17 +259,10 @@ def _torch_spin() -> None:
     torch.cuda._sleep(0)
 
 
-_SOURCE: list[ActivitySource] = []
-
-
+@functools.cache
 def shared_source() -> ActivitySource:
     """One Kineto source per process: the profiler is process-wide state."""
-    if not _SOURCE:
-        _SOURCE.append(KinetoSource())
-    return _SOURCE[0]
-
-
-_PROBED: list[str | None] = []
+    return KinetoSource()
 
 
 def unavailable_reason() -> str | None:
@@ -279,11 +271,10 @@ def unavailable_reason() -> str | None:
     profiler holds it. The probe runs once per process."""
     if os.environ.get(ENV_TIMING, "").strip().lower() == "events":
         return f"{ENV_TIMING}=events"
-    if not _PROBED:
-        _PROBED.append(_probe())
-    return _PROBED[0]
+    return _probe()
 
 
+@functools.cache
 def _probe() -> str | None:
     try:
         import torch

@@ -72,11 +72,9 @@ from kperf_ci.capture.timing.backend import (
     CudaBackend,
     DeviceBackend,
     GraphReplayMismatch,
-    close_backend,
     default_backend,
-    events_instead,
+    measure_with_fallback,
 )
-from kperf_ci.capture.timing.cupti import AttributionError
 from kperf_ci.capture.timing.steps import (
     TimingConfig,
     Variant,
@@ -96,7 +94,6 @@ from kperf_ci.model import Metric
 
 # the public API of the timing stage, wherever each piece lives
 __all__ = [
-    "AttributionError",
     "CudaBackend",
     "DeviceBackend",
     "GraphReplayMismatch",
@@ -105,10 +102,9 @@ __all__ = [
     "Variant",
     "choose_method",
     "ci_ok",
-    "close_backend",
     "default_backend",
     "drift_warning",
-    "events_instead",
+    "measure_with_fallback",
     "interleaved_order",
     "rewarm_calls",
     "should_flush",
@@ -357,16 +353,9 @@ def time_interleaved(
     if not fns:
         return {}
     be = backend if backend is not None else default_backend(device)
-    try:
-        out = _time_interleaved(fns, cfg, be, inputs or {})
-    except AttributionError as e:  # CUPTI records that cannot be matched: events, and say why
-        be = events_instead(be, e)
-        out = _time_interleaved(fns, cfg, be, inputs or {})
-    finally:
-        close_backend(be)
-    if note := getattr(be, "fallback_reason", None):
-        for r in out.values():
-            r.method_note = note
+    out, note = measure_with_fallback(be, lambda b: _time_interleaved(fns, cfg, b, inputs or {}))
+    for r in out.values():
+        r.method_note = note or ""
     return out
 
 

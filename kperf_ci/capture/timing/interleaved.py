@@ -130,19 +130,25 @@ def adaptive_ab(
     """
     cfg = cfg or engine.TimingConfig()
     be = backend if backend is not None else engine.default_backend()
-    args = dict(
-        threshold=threshold, budget_s=budget_s, floor=floor, confidence=confidence, precision=precision
+    result, note = engine.measure_with_fallback(
+        be,
+        lambda b: _adaptive_ab(
+            base_fn,
+            head_fn,
+            b,
+            cfg,
+            threshold=threshold,
+            budget_s=budget_s,
+            floor=floor,
+            confidence=confidence,
+            precision=precision,
+            first_round_pairs=first_round_pairs,
+            growth=growth,
+            max_pairs=max_pairs,
+            seed=seed,
+        ),  # fmt: skip
     )
-    more = dict(first_round_pairs=first_round_pairs, growth=growth, max_pairs=max_pairs, seed=seed)
-    try:
-        result = _adaptive_ab(base_fn, head_fn, be, cfg, **args, **more)
-    except engine.AttributionError as e:  # CUPTI records that cannot be matched: events, and say why
-        be = engine.events_instead(be, e)
-        result = _adaptive_ab(base_fn, head_fn, be, cfg, **args, **more)
-    finally:
-        engine.close_backend(be)
-    if note := getattr(be, "fallback_reason", None):
-        result.method_note = note
+    result.method_note = note or ""
     return result
 
 
