@@ -29,16 +29,15 @@ import json
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import kperf_commit  # noqa: E402
+from realrepo_ab_eval import run_cmd  # noqa: E402 - one process-group runner with a timeout
 
 NAME = "timing_accuracy"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -74,13 +73,8 @@ def _env(extra_path: list[Path]) -> dict[str, str]:
 
 
 def _pytest(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str, float]:
-    t = time.monotonic()
-    try:
-        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                           cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)  # fmt: skip
-        return p.returncode, p.stdout + p.stderr, time.monotonic() - t
-    except subprocess.TimeoutExpired as e:
-        return None, str(e.stdout or "") + str(e.stderr or ""), time.monotonic() - t
+    """pytest in its own process group, killed whole on a timeout (realrepo_ab_eval's runner)."""
+    return run_cmd([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd, env, timeout)
 
 
 def step_launches(a: argparse.Namespace, out: Path) -> dict:
