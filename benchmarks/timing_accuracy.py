@@ -14,7 +14,7 @@ from this script, rendered from the json, which is assembled from part files:
   --kperf-all`` on the same Liger tests in two separate processes; each variant's stored
   ``time.median`` compared between the two.
 * the effects, the A/A and the cost come from ``realrepo_ab_eval.py``'s own parts in the same
-  ``--out`` (run its case steps and ``aa1,aa2,aa3`` there): the planted launches' CUPTI truth
+  ``--out`` (run its case steps and ``aa1`` to ``aa5`` there): the planted launches' CUPTI truth
   against ``kperf ab``'s verdicts, and ``kperf ab --time-all`` on identical trees.
 
     python benchmarks/timing_accuracy.py --steps launches,two_process --liger .corpus/liger \
@@ -37,7 +37,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import kperf_commit  # noqa: E402
-from realrepo_ab_eval import run_cmd  # noqa: E402 - one process-group runner with a timeout
+from realrepo_ab_eval import AA_RUNS, run_cmd  # noqa: E402 - one runner; the A/A steps
+
+AA_STEPS = tuple(AA_RUNS)
 
 NAME = "timing_accuracy"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -154,7 +156,7 @@ def _aa(out: Path) -> dict:
     """kperf ab --time-all on identical trees (realrepo_ab_eval's aa steps): alarms, intervals
     excluding zero, and the smallest absolute floor at which no launch would be an alarm."""
     rows = []
-    for step in ("aa1", "aa2", "aa3"):
+    for step in AA_STEPS:
         part = _part(out, f"realrepo_ab_eval.part-{step}")
         for t in ((part or {}).get("doc") or {}).get("timed") or []:
             if t.get("ratio") is not None:
@@ -176,7 +178,7 @@ def _aa(out: Path) -> dict:
         "false_alarms": len(alarms),
         "ci_excluding_zero": len(excl),
         "floor_us": max(need, default=0.0),
-        "steps": [s for s in ("aa1", "aa2", "aa3") if _part(out, f"realrepo_ab_eval.part-{s}")],
+        "steps": [s for s in AA_STEPS if _part(out, f"realrepo_ab_eval.part-{s}")],
     }
 
 
