@@ -934,6 +934,14 @@ def _match(case: Case, truth: dict, rows: list[dict]) -> list[dict]:
                     "truth_pct": (t["ratio"] - 1) * 100,
                     "truth_ci95_pct": [(x - 1) * 100 for x in t["ratio_ci95"]],
                     "base_ms": t["base_ms"],
+                    # the same launch at two more buffer placements, and on seeded random inputs
+                    "truth_other_placements_pct": [
+                        (x - 1) * 100 for x in t.get("other_placement_ratios") or []
+                    ],
+                    "truth_random_inputs_pct": None
+                    if t.get("random_inputs_ratio") is None
+                    else (t["random_inputs_ratio"] - 1) * 100,
+                    "truth_inputs": t.get("inputs", "seeded random"),
                     "test": None if r is None else r.get("test"),
                     "launch": None if r is None else r.get("launch"),
                     "verdict": "not timed" if r is None else r.get("verdict"),
