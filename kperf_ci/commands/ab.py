@@ -14,7 +14,7 @@ import click
 from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.prcheck.document import load_ab_document
-from kperf_ci.prcheck.passes import PassFailed, _tail
+from kperf_ci.prcheck.passes import PASS_ORDERS, PassFailed, _tail
 from kperf_ci.prcheck.pipeline import run_ab
 from kperf_ci.report.ab import write_ab_reports
 from kperf_ci.report.safe_text import terminal_safe as safe
@@ -47,6 +47,14 @@ from .run import bench_args
     "--json", "json_path", type=click.Path(dir_okay=False), help="also write the A/B document as JSON"
 )
 @click.option("--time-all", is_flag=True, help="time unchanged tests too (an A/A check of the method)")
+@click.option(
+    "--passes",
+    type=click.Choice(PASS_ORDERS),
+    default="auto",
+    show_default=True,
+    help="the two static passes: side by side (auto: a pass killed for memory runs again alone), "
+    "or one after the other (sequential: half the peak memory)",
+)
 @click.option("--no-fail", is_flag=True, help="exit 0 even when a kernel is slower (report only)")
 @click.option("--fail-on-slower", is_flag=True, hidden=True, help="the default now; kept for old workflows")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
@@ -58,6 +66,7 @@ def ab_cmd(
     report_dir: str,
     json_path: str | None,
     time_all: bool,
+    passes: str,
     no_fail: bool,
     fail_on_slower: bool,
     pytest_args: tuple[str, ...],
@@ -87,7 +96,9 @@ def ab_cmd(
     if Path(db).exists():
         store.open_db(db).close()
     try:
-        report = run_ab(base, list(pytest_args), gpu=gpu, time_all=time_all, db=db, echo=click.echo)
+        report = run_ab(
+            base, list(pytest_args), gpu=gpu, time_all=time_all, db=db, echo=click.echo, passes=passes
+        )
         doc = load_ab_document(db)  # render from what was stored, as `kperf report --ab` would
     except PassFailed as e:
         # the end of pytest's output for context (each line made inert), then one line

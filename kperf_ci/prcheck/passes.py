@@ -57,10 +57,28 @@ class _Pass:
         self.proc = subprocess.Popen(
             cmd, cwd=cwd, env=env, stdout=self.out, stderr=subprocess.STDOUT, text=True
         )
+        self.peak_rss_mb: float | None = None  # the pass's largest resident set (its own, or a child's)
+
+    def _reap(self) -> int:
+        """Wait for the pass; where the OS tells, keep its peak memory (a pass killed for memory
+        is then reported with the peak it reached)."""
+        if not hasattr(os, "wait4"):
+            return self.proc.wait()
+        while True:
+            try:
+                _, status, usage = os.wait4(self.proc.pid, 0)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:  # reaped elsewhere already
+                return self.proc.wait()
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.peak_rss_mb = usage.ru_maxrss / 1024  # KiB on Linux
+        return self.proc.returncode
 
     def wait(self) -> tuple[int, str]:
         try:
-            rc = self.proc.wait()
+            rc = self._reap()
         except BaseException:  # Ctrl-C: no pass outlives the command
             self.proc.kill()
             self.proc.wait()
@@ -149,7 +167,27 @@ class StaticSide:
     manifest: dict[str, list[dict[str, Any]]] | None
     rc: int
     output: str
-    wall_s: float = 0.0  # both static passes, run side by side
+    wall_s: float = 0.0  # both static passes, side by side or one after the other
+    peak_rss_mb: float | None = None
+
+
+#: how the two static passes share the machine: ``auto`` runs them side by side and runs a pass
+#: killed by the system (SIGKILL: most often out of memory) again alone; ``parallel`` never
+#: retries; ``sequential`` runs base, then head
+PASS_ORDERS = ("auto", "parallel", "sequential")
+
+
+def killed_message(side: str, rc: int, peak_mb: float | None) -> str:
+    """One line for a pass the system killed."""
+    import signal
+
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    peak = f" at a peak of {peak_mb:,.0f} MB" if peak_mb else ""
+    why = "; out of memory?" if -rc == signal.SIGKILL else ""
+    return f"static pass in the {side} tree was killed ({name}{why}){peak}"
 
 
 def _static_start(side: str, root: Path, rel_cwd: Path, args: list[str], workdir: Path, python: str) -> _Pass:
@@ -174,8 +212,11 @@ def _static_side(
     rel_cwd: Path,
     messages: list[str],
     marked_all: bool = False,
+    peak_rss_mb: float | None = None,
 ) -> StaticSide:
     db = workdir / f"{side}.db"
+    if rc < 0 and rc != -2:  # killed by a signal other than Ctrl-C's
+        _fail(killed_message(side, rc, peak_rss_mb) + "; try kperf ab --passes sequential", out)
     if not db.exists():
         _fail(f"static pass in the {side} tree stored no run (pytest exit {rc})", out)
     run = store.load_run(db)
@@ -211,7 +252,18 @@ def _static_side(
             f"static pass in the base tree: pytest exit {rc}; its failing tests read as new in head"
         )
     messages += [f"{side}: {e}" for e in kperf_errors if "captured no Triton launch" not in e]
-    return StaticSide(db, run, load_manifest(str(db), run.info.run_id), rc, out)
+    return StaticSide(db, run, load_manifest(str(db), run.info.run_id), rc, out, peak_rss_mb=peak_rss_mb)
+
+
+def _run_passes(passes: list[_Pass]) -> list[tuple[tuple[int, str], float | None]]:
+    """Wait for passes started together: ((exit code, output), peak MB) each; on an error or
+    Ctrl-C none outlives the command."""
+    try:
+        return [(p.wait(), p.peak_rss_mb) for p in passes]
+    finally:
+        for p in passes:
+            if p.proc.poll() is None:
+                p.proc.kill()
 
 
 def static_pass(
@@ -221,32 +273,45 @@ def static_pass(
     args: list[str],
     workdir: Path,
     python: str = sys.executable,
+    order: str = "auto",
 ) -> tuple[Any, list[Any], list[str], dict[str, StaticSide]]:
     """Run the static pass in both trees; (variant-level StaticDiff, per-test diffs, messages,
-    the two sides)."""
+    the two sides). ``order`` is one of :data:`PASS_ORDERS`."""
     messages: list[str] = []
     base_args, dropped = _base_args(args, base_root / rel_cwd)
     if dropped:
         messages.append(f"not in the base revision, skipped there: {' '.join(dropped)}")
-    # Both trees at once: a static pass times nothing, so the two share the machine (and the
-    # GPU, on a GPU runner) without harm, and the check waits for the slower one only.
+    roots = {"base": base_root, "head": head_root}
+    side_args = {"base": base_args, "head": args}
+
+    def start(side: str) -> _Pass:
+        return _static_start(side, roots[side], rel_cwd, side_args[side], workdir, python)
+
     t0 = time.monotonic()
-    running = {
-        "base": _static_start("base", base_root, rel_cwd, base_args, workdir, python),
-        "head": _static_start("head", head_root, rel_cwd, args, workdir, python),
-    }
-    try:
-        done = {side: p.wait() for side, p in running.items()}
-    finally:
-        for p in running.values():
-            if p.proc.poll() is None:
-                p.proc.kill()
+    done: dict[str, tuple[int, str]] = {}
+    peaks: dict[str, float | None] = {}
+    if order == "sequential":
+        for side in ("base", "head"):
+            done[side], peaks[side] = _run_passes([start(side)])[0]
+    else:
+        # Both trees at once: a static pass times nothing, so the two share the machine (and
+        # the GPU, on a GPU runner) without harm, and the check waits for the slower one only.
+        for side, (res, peak) in zip(
+            ("base", "head"), _run_passes([start("base"), start("head")]), strict=True
+        ):
+            done[side], peaks[side] = res, peak
+        killed = [s for s in ("base", "head") if done[s][0] == -9]  # SIGKILL: the OOM killer's signal
+        if killed and order == "auto":
+            for side in killed:
+                note = killed_message(side, done[side][0], peaks[side]) + " side by side; run again alone"
+                messages.append(note)  # printed with the pass's other notes
+                done[side], peaks[side] = _run_passes([start(side)])[0]
     wall_s = time.monotonic() - t0
     sides = {}
-    for side, root in (("base", base_root), ("head", head_root)):
+    for side, root in roots.items():
         rc, out = done[side]
         marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
-        sides[side] = _static_side(side, root, rc, out, workdir, rel_cwd, messages, marked_all)
+        sides[side] = _static_side(side, root, rc, out, workdir, rel_cwd, messages, marked_all, peaks[side])
         sides[side].wall_s = wall_s
     diff = diff_static(sides["base"].run.results, sides["head"].run.results)
     if sides["base"].manifest is not None and sides["head"].manifest is not None:

@@ -100,6 +100,7 @@ def run_ab(
     time_all: bool = False,
     db: str | Path | None = None,
     settings: Any = None,
+    passes: str = "auto",
 ) -> ABReport:
     """The whole A/B job; prints as it goes through ``echo`` and returns the report."""
     t_start = time.monotonic()
@@ -114,8 +115,11 @@ def run_ab(
     report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha)
     echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
-        echo("static: both trees under pytest --kperf-mode static, side by side ...")
-        diff, tests, msgs, sides = static_pass(root, base_root, rel_cwd, list(args), Path(tmp), python)
+        how = "one after the other" if passes == "sequential" else "side by side"
+        echo(f"static: both trees under pytest --kperf-mode static, {how} ...")
+        diff, tests, msgs, sides = static_pass(
+            root, base_root, rel_cwd, list(args), Path(tmp), python, order=passes
+        )
         report.static, report.tests = diff, tests
         report.stage_s["static"] = sides["head"].wall_s
         report.messages += msgs

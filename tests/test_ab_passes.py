@@ -1,0 +1,141 @@
+"""How `kperf ab` runs its two static passes (issue 35, memory): side by side by default, a pass
+the system kills (SIGKILL, the out-of-memory killer's signal) run again alone, `--passes
+sequential` never side by side, and `--passes parallel` a one-line exit 2 naming the kill, the
+peak memory and the option.
+
+The "out of memory" is a test that kills its own pytest process with SIGKILL when the other
+tree's pass is running at the same time (each pass leaves its pid in a shared folder): what the
+OOM killer does to a pass that only fits alone. The CLI runs as a subprocess on a real
+two-commit repository on the CPU (static passes only).
+"""
+
+from __future__ import annotations
+
+import json
+
+from test_pr_check import kperf, make_repo
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+"""
+
+# a pass that cannot share the machine: it waits to see whether the other tree's pass is alive,
+# and if it is, dies as the OOM killer would kill it
+TEST = """
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from kernels import copy_kernel
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.kperf
+def test_copy():
+    room = Path(os.environ["KPERF_TEST_ROOM"])
+    me = room / str(os.getpid())
+    me.touch()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        others = [p for p in room.iterdir() if p.name.isdigit() and p != me and _alive(int(p.name))]
+        if others:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if (room / "seen").exists():
+            break
+        time.sleep(0.2)
+    (room / "seen").touch()  # the first pass alone leaves a mark: the second need not wait long
+    me.unlink()
+    x = torch.rand(1000)
+    y = torch.empty_like(x)
+    copy_kernel[(4,)](x, y, 1000, BLOCK=256)
+"""
+
+
+def _repo(tmp_path):
+    return make_repo(
+        tmp_path / "r",
+        {"kernels.py": KERNEL, "test_k.py": TEST},
+        {"kernels.py": KERNEL.replace("    m = offs < n\n", "    m = offs < n  # the tail\n")},
+    )
+
+
+def test_auto_runs_a_pass_killed_side_by_side_again_alone(tmp_path):
+    repo = _repo(tmp_path)
+    room = tmp_path / "room"
+    room.mkdir()
+    p = kperf(
+        "ab",
+        "--base",
+        "HEAD~1",
+        "--no-gpu",
+        "--json",
+        "ab.json",
+        cwd=repo,
+        env={"KPERF_TEST_ROOM": str(room)},
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "was killed (SIGKILL; out of memory?)" in p.stdout
+    assert "run again alone" in p.stdout
+    doc = json.loads((repo / "ab.json").read_text())
+    assert [t["status"] for t in doc["tests"]] == ["identical"]
+
+
+def test_sequential_never_runs_the_passes_side_by_side(tmp_path):
+    repo = _repo(tmp_path)
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "seen").touch()  # each pass runs alone: none waits
+    env = {"KPERF_TEST_ROOM": str(room)}
+    p = kperf(
+        "ab", "--base", "HEAD~1", "--no-gpu", "--passes", "sequential", "--json", "ab.json", cwd=repo, env=env
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "one after the other" in p.stdout
+    assert "killed" not in p.stdout
+    assert [t["status"] for t in json.loads((repo / "ab.json").read_text())["tests"]] == ["identical"]
+
+
+def test_parallel_reports_the_kill_in_one_line_exit_2(tmp_path):
+    repo = _repo(tmp_path)
+    room = tmp_path / "room"
+    room.mkdir()
+    p = kperf(
+        "ab",
+        "--base",
+        "HEAD~1",
+        "--no-gpu",
+        "--passes",
+        "parallel",
+        cwd=repo,
+        env={"KPERF_TEST_ROOM": str(room)},
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert "was killed (SIGKILL; out of memory?) at a peak of" in last
+    assert "--passes sequential" in last
+    assert "Traceback" not in p.stderr
+
+
+def test_an_unknown_pass_order_is_a_usage_error(tmp_path):
+    repo = _repo(tmp_path)
+    p = kperf("ab", "--base", "HEAD~1", "--passes", "sometimes", cwd=repo)
+    assert p.returncode == 2
+    assert "--passes" in p.stderr and "Traceback" not in p.stderr
