@@ -115,6 +115,9 @@ def _tail(text: str, n: int = 15) -> str:
 def _failed_count(out: str) -> int:
     """Failed tests as pytest's closing line counts them (0 when it names none)."""
     for line in reversed(out.strip().splitlines()[-5:]):
+        # pytest's closing line ("1 failed, 2 passed in 3.10s"), not a plugin's summary above it
+        if not re.search(r" in [\d.]+s\b", line):
+            continue
         m = re.search(r"(\d+) failed", line)
         if m:
             return int(m.group(1))
@@ -241,7 +244,16 @@ def _static_side(
                 f"fix them first, or {hint}",
                 out,
             )
-        if not [r for r in run.results if r.key.arch != "host"]:
+        compiled = [r for r in run.results if r.key.arch != "host"]
+        if compiled and all(r.error for r in compiled):
+            # nothing can be compared: "changed" or a pass would be a lie a CI gate believes
+            first = " ".join(str(compiled[0].error).split())[:300]
+            _fail(
+                f"static pass in the head tree: all {len(compiled)} compile(s) failed, nothing could be "
+                f"compared; the first: {compiled[0].key.kernel}: {first}",
+                out,
+            )
+        if not compiled:
             _fail(
                 "static pass in the head tree captured no Triton launch: mark the tests that launch "
                 'kernels (@pytest.mark.kperf, the kperf fixture, or [tool.kperf] mark = "all")',

@@ -206,6 +206,17 @@ def variant_labels(keys) -> dict[str, str]:
     return out
 
 
+def _counts(results: list[Any]) -> str:
+    """ " (9 kernels; 700 compiled, 24 failed)": variants are not kernels, and a variant that did
+    not compile is no metric."""
+    if not results:
+        return ""
+    kernels = len({r.key.kernel for r in results})
+    failed = sum(1 for r in results if r.error)
+    done = f"; {len(results) - failed} compiled, {failed} did not compile" if failed else ""
+    return f" ({kernels} kernel(s){done})"
+
+
 def write_summary(ks: Any, tr: Any) -> None:
     """The end of a pytest session with kperf on: what was captured, where it went, A/B
     verdicts, flagged findings, warnings, errors and the comparison with the baseline. ``ks``
@@ -217,15 +228,21 @@ def write_summary(ks: Any, tr: Any) -> None:
     if ks._xdist_controller():
         tr.write_line(f"kperf: {ks.mode} mode{arch}; workers stored their variants in run {ks.run_id}")
     else:
-        tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}")
+        tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}{_counts(ks.results)}")
     write_status(ks, tr)
     for _nodeid, label, description, verdict in ks.ab_results:
         tr.write_line(f"kperf A/B {t(label)}: {t(verdict)}: {t(description)}", red=verdict == "slower")
     write_findings(ks.findings, tr, db=ks.saved_to)
     for nodeid, message in ks.warnings:
         tr.write_line(f"kperf warning {t(nodeid)}: {t(message)}", yellow=True)
+    # one line per distinct reason: a compile error every variant hits is said once, with a count
+    # (one line per variant made 724 identical lines on a real suite)
+    by_reason: dict[str, list[str]] = {}
     for nodeid, reason in ks.errors:
-        tr.write_line(f"kperf ERROR {t(nodeid)}: {t(reason)}", red=True)
+        by_reason.setdefault(reason, []).append(nodeid)
+    for reason, nodeids in by_reason.items():
+        more = f" (and {len(nodeids) - 1} more)" if len(nodeids) > 1 else ""
+        tr.write_line(f"kperf ERROR {t(nodeids[0])}{more}: {t(reason)}", red=True)
     if ks.comparison is not None:
         tr.write_line(f"kperf: compared with baseline {t(ks.settings.baseline)}")
         print_table(ks.comparison)  # its last line is the verdict
