@@ -91,6 +91,10 @@ class Settings:
     autotune: str | int = 8
     # Static mode: "auto" executes interpreted kernels when it can, "never" only records them
     static_execute: str = "auto"
+    # Static mode: a test still running after slow_test_s under Triton's interpreter is named as it
+    # runs (0: never); one over test_budget_s (0: no budget) is stopped and skipped with the reason
+    slow_test_s: float = 30.0
+    test_budget_s: float = 0.0
     # kperf run --bench: do_bench calls measured (globs over ids) and per call site (0: all)
     bench_select: str | list[str] | None = None
     bench_limit: int = 0

@@ -203,6 +203,8 @@ VALIDATORS = {
     "static_execute": lambda k, v, s: _choice(k, v, s, ("auto", "never")),
     "bench_select": lambda k, v, s: None if (r := _mark(k, v, s)) == "all" else r,
     "bench_limit": lambda k, v, s: int(_number(k, v, s, integer=True)),
+    "slow_test_s": lambda k, v, s: _number(k, v, s),
+    "test_budget_s": lambda k, v, s: _number(k, v, s),
 }
 
 

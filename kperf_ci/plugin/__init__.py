@@ -95,6 +95,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if session.mode == "static":  # fake CUDA tensors, per-test capture outcome
         config.pluginmanager.register(StaticCapture(session), "kperf-static-capture")
+        from kperf_ci.plugin.test_budget import TestClock
+
+        s = session.settings
+        clock = TestClock(s.slow_test_s, s.test_budget_s, config)
+        config.pluginmanager.register(clock, "kperf-test-clock")
     config.pluginmanager.register(ActiveHooks(session), "kperf-session")
     if hasattr(config, "workerinput") or not session.settings.save:
         return

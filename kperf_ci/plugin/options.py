@@ -74,6 +74,15 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--kperf-no-save", dest="kperf_save", action="store_false", help="do not store the run")
     group.addoption("--kperf-jobs", type=_positive_int, default=None, help="parallel compile workers")
     group.addoption(
+        "--kperf-test-budget",
+        dest="kperf_test_budget",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="static mode: stop a test still running after SECONDS under the interpreter and skip it "
+        "with the reason (0: no budget)",
+    )
+    group.addoption(
         "--kperf-base-tree",
         default=None,
         metavar="DIR",
@@ -116,6 +125,18 @@ def addoption(parser: pytest.Parser) -> None:
         help="static mode, autotuned kernels: all configs, the chosen one, or at most N (default 8, sampled)",
     )
     add_bench_options(group)
+
+
+def _seconds(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = -1.0
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"--kperf-test-budget must be a number of seconds >= 0, got {value!r}"
+        )
+    return x
 
 
 def _limit(value: str) -> int:
@@ -170,6 +191,7 @@ def cli_overrides(config: pytest.Config) -> dict[str, Any]:
         "kperf_autotune": "autotune",
         "kperf_bench_select": "bench_select",
         "kperf_bench_limit": "bench_limit",
+        "kperf_test_budget": "test_budget_s",
     }
     out: dict[str, Any] = {}
     for opt, key in names.items():
