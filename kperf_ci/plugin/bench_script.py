@@ -93,7 +93,10 @@ class ScriptItem(pytest.Item):
         module = self.config.getoption("kperf_bench_module", default=None)
         run = ScriptRun(ks, self.script)
         interpreted = ks.mode == "static" and os.environ.get("TRITON_INTERPRET", "") == "1"
-        with intercept(run.handle) as events, fake_cuda(interpreted):
+        # the same fake device as a marked test's (plugin/capture_outcome.py), its gaps named alike
+        capture = self.config.pluginmanager.get_plugin("kperf-static-capture")
+        fake = capture.fake_for(self, interpreted) if capture is not None else fake_cuda(False)
+        with intercept(run.handle) as events, fake:
             try:
                 run_script(Path(self.path), module, argv)
             except BaseException:

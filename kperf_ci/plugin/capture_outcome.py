@@ -2,8 +2,12 @@
 
 Registered next to :class:`kperf_ci.plugin.hooks.ActiveHooks` in an enabled static session.
 
-- On a machine without CUDA (kernels interpreted), a marked test's setup and call run under
-  :class:`~kperf_ci.capture.static.fake_device.FakeCuda`, so ``device="cuda"`` tensors live on the CPU.
+- On a machine without CUDA (kernels interpreted), a marked test's setup, call and teardown run
+  under :class:`~kperf_ci.capture.static.fake_device.FakeCuda` for the first ``--kperf-arch``, so
+  ``device="cuda"`` tensors live on the CPU and the wrappers' ``torch.cuda`` idioms answer (an
+  autouse fixture's ``torch.cuda.synchronize()`` after its ``yield`` is teardown). A
+  ``torch.cuda`` call it does not fake is named once for the session, with the first test that
+  made it and how many others did.
 - A launch the interpreter could not run is captured without execution
   (:mod:`kperf_ci.capture.static.record`); the test is then told "captured N launches; results not
   checked: <why>". When such a test fails afterwards (its outputs were never computed), the
@@ -28,6 +32,7 @@ from kperf_ci.plugin.marker import marker_for
 from kperf_ci.plugin.session import LAUNCHES_KEY, KperfSession
 
 UNCHECKED_KEY = pytest.StashKey[list]()
+UNFAKED = "<fake device>"
 NO_LAUNCH = "no Triton launch captured in this marked test"
 #: more "no launch" warnings than this are folded into one line
 FOLD_AFTER = 5
@@ -51,23 +56,51 @@ def _failure_reason(report: pytest.TestReport) -> str:
     return " ".join(lines[0].split())[:200] if lines else "failed"
 
 
+def unfaked_line(name: str, nodeids: list[str]) -> str:
+    """ "test X called torch.cuda.Y, which static mode does not fake (and 2 more tests)"."""
+    more = f" (and {len(nodeids) - 1} more test(s))" if len(nodeids) > 1 else ""
+    return f"test {nodeids[0]} called {name}, which static mode does not fake{more}"
+
+
 class StaticCapture:
     def __init__(self, session: KperfSession) -> None:
         self.session = session
         self.fake = session.mode == "static" and _interpreted()
+        # the device the fakes describe: the first target, as in the compile worker
+        self.arch = session.settings.arch[0] if session.settings.arch else None
+        self.unfaked: dict[str, list[str]] = {}  # torch.cuda name -> tests that hit it
 
     def _marked(self, item: pytest.Item) -> Any:
         return item.stash.get(MARKER_KEY, None)
 
+    def fake_for(self, item: pytest.Item, enabled: bool = True) -> Any:
+        """The fake CUDA device around ``item`` (a context manager), its gaps named by this
+        session's one-line-per-name warnings."""
+        return fake_cuda(enabled, self.arch, on_unfaked=lambda name: self._hit(name, item.nodeid))
+
+    def _hit(self, name: str, nodeid: str) -> None:
+        """One warning per name for the whole session, rewritten as more tests hit it (a
+        parametrized test hits the same gap in every variant: one line, not one per variant)."""
+        tests = self.unfaked.setdefault(name, [])
+        if nodeid in tests:
+            return
+        if tests:
+            old = unfaked_line(name, tests)
+            self.session.warnings[:] = [(n, m) for n, m in self.session.warnings if (n, m) != (UNFAKED, old)]
+        tests.append(nodeid)
+        self.session.warn(UNFAKED, unfaked_line(name, tests))
+
+    def _marked_now(self, item: pytest.Item) -> bool:
+        # ActiveHooks' setup hook (not a wrapper) runs inside the setup wrapper, so the marker
+        # is not stashed yet there: ask the same question it answers
+        try:
+            return marker_for(item, self.session.settings.mark) is not None
+        except ValueError:
+            return False
+
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        # ActiveHooks' setup hook (not a wrapper) runs inside this wrapper, so the marker is not
-        # stashed yet: ask the same question it answers
-        try:
-            marked = marker_for(item, self.session.settings.mark) is not None
-        except ValueError:
-            marked = False
-        with fake_cuda(self.fake and marked):
+        with self.fake_for(item, self.fake and self._marked_now(item)):
             return (yield)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -75,7 +108,7 @@ class StaticCapture:
         if self.session.mode != "static" or self._marked(item) is None:
             return (yield)
         recorder = self.session.recorder
-        with fake_cuda(self.fake):
+        with self.fake_for(item, self.fake):
             try:
                 return (yield)
             finally:
@@ -83,6 +116,14 @@ class StaticCapture:
                 if recorder is not None:
                     item.stash[UNCHECKED_KEY] = list(recorder.unchecked)
                     recorder.unchecked.clear()
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, Any]:
+        # fixtures' code after `yield` (torch.cuda.synchronize() in an autouse fixture) runs here
+        with self.fake_for(item, self.fake and self._marked(item) is not None):
+            return (yield)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from kperf_ci.capture.static.sass import parse_ptxas_log
-from kperf_ci.hardware import ARCHS
+from kperf_ci.hardware import ARCHS, ArchLimits
 
 
 class StandInTensor:
@@ -28,31 +28,33 @@ class StandInTensor:
         return f"StandInTensor({self.dtype}, ptr={self._ptr})"
 
 
-def _device_properties_table() -> dict[int, dict[str, int]]:
-    """Device properties by capability, for user modules that query them at import time (the
-    Triton tutorials do: driver.active.utils.get_device_properties(...)): the usual part of each
-    arch, as :mod:`kperf_ci.hardware` tabulates it (the one source of SM counts and limits)."""
-    table = {}
-    for lim in ARCHS.values():
-        if lim.sm_count is not None:
-            table[lim.capability] = {
-                "multiprocessor_count": lim.sm_count,
-                "max_shared_mem": lim.smem_per_block,
-                "max_num_regs": lim.regs_per_sm,
-            }
-    return table
-
-
-_DEVICE_PROPERTIES = _device_properties_table()
+def stand_in_limits(cc: int) -> ArchLimits:
+    """The arch row a stand-in device of capability ``cc`` takes its SM count and limits from:
+    its own, else the nearest lower arch's with an SM count (sm_87 reads as sm_86), else sm_80's.
+    The one choice shared by this driver and the torch.cuda fakes of
+    :mod:`kperf_ci.capture.static.fake_device`, so both describe the same device."""
+    rows = {lim.capability: lim for lim in ARCHS.values() if lim.sm_count is not None}
+    known = [c for c in sorted(rows) if c <= cc] or [80]
+    return rows.get(cc) or rows[known[-1]]
 
 
 def device_properties(cc: int) -> dict[str, int]:
-    """The stand-in device's properties for capability ``cc``: its arch's, else the nearest
-    lower arch's (sm_87 reads as sm_86), else sm_80's."""
-    known = [c for c in sorted(_DEVICE_PROPERTIES) if c <= cc] or [80]
-    props = dict(_DEVICE_PROPERTIES.get(cc) or _DEVICE_PROPERTIES[known[-1]])
+    """Device properties for capability ``cc``, for user modules that query them at import time
+    (the Triton tutorials do: driver.active.utils.get_device_properties(...)): the usual part of
+    each arch, as :mod:`kperf_ci.hardware` tabulates it (the one source of SM counts and limits)."""
+    lim = stand_in_limits(cc)
+    props = {
+        "multiprocessor_count": lim.sm_count or 0,
+        "max_shared_mem": lim.smem_per_block,
+        "max_num_regs": lim.regs_per_sm,
+    }
     props.update(
-        {"warpSize": 32, "sm_clock_rate": 1_755_000, "mem_clock_rate": 2_619_000, "mem_bus_width": 5120}
+        {
+            "warpSize": lim.warp_size,
+            "sm_clock_rate": 1_755_000,
+            "mem_clock_rate": 2_619_000,
+            "mem_bus_width": 5120,
+        }
     )
     return props
 

@@ -6,7 +6,7 @@ JSON response per line on the original stdout; anything the user's modules print
 stderr. Requests:
 
     {"id": 1, "op": "compile", "launch": LaunchSpec.to_dict(), "arch": "sm_90",
-     "artifacts": ["sass", "ptx"]}
+     "artifacts": ["sass", "ptx"], "device_arch": "sm_90"}
     {"id": 2, "op": "ping"}
     {"op": "exit"}
 
@@ -16,6 +16,14 @@ Responses: {"id": 1, "ok": true, "metrics": [[name, value, unit, kind, better], 
 
 No GPU is needed: a stand-in driver reports the requested target (``GPUTarget("cuda", cc, 32)``)
 and stand-in tensors (``.dtype`` + ``.data_ptr()``) reproduce the recorded specialization.
+
+User modules are imported under the test side's fake CUDA device
+(:mod:`kperf_ci.capture.static.fake_device`, for ``device_arch``: the first ``--kperf-arch``, the
+same for every request of a run, so a module imported once answers the same in every worker).
+Kernel modules probe the GPU at import time (``torch.cuda.get_device_name(0)`` once the driver
+says "cuda"); here the stand-in driver does say "cuda" while torch is a CPU build, and without
+the fake every compile of such a module died on "Torch not compiled with CUDA enabled" although
+the tests had run.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci.capture.static._standins import StandInTensor, _capture_ptxas_log, _make_driver
+from kperf_ci.capture.static.fake_device import fake_cuda
 from kperf_ci.capture.static.metrics_cache import cached_static_metrics
 from kperf_ci.capture.static.sass import arch_capability, static_metrics
 from kperf_ci.config import (
@@ -45,6 +54,9 @@ from kperf_ci.config import (
 # importing kernels
 
 _MODULES: dict[tuple[str, str], Any] = {}
+#: the arch whose device the fake CUDA device describes while user modules are imported (set per
+#: request; every request of a run names the same one)
+_device_arch: str | None = None
 
 
 def _same_file(a: str | None, b: str) -> bool:
@@ -55,9 +67,27 @@ def _same_file(a: str | None, b: str) -> bool:
 
 
 def load_module(source_file: str, module: str) -> Any:
+    """The user's module, imported once per worker under the fake CUDA device. A ``torch.cuda``
+    call the fake lacks that breaks the import is named in the error."""
     key = (source_file, module)
     if key in _MODULES:
         return _MODULES[key]
+    unfaked: list[str] = []
+    try:
+        with fake_cuda(arch=_device_arch, on_unfaked=unfaked.append):
+            mod = _import(source_file, module)
+    except Exception as e:
+        if unfaked:
+            raise ImportError(
+                f"importing {module or source_file} called {unfaked[0]}, which static mode does not fake "
+                f"({one_line(e)})"
+            ) from e
+        raise
+    _MODULES[key] = mod
+    return mod
+
+
+def _import(source_file: str, module: str) -> Any:
     mod = None
     errors = []
     if module and module != "__main__" and source_file:
@@ -91,7 +121,6 @@ def load_module(source_file: str, module: str) -> Any:
         sys.modules[name] = m
         spec.loader.exec_module(m)
         mod = m
-    _MODULES[key] = mod
     return mod
 
 
@@ -278,6 +307,8 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     if op == "ping":
         return {"ok": True}
     if op == "compile":
+        global _device_arch
+        _device_arch = req.get("device_arch") or req["arch"]
         try:
             return compile_launch(req["launch"], req["arch"], req.get("artifacts", ["sass", "ptx"]))
         except KeyboardInterrupt:

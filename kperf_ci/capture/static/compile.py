@@ -168,7 +168,15 @@ def _plan(
             compiled[ck] = len(requests)
             shared_from[idx] = len(requests)
             requests.append(
-                {"op": "compile", "launch": ls.to_dict(), "arch": arch, "artifacts": list(artifacts)}
+                # device_arch: the device user modules see at import (fake_device), the same
+                # for every request, so that a module imported once reads the same everywhere
+                {
+                    "op": "compile",
+                    "launch": ls.to_dict(),
+                    "arch": arch,
+                    "artifacts": list(artifacts),
+                    "device_arch": archs[0],
+                }
             )
             req_index.append(idx)
     return plan
