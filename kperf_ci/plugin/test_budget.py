@@ -9,7 +9,7 @@ test that takes seconds on a GPU can take many minutes on a CPU runner, with not
 
 from __future__ import annotations
 
-import os
+import contextlib
 import signal
 import sys
 import threading
@@ -83,19 +83,20 @@ def _writer(config: Any) -> Any:
 def _say_slow(config: Any, nodeid: str, after_s: float) -> None:
     # For the person watching the job now. pytest redirects the output file descriptors during a
     # test, so its capture is suspended around the line (as pytest-timeout does from its timer
-    # thread); an xdist worker's terminal is not the user's: its line goes to the real stderr.
-    who = os.environ.get("PYTEST_XDIST_WORKER")
+    # thread). An xdist worker has no terminal of its own: its line goes to its stderr.
+    worker = getattr(config, "workerinput", None)
+    who = f"[{worker.get('workerid', '?')}] " if isinstance(worker, dict) else ""
     line = (
-        f"kperf: {f'[{who}] ' if who else ''}{nodeid} is still running after {after_s:g} s under "
+        f"kperf: {who}{nodeid} is still running after {after_s:g} s under "
         "Triton's interpreter (static mode); --kperf-test-budget SECONDS skips such tests"
     )
     writer = None if who else _writer(config)
     capman = config.pluginmanager.getplugin("capturemanager") if config is not None else None
-    if writer is not None and capman is not None:
-        with capman.global_and_fixture_disabled():
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+        if writer is not None:
             writer.line()
             writer.line(line, yellow=True)
             writer.flush()
-    elif sys.__stderr__ is not None:
-        sys.__stderr__.write("\n" + line + "\n")
-        sys.__stderr__.flush()
+        else:
+            sys.stderr.write("\n" + line + "\n")
+            sys.stderr.flush()
