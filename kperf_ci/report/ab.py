@@ -17,11 +17,13 @@ from typing import Any
 
 import jinja2
 
-from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
+from kperf_ci.config import Settings
+from kperf_ci.judge.group import launch_text, static_groups
 from kperf_ci.report.html import no_control_chars
-from kperf_ci.report.markdown import md_field
+from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
 from kperf_ci.report.plots import sweep_svg
 from kperf_ci.report.sweeps import MAX_SWEEPS
+from kperf_ci.units import fmt_value
 
 MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment
 MAX_CHARS = 65_000
@@ -52,22 +54,179 @@ def change_text(t: dict[str, Any]) -> str:
     return f"{pct(t['ratio'])}{ci}"
 
 
+#: verdict order, worst first: what the reader should look at first comes first
+_SEVERITY = {"slower": 0, "inconclusive": 1, "no-base": 2, "faster": 3, "unchanged": 4, "identical": 5}
+
+
+def _severity(x: dict[str, Any]) -> tuple[int, float]:
+    ratio = x.get("ratio")
+    r = float(ratio) if isinstance(ratio, (int, float)) else 1.0
+    # slower: the largest slowdown first; faster: the largest speedup first
+    return _SEVERITY.get(str(x.get("verdict")), 9), (-r if x.get("verdict") != "faster" else r)
+
+
+def floor_ms(doc: dict[str, Any]) -> float:
+    """The absolute floor the document was judged with (``ab_floor_ms``): the document's own
+    when it says, else the setting's default (kperf_ci.config, its one home)."""
+    v = doc.get("floor_ms")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else Settings.ab_floor_ms
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def why_not_called(x: dict[str, Any], floor: float) -> str:
+    """Why a timed launch reads "unchanged" or "inconclusive", in words ("" for the others):
+    the reader of a row that did not fail asks whether it was measured at all."""
+    verdict = x.get("verdict")
+    lo, hi, ratio = _num(x.get("ci_low")), _num(x.get("ci_high")), _num(x.get("ratio"))
+    if verdict not in ("unchanged", "inconclusive") or ratio is None:
+        return ""
+    base, head = _num(x.get("base_ms")), _num(x.get("head_ms"))
+    th = _num(x.get("threshold"))
+    th_text = f"{th:.2%}" if th is not None else "the threshold"
+    excludes = lo is not None and hi is not None and (lo > 1 or hi < 1)
+    if verdict == "inconclusive":
+        return f"the 99% interval is wider than the threshold ({th_text})"
+    if excludes and base is not None and head is not None and abs(head - base) < floor:
+        return f"below the floor: {fmt_value(abs(head - base), 'ms')} < {fmt_value(floor, 'ms')}"
+    if excludes:
+        return f"below the threshold: {pct(ratio)} within ±{th_text}"
+    return "the 99% interval includes zero"
+
+
+def launch_identity(t: dict[str, Any]) -> tuple[str, ...]:
+    """What makes two timed rows one launch: its kernel, shapes, options and constexprs (the
+    launch text). A `kperf.bench` callable's row carries no launch text; its stored name (with
+    its shape suffix), options and test stand in, so distinct launches are never merged under
+    an empty label."""
+    launch = str(t.get("launch") or "")
+    if launch:
+        return ("launch", launch)
+    return ("variant", str(t.get("kernel") or ""), str(t.get("config") or ""), str(t.get("test") or ""))
+
+
+def _launch_label(t: dict[str, Any]) -> str:
+    if t.get("launch"):
+        return str(t["launch"])
+    bits = [str(t.get("kernel") or ""), str(t.get("config") or ""), f"in {t.get('test')}"]
+    return "; ".join(b for b in bits if b)
+
+
+def _kernels_from_timed(timed: list[dict[str, Any]], floor: float) -> list[dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for t in timed:
+        name = str(t["kernel"]).split("#", 1)[0]
+        site = str(t.get("site") or name)
+        g = groups.setdefault(site, {"kernel": name, "site": site, "launches": {}, "tests": []})
+        if t["test"] not in g["tests"]:
+            g["tests"].append(t["test"])
+        g["launches"].setdefault(launch_identity(t), []).append(t)
+    out = []
+    for g in groups.values():
+        launches = []
+        for runs in g["launches"].values():
+            runs = sorted(runs, key=_severity)
+            w = runs[0]
+            x = {
+                "launch": _launch_label(w),
+                "verdict": str(w["verdict"]),
+                "ratio": w.get("ratio"),
+                "ci_low": w.get("ci_low"),
+                "ci_high": w.get("ci_high"),
+                "threshold": w.get("threshold"),
+                "base_ms": w.get("base_median_ms"),
+                "head_ms": w.get("head_median_ms"),
+                "tests": list(dict.fromkeys(str(r["test"]) for r in runs)),
+                "changes": [str(c) for c in (w.get("changes") or [])]
+                + [str(c) for c in (w.get("regions_moved") or [])],
+            }
+            x["why"] = why_not_called(x, floor)
+            launches.append(x)
+        launches.sort(key=_severity)
+        out.append(_kernel_row(g["kernel"], g["site"], launches, g["tests"]))
+    out.sort(key=lambda k: _severity(k["launches"][0]) if k["launches"] else (9, 0.0))
+    return out
+
+
+def _kernel_row(kernel: str, site: str, launches: list[dict[str, Any]], tests: list[str]) -> dict[str, Any]:
+    ratios = [r for x in launches if (r := _num(x.get("ratio"))) is not None]
+    return {
+        "kernel": kernel,
+        "site": site,
+        "verdict": launches[0]["verdict"] if launches else "?",
+        "ratio_min": min(ratios) if ratios else None,
+        "ratio_max": max(ratios) if ratios else None,
+        "launches": launches,
+        "tests": tests,
+        "changes": list(dict.fromkeys(c for x in launches for c in x.get("changes") or [])),
+    }
+
+
 def kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The timed launches per Triton kernel (stored since document version 2; grouped here for
-    older documents)."""
+    """The timed launches per Triton kernel, worst first, each launch once (its identity:
+    :func:`launch_identity`) with its base and head times and why it was not called slower.
+    Built from the document's timed rows; a document that holds only ``kernels`` (a slimmed
+    one) is read as it is."""
+    floor = floor_ms(doc)
+    timed = doc.get("timed")
+    if isinstance(timed, list) and timed:
+        return _kernels_from_timed(timed, floor)
     kernels = doc.get("kernels")
-    return list(kernels) if isinstance(kernels, list) else kernel_groups(doc.get("timed") or [])
+    out = []
+    for k in kernels if isinstance(kernels, list) else []:
+        launches = [{**x, "why": why_not_called(x, floor)} for x in k.get("launches") or []]
+        out.append({**k, "launches": sorted(launches, key=_severity)})
+    return out
 
 
 def kernel_change(k: dict[str, Any]) -> str:
-    """One launch: its change with the interval; several: the range of their changes."""
+    """The kernel's worst launch: its change with the 99% interval (never a range across
+    launches, which would hide which launch moved and how surely)."""
     launches = k.get("launches") or []
-    if len(launches) == 1:
+    if launches:
         return change_text(launches[0])
     lo, hi = k.get("ratio_min"), k.get("ratio_max")
     if lo is None:
         return "?"
     return pct(lo) if lo == hi else f"{pct(lo)} .. {pct(hi)}"
+
+
+def times_text(x: dict[str, Any]) -> str:
+    """ "6.62 µs → 7.09 µs": the medians of base and head (units: kperf_ci.units)."""
+    b, h = _num(x.get("base_ms")), _num(x.get("head_ms"))
+    if b is None and h is None:
+        return "-"
+    return f"{fmt_value(b, 'ms')} → {fmt_value(h, 'ms')}"
+
+
+_SHAPE = re.compile(r"\b[a-z]+\d*\[[0-9x]*\]")
+
+
+def shape_text(x: dict[str, Any]) -> str:
+    """The launch's tensor shapes, each distinct one once ("bf16[4096x4096]"), and its grid."""
+    launch = str(x.get("launch") or "")
+    shapes = list(dict.fromkeys(_SHAPE.findall(launch)))
+    grid = re.search(r"grid ([0-9x]+)", launch)
+    bits = [", ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "")] if shapes else []
+    if grid:
+        bits.append(f"grid {grid.group(1)}")
+    return "; ".join(bits) or (launch[:60] if launch else "-")
+
+
+def slower_count(k: dict[str, Any]) -> str:
+    launches = k.get("launches") or []
+    n = sum(1 for x in launches if x.get("verdict") == "slower")
+    return f"{n} of {len(launches)} launches slower"
+
+
+def cause_text(k: dict[str, Any]) -> str:
+    """What changed in the worst launch, in words: the launch diff's option and constexpr
+    changes, registers / spills, region shares (or the kernel's when its worst launch has none)."""
+    launches = k.get("launches") or []
+    changes = (launches[0].get("changes") if launches else None) or k.get("changes") or []
+    return "; ".join(str(c) for c in changes) or "-"
 
 
 def headline(doc: dict[str, Any]) -> str:
@@ -135,10 +294,66 @@ def _sides(doc: dict[str, Any]) -> tuple[str, str, str, bool]:
     return base_sha, str(base.get("rev", "")), head_sha, bool(head_sha) and head_sha == base_sha
 
 
-def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
+#: kernels in the comment's top table; the rest are counted in a "… N more" row
+MAX_KERNEL_ROWS = 30
+#: room kept for the rows and lines that close a cut section and for the truncation notice
+_RESERVE = 300
+_TOP = ["", "kernel", "worst launch", "base → head", "change [99% CI]", "launches", "static", "cause"]
+
+
+def _static_gate(doc: dict[str, Any]) -> dict[str, str]:
+    """Per kernel site, the static gate's word (its own column, never a time verdict):
+    regressed (a static regression of a launch not timed) or changed (its code changed)."""
+    out: dict[str, str] = {}
+    for t in doc.get("tests") or []:
+        for lc in t.get("launches") or [] if isinstance(t, dict) else []:
+            if isinstance(lc, dict) and lc.get("status") == "changed":
+                out.setdefault(str(lc.get("site") or lc.get("name") or ""), "changed")
+    for g in static_kernels_of(doc):
+        out[str(g["site"])] = "regressed"
+    return out
+
+
+def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
+    w = (k.get("launches") or [{}])[0]
+    verdict = str(k.get("verdict"))
+    return [
+        f"{_ICON.get(verdict, '')} {md(verdict)}",
+        f"{md(k['kernel'])} ({md(k['site'])})",
+        md(shape_text(w)),
+        md(times_text(w)),
+        md(kernel_change(k)),
+        md(slower_count(k)),
+        md(gate.get(str(k["site"]), "-")),
+        md(cause_text(k)),
+    ]
+
+
+def _launch_line(x: dict[str, Any]) -> str:
+    why = f" ({md(x['why'])})" if x.get("why") else ""
+    tests = ", ".join(str(t) for t in (x.get("tests") or [])[:3])
+    more = f" +{len(x['tests']) - 3} more" if len(x.get("tests") or []) > 3 else ""
+    return (
+        f"  - {_ICON.get(str(x['verdict']), '')} {md(x['verdict'])} {md(change_text(x))}, "
+        f"{md(times_text(x))}{why}: {md(x['launch']) or '-'} ({md(tests)}{md(more)})"
+    )
+
+
+def _folded_line(rest: list[dict[str, Any]]) -> str:
+    """Launches that did not move, folded into a count with why (the reasons, each once)."""
+    whys = list(dict.fromkeys(str(x.get("why") or x.get("verdict")) for x in rest))
+    shown = "; ".join(whys[:3]) + ("; …" if len(whys) > 3 else "")
+    return f"  - ⚪ {len(rest)} more launch(es) unchanged: {md(shown)}"
+
+
+def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: str | None = None) -> str:
+    """The PR comment, at most ``max_chars`` characters. Cut by the run comment's rules
+    (markdown.CommentBudget): every fold closed, and the timing note, the link and the
+    truncation notice outside every fold."""
     base_sha, base_rev, head_sha, same = _sides(doc)
     head_words = f"the working tree of `{md(head_sha)}`" if same else f"head `{md(head_sha)}`"
-    lines = [
+    out = CommentBudget(max_chars, reserve=_RESERVE)
+    head = [
         MARKER,
         "## kperf ab: " + headline(doc),  # our own words and numbers only
         "",
@@ -146,56 +361,95 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
         + (f" on {md(doc['device'])}" if doc.get("device") else " (static only)"),
         "",
     ]
-    kernels = kernels_of(doc)
     if note := timing_note(doc):
-        lines += [md(note), ""]
+        head += [md(note), ""]
+    if link:
+        head += [f"**[Full report]({link})**", ""]
+    for line in head:  # bounded by md()'s field limit; checked all the same
+        out.add_if_fits(line)
+    left: dict[str, int] = {}  # what was cut, for the notice: "kernels" -> how many
+
+    def cut(what: str, n: int) -> None:
+        if n > 0:
+            left[what] = left.get(what, 0) + n
+
+    kernels = kernels_of(doc)
     if kernels:
-        lines += [
-            "| | kernel | launches | change [99% CI] | tests | what moved |",
-            "|---|---|---|---|---|---|",
-        ]
-        for k in kernels:
-            n_tests = len(k.get("tests") or [])
-            lines.append(
-                f"| {_ICON.get(k['verdict'], '')} {md(k['verdict'])} | {md(k['kernel'])} ({md(k['site'])}) "
-                f"| {len(k.get('launches') or [])} | {md(kernel_change(k))} | {n_tests} "
-                f"| {md('; '.join(k.get('changes') or [])) or '-'} |"
-            )
-        lines += ["", "<details><summary>Each timed launch</summary>", ""]
-        for k in kernels:
-            lines.append(f"- **{md(k['kernel'])}**")
-            for x in k.get("launches") or []:
-                lines.append(
-                    f"  - {_ICON.get(x['verdict'], '')} {md(x['verdict'])} {md(change_text(x))}: "
-                    f"{md(x['launch']) or '-'} ({md(', '.join(x.get('tests') or []))})"
-                )
-        lines += ["", "</details>", ""]
+        gate = _static_gate(doc)
+        header = table_lines([], _TOP)
+        if out.add_if_fits("\n".join(header)):
+            shown = 0
+            for k in kernels[:MAX_KERNEL_ROWS]:
+                if not out.add_if_fits(table_lines([_kernel_cells(k, gate)], _TOP)[2]):
+                    break
+                shown += 1
+            if shown < len(kernels):
+                more = ["", f"… {len(kernels) - shown} more"] + [""] * (len(_TOP) - 2)
+                out.add(table_lines([more], _TOP)[2])  # kept room: _RESERVE
+            cut("kernels", len(kernels) - shown)
+            out.add("")
+        else:
+            cut("kernels", len(kernels))
+        n_launches = sum(len(k.get("launches") or []) for k in kernels)
+        first = f"- **{md(kernels[0]['kernel'])}** ({md(slower_count(kernels[0]))})"
+        if out.open_fold(f"<details><summary>Each timed launch ({n_launches})</summary>", first):
+            for i, k in enumerate(kernels):
+                moved = [x for x in k.get("launches") or [] if x.get("verdict") != "unchanged"]
+                rest = [x for x in k.get("launches") or [] if x.get("verdict") == "unchanged"]
+                lines = [f"- **{md(k['kernel'])}** ({md(slower_count(k))})"]
+                if not out.add_if_fits(lines[0]):
+                    cut("launches", sum(len(kk.get("launches") or []) for kk in kernels[i:]))
+                    break
+                for j, x in enumerate(moved):
+                    if not out.add_if_fits(_launch_line(x)):
+                        cut("launches", len(moved) - j + len(rest))
+                        rest = []
+                        break
+                if rest and not out.add_if_fits(_folded_line(rest)):
+                    cut("launches", len(rest))
+            out.close_fold()
+        else:
+            cut("launches", n_launches)
     groups = static_kernels_of(doc)
-    if groups:
-        lines += ["**Static regressions** (launches not timed)", ""]
-        for g in groups:
-            lines.append(f"- {md(g['kernel'])} ({md(g['site'])}) {md(g['arch'])}: {md(static_summary(g))}")
+    if groups and out.add_if_fits("**Static regressions** (launches not timed)"):
+        out.add("")
+        for i, g in enumerate(groups):
+            line = f"- {md(g['kernel'])} ({md(g['site'])}) {md(g['arch'])}: {md(static_summary(g))}"
+            if not out.add_if_fits(line):
+                cut("static regressions", len(groups) - i)
+                break
             for x in g["launches"][:8]:
                 tests = ", ".join(x["tests"][:3]) + (" …" if len(x["tests"]) > 3 else "")
-                lines.append(
+                if not out.add_if_fits(
                     f"  - {md(launch_text(x['args'], x['grid'], x['config'])) or '-'}: {md(x['reason'])} "
                     f"({md(tests)})"
-                )
-        lines.append("")
-    changed = _changed_tests(doc)
-    if changed:
-        lines += ["<details><summary>Static diff: what changed per test</summary>", ""]
-        for t in changed:
-            lines.append(f"- **{md(t['status'])}** {md(t['test'])}")
-            lines += [f"  - {md(c)}" for c in t.get("changes") or []]
-        lines += ["", "</details>", ""]
-    for m in doc.get("messages") or []:
-        lines.append(f"> {md(m)}")
-    text = "\n".join(lines).rstrip() + "\n"
-    if len(text) > max_chars:
-        cut = text[: max_chars - 200].rsplit("\n", 1)[0]
-        text = cut + "\n\n… (truncated: the full report is in the job's artifacts)\n"
-    return text
+                ):
+                    break
+        out.add("")
+    elif groups:
+        cut("static regressions", len(groups))
+    diffs = [
+        "\n".join([f"- **{md(t['status'])}** {md(t['test'])}", *(f"  - {md(c)}" for c in t["changes"] or [])])
+        for t in _changed_tests(doc)
+    ]
+    if diffs and out.open_fold("<details><summary>Static diff: what changed per test</summary>", diffs[0]):
+        for i, text in enumerate(diffs):
+            if not out.add_if_fits(text):
+                cut("changed tests", len(diffs) - i)
+                break
+        out.close_fold()
+    elif diffs:
+        cut("changed tests", len(diffs))
+    messages = doc.get("messages") or []
+    for i, m in enumerate(messages):
+        if not out.add_if_fits(f"> {md(m)}"):
+            cut("notes", len(messages) - i)
+            break
+    notice = None
+    if left:
+        more = ", ".join(f"{n} more {what}" for what, n in left.items())
+        notice = f"… truncated: {more} in the full report"
+    return out.text(notice)
 
 
 def static_kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -214,9 +468,9 @@ def static_summary(g: dict[str, Any]) -> str:
     )
 
 
-def render_summary(doc: dict[str, Any]) -> str:
+def render_summary(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: str | None = None) -> str:
     """For $GITHUB_STEP_SUMMARY: the comment without the hidden marker."""
-    return render_markdown(doc).replace(MARKER + "\n", "", 1)
+    return render_markdown(doc, max_chars=max_chars, link=link).replace(MARKER + "\n", "", 1)
 
 
 _HTML = jinja2.Environment(
