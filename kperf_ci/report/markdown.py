@@ -117,7 +117,11 @@ def _runs_line(report: Report) -> str:
 
 def _counts_line(report: Report) -> str:
     c = report.counts
-    parts = [f"{c[k]} {k}" for k in c if c[k] or k in ("slower", "faster", "unchanged", "inconclusive")]
+    # zero time verdicts are news only where times were taken: a static run that said
+    # "0 slower, 0 faster" would read as timed and clean
+    timed = report.current.mode != "static"
+    always = ("slower", "faster", "unchanged", "inconclusive") if timed else ()
+    parts = [f"{c[k]} {k}" for k in c if c[k] or k in always]
     stored = sum(v.members for v in report.variants)
     of = f" ({stored} variants)" if stored != len(report.variants) else ""
     return f"{len(report.variants)} kernels{of}: " + ", ".join(parts)
