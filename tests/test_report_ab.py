@@ -5,7 +5,9 @@ with every fold closed and the notice outside them, bad input as one line, exit 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -247,8 +249,6 @@ def test_an_unchanged_launch_says_why():
 def test_a_static_only_run_never_counts_zero_times(tmp_path):
     """A run without timing never reads "0 slower, 0 faster" (as if it had been timed and found
     clean): neither the A/B reports nor the run comment and summary of a static run."""
-    import shutil
-
     doc = document([])
     doc.update(timed=[], kernels=[], device=None, counts={"changed": 2, "identical": 3})
     root = Path(__file__).resolve().parents[1]
@@ -263,3 +263,66 @@ def test_a_static_only_run_never_counts_zero_times(tmp_path):
     assert "kernels: 48 unchanged, 30 removed" in texts[-1]
     for text in texts:
         assert "0 slower" not in text and "0 faster" not in text and "0 inconclusive" not in text
+
+
+# ------------------------------------------------------------------------------ the HTML page
+
+from tests.test_report_html import Browser, needs_chromium  # noqa: E402 - the Chromium harness
+
+
+@pytest.fixture(scope="module")
+def wide_browser():
+    b = Browser(width=1400, height=900)
+    yield b
+    b.close()
+
+
+def wide_document() -> dict[str, Any]:
+    """Kernels in no particular order, a PR-chosen hostile name, one very long launch text and
+    a static regression: what can push a page sideways or inject markup."""
+    evil = "k<img src=x onerror=alert(1)>"
+    long_launch = ", ".join(f"arg{i}=bf16[4096x14336]" for i in range(40)) + "; grid 4096x1x1; num_warps=8"
+    timed = [
+        row("fast_kernel", "t.py::test_fast", "faster", 0.95, 0.02, launch=launch(0)),
+        row(evil, "t.py::test_<b>evil</b>", "unchanged", 1.001, 0.004, launch=launch(1)),
+        *nine_launches()["timed"],
+        row("wide_kernel", "t.py::test_wide", "inconclusive", 1.004, 0.5, launch=long_launch, half=0.01),
+    ]
+    doc = document(timed)
+    doc["static_regressions"] = [
+        {"kernel": "spill_kernel", "arch": "sm_90", "test": "t.py::test_spill", "reason": "spills 0 -> 4 KiB",
+         "site": "ops.py::spill_kernel", "args": {"x": "fp32[1024]"}, "grid": [8, 1, 1], "config": None}
+    ]  # fmt: skip
+    doc["static_kernels"] = None  # grouped by the reader, as for a document without them
+    return doc
+
+
+def test_the_html_page_has_the_report_design_and_a_plot_per_kernel():
+    html = ab.render_html(wide_document())
+    assert '<meta name="viewport"' in html and 'id="verdict" class="banner bad"' in html
+    assert html.count('class="chart ab-intervals"') == 4  # one plot per timed kernel
+    assert html.count('<div class="scroll">') >= 4  # every wide table scrolls inside its box
+    order = re.findall(r'<tr class="(\w+)"><td><span class="badge', html.split('id="kernels"')[1])
+    assert order[:4] == ["slower", "inconclusive", "faster", "unchanged"]  # worst first
+    assert "<img" not in html and "&lt;img" in html and "<b>evil" not in html
+
+
+@needs_chromium
+def test_the_html_page_fits_1400_px_and_is_screenshotted(wide_browser, tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text(ab.render_html(wide_document()), encoding="utf-8")
+    wide_browser.open(page)
+    assert wide_browser.errors == [] and wide_browser.dialogs == []
+    assert [u for u in wide_browser.requests if not u.startswith("file://")] == []
+    overflow = wide_browser.eval("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page scrolls sideways by {overflow} px"
+    # a table wider than the page would scroll inside its own box, never the page
+    assert wide_browser.eval(
+        "[...document.querySelectorAll('table')].every(t => t.parentElement.classList.contains('scroll'))"
+    )
+    assert wide_browser.eval("document.querySelectorAll('img').length") == 0  # the name is text
+    assert wide_browser.eval("document.querySelectorAll('svg.ab-intervals').length") == 4
+    shot = wide_browser.screenshot(tmp_path / "ab-index.png", full_page=True)
+    assert shot.stat().st_size > 10_000
+    if out := os.environ.get("KPERF_SCREENSHOT_DIR"):
+        shutil.copy(shot, Path(out) / "ab-index.png")

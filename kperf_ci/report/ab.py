@@ -15,13 +15,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import launch_text, static_groups
-from kperf_ci.report.html import no_control_chars
+from kperf_ci.report.html import render_page
 from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
-from kperf_ci.report.plots import sweep_svg
+from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
 from kperf_ci.report.sweeps import MAX_SWEEPS
 from kperf_ci.units import fmt_value
 
@@ -473,65 +471,6 @@ def render_summary(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: str
     return render_markdown(doc, max_chars=max_chars, link=link).replace(MARKER + "\n", "", 1)
 
 
-_HTML = jinja2.Environment(
-    autoescape=True, finalize=no_control_chars, undefined=jinja2.StrictUndefined
-).from_string(
-    """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>kperf ab</title>
-<style>
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
-.slower{background:#fdd}.faster{background:#dfd}.inconclusive{background:#ffd}
-code{font-size:12px}ul{margin:0;padding-left:1.2em}
-</style></head><body>
-<h1 id="verdict">{{ head }}</h1>
-<p>Base <code>{{ base_sha }}</code> ({{ base_rev }}) vs
-{% if same %}the working tree of{% else %}head{% endif %} <code>{{ head_sha }}</code>
-{% if device %}on {{ device }}{% else %}(static only){% endif %}</p>
-{% if timing_note %}<p id="timing-method">{{ timing_note }}</p>{% endif %}
-{% if kernels %}
-<h2>Timed A/B per kernel (interleaved, paired)</h2>
-<table id="kernels"><tr><th>verdict</th><th>kernel</th><th>change [99% CI]</th><th>launches</th>
-<th>tests</th><th>what moved</th></tr>
-{% for k in kernels %}<tr class="{{ k.verdict }}"><td>{{ k.verdict }}</td>
-<td>{{ k.kernel }}<br><code>{{ k.site }}</code></td><td>{{ k.change }}</td>
-<td><ul>{% for x in k.launches %}<li>{{ x.verdict }} {{ x.change }}:
-<code>{{ x.launch }}</code></li>{% endfor %}</ul></td>
-<td><ul>{% for t in k.tests %}<li>{{ t }}</li>{% endfor %}</ul></td>
-<td><ul>{% for m in k.changes %}<li>{{ m }}</li>{% endfor %}</ul></td></tr>
-{% endfor %}</table>
-{% endif %}
-{% if sweeps %}<h2>Benchmark sweeps (base and head medians per do_bench call)</h2>
-{% for s in sweeps %}<figure class="sweep"><figcaption>{{ s.title }}</figcaption>{{ s.svg }}</figure>
-{% endfor %}{% endif %}
-{% if timed %}
-<h2>Timed A/B per test</h2>
-<table id="timed"><tr><th>verdict</th><th>kernel</th><th>test</th><th>change [99% CI]</th>
-<th>base / head median</th><th>pairs</th><th>what moved</th></tr>
-{% for t in timed %}<tr class="{{ t.verdict }}"><td>{{ t.verdict }}</td><td>{{ t.kernel }}</td>
-<td>{{ t.test }}</td>
-<td>{{ t.change }}</td><td>{{ t.medians }}</td><td>{{ t.pairs }}</td>
-<td><ul>{% for m in t.moved %}<li>{{ m }}</li>{% endfor %}</ul></td></tr>
-{% endfor %}</table>
-{% endif %}
-{% if regs %}<h2>Static regressions (launches not timed)</h2>
-<table id="static"><tr><th>kernel</th><th>arch</th><th>what regressed</th><th>launches</th><th>tests</th></tr>
-{% for g in regs %}<tr><td>{{ g.kernel }}<br><code>{{ g.site }}</code></td><td>{{ g.arch }}</td>
-<td>{{ g.summary }}</td>
-<td><ul>{% for x in g.launches %}<li><code>{{ x.launch }}</code>: {{ x.reason }}</li>{% endfor %}</ul></td>
-<td><ul>{% for t in g.tests %}<li>{{ t }}</li>{% endfor %}</ul></td></tr>
-{% endfor %}</table>{% endif %}
-<h2>Static diff per test</h2>
-<table id="tests"><tr><th>test</th><th>status</th><th>what changed</th></tr>
-{% for t in tests %}<tr><td>{{ t.test }}</td><td>{{ t.status }}</td>
-<td><ul>{% for c in t.changes %}<li>{{ c }}</li>{% endfor %}</ul></td></tr>
-{% endfor %}</table>
-{% if messages %}<h2>Notes</h2><ul>{% for m in messages %}<li>{{ m }}</li>{% endfor %}</ul>{% endif %}
-</body></html>
-"""
-)
-
-
 def _ms(v: Any) -> str:
     return "?" if v is None else f"{float(v):.4g} ms"
 
@@ -563,7 +502,62 @@ def script_sweeps(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _tiles(
+    doc: dict[str, Any], kernels: list[dict[str, Any]], regs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The summary tiles: kernels per time verdict where something was timed (never a row of
+    zeros for a static-only run), then the static side in its own words."""
+    tiles = []
+    if kernels:
+        for v in ("slower", "faster", "inconclusive", "unchanged"):
+            tiles.append(
+                {"cls": v, "n": sum(1 for k in kernels if k["verdict"] == v), "label": f"kernels {v}"}
+            )
+    c = doc.get("counts") or {}
+    if regs:
+        tiles.append(
+            {"cls": "worse", "n": len({g["site"] for g in regs}), "label": "kernels regressed (static)"}
+        )
+    for status, label in (("changed", "tests changed"), ("identical", "tests identical, not timed")):
+        if c.get(status):
+            tiles.append({"cls": status, "n": int(c[status]), "label": label})
+    return tiles
+
+
+def _state(kernels: list[dict[str, Any]], regs: list[dict[str, Any]], doc: dict[str, Any]) -> str:
+    if any(k["verdict"] == "slower" for k in kernels) or regs:
+        return "bad"
+    changed = int((doc.get("counts") or {}).get("changed", 0) or 0)
+    if any(k["verdict"] == "inconclusive" for k in kernels) or (changed and not kernels):
+        return "warn"
+    return "good"
+
+
+def _plot(k: dict[str, Any], floor: float) -> Any:
+    rows = []
+    for i, x in enumerate(k["launches"], 1):
+        ratio, lo, hi, base = (_num(x.get(f)) for f in ("ratio", "ci_low", "ci_high", "base_ms"))
+        if ratio is None:
+            continue
+        rows.append(
+            (
+                f"#{i} {shape_text(x)}",
+                str(x["verdict"]),
+                ratio - 1,
+                None if lo is None else lo - 1,
+                None if hi is None else hi - 1,
+                floor / base if base else None,
+            )
+        )
+    th = next(
+        (t for x in k["launches"] if (t := _num(x.get("threshold"))) is not None), Settings.ab_threshold
+    )
+    return ab_intervals_svg(rows, th, f"{k['kernel']}: change per launch"), th
+
+
 def render_html(doc: dict[str, Any]) -> str:
+    """The A/B page: the run report's design (its stylesheet, banner and tiles), wide tables
+    scrolling inside their box, kernels worst first, one interval plot per kernel."""
     moved_by_test = {t["test"]: t.get("changes") or [] for t in doc.get("tests") or []}
     timed = [
         {
@@ -571,62 +565,88 @@ def render_html(doc: dict[str, Any]) -> str:
             "kernel": str(t["kernel"]),
             "test": str(t["test"]),
             "change": change_text(t),
-            "medians": f"{_ms(t.get('base_median_ms'))} / {_ms(t.get('head_median_ms'))}",
+            "medians": times_text({"base_ms": t.get("base_median_ms"), "head_ms": t.get("head_median_ms")}),
             "pairs": int(t.get("pairs") or 0),
             "moved": [str(m) for m in (t.get("regions_moved") or [])]
             + [str(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
         }
-        for t in doc.get("timed") or []
+        for t in sorted(doc.get("timed") or [], key=_severity)
     ]
-    kernels = [
+    floor = floor_ms(doc)
+    gate = _static_gate(doc)
+    kernels = []
+    for k in kernels_of(doc):
+        svg, th = _plot(k, floor)
+        w = (k.get("launches") or [{}])[0]
+        kernels.append(
+            {
+                "verdict": str(k["verdict"]),
+                "kernel": str(k["kernel"]),
+                "site": str(k["site"]),
+                "shape": shape_text(w),
+                "times": times_text(w),
+                "change": kernel_change(k),
+                "count": slower_count(k),
+                "gate": gate.get(str(k["site"]), ""),
+                "cause": cause_text(k),
+                "svg": svg,
+                "threshold": f"{th:.2%}",
+                "launches": [
+                    {
+                        "verdict": str(x["verdict"]),
+                        "change": change_text(x),
+                        "times": times_text(x),
+                        "why": str(x.get("why") or ""),
+                        "launch": str(x.get("launch") or ""),
+                        "changes": [str(c) for c in x.get("changes") or []],
+                        "tests": [str(t) for t in x.get("tests") or []],
+                    }
+                    for x in k.get("launches") or []
+                ],
+            }
+        )
+    regs = [
         {
-            "verdict": str(k["verdict"]),
-            "kernel": str(k["kernel"]),
-            "site": str(k["site"]),
-            "change": kernel_change(k),
+            "kernel": str(g["kernel"]),
+            "arch": str(g["arch"]),
+            "site": str(g["site"]),
+            "summary": static_summary(g),
             "launches": [
-                {"verdict": str(x["verdict"]), "change": change_text(x), "launch": str(x.get("launch") or "")}
-                for x in k.get("launches") or []
+                {"launch": launch_text(x["args"], x["grid"], x["config"]), "reason": str(x["reason"])}
+                for x in g["launches"]
             ],
-            "tests": [str(t) for t in k.get("tests") or []],
-            "changes": [str(c) for c in k.get("changes") or []],
+            "tests": [str(t) for t in g["tests"]],
         }
-        for k in kernels_of(doc)
+        for g in static_kernels_of(doc)
     ]
     base_sha, base_rev, head_sha, same = _sides(doc)
-    return _HTML.render(
+    return render_page(
+        "ab.html.j2",
         head=headline(doc),
+        state=_state(kernels, regs, doc),
+        tiles=_tiles(doc, kernels, regs),
         base_sha=base_sha,
         base_rev=base_rev,
         head_sha=head_sha,
         same=same,
         device=doc.get("device"),
         timing_note=timing_note(doc),
+        floor=fmt_value(floor, "ms"),
         timed=timed,
         kernels=kernels,
         sweeps=script_sweeps(doc),
-        regs=[
-            {
-                "kernel": str(g["kernel"]),
-                "arch": str(g["arch"]),
-                "site": str(g["site"]),
-                "summary": static_summary(g),
-                "launches": [
-                    {"launch": launch_text(x["args"], x["grid"], x["config"]), "reason": str(x["reason"])}
-                    for x in g["launches"]
-                ],
-                "tests": [str(t) for t in g["tests"]],
-            }
-            for g in static_kernels_of(doc)
-        ],
-        tests=[
-            {
-                "test": str(t["test"]),
-                "status": str(t["status"]),
-                "changes": [str(c) for c in t.get("changes") or []],
-            }
-            for t in doc.get("tests") or []
-        ],
+        regs=regs,
+        tests=sorted(
+            (
+                {
+                    "test": str(t["test"]),
+                    "status": str(t["status"]),
+                    "changes": [str(c) for c in t.get("changes") or []],
+                }
+                for t in doc.get("tests") or []
+            ),
+            key=lambda t: t["status"] == "identical",  # changed tests first
+        ),
         messages=[str(m) for m in doc.get("messages") or []],
     )
 

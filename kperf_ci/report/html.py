@@ -121,6 +121,12 @@ def _page(template: str, *, script: str | None = None, **ctx: Any) -> str:
     )
 
 
+def render_page(template: str, **ctx: Any) -> str:
+    """One self-contained page from ``templates/`` with the report's stylesheet, CSP and
+    version: the A/B page (report/ab.py) shares the run report's design through it."""
+    return _page(template, **ctx)
+
+
 # --------------------------------------------------------------------------- site
 
 
