@@ -16,6 +16,7 @@ from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.prcheck.document import read_ab_file
 from kperf_ci.report import ab as ab_report
 from kperf_ci.report import build_report, render_markdown, render_summary, write_site
+from kperf_ci.report.safe_text import plain_url
 
 from . import KperfError, bulk_objects, load_settings, read_run, read_runs, user_errors
 
@@ -131,10 +132,8 @@ def _report_ab(path: str, fmt: str, output: str | None, link: str | None, max_ch
         doc = read_ab_file(path)
     except ABError as e:
         raise KperfError(str(e)) from None
-    if link:
-        from .github_body import link_line  # it imports this module: imported at use
-
-        link_line(link)  # the one check of a --link (a plain http(s) URL), before any work
+    if link and not plain_url(link):  # it goes into the comment as a markdown link
+        raise KperfError(f"--link {link!r}: expected a plain http(s) URL (the workflow run or artifact page)")
     if fmt == "html":
         out = Path(output or "reports/ab")
         target = out if out.suffix == ".html" else out / "index.html"
