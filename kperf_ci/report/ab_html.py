@@ -184,6 +184,7 @@ def render_html(doc: dict[str, Any]) -> str:
     base_sha, base_rev, head_sha, same = sides(doc)
     return render_page(
         "ab.html.j2",
+        styles=("ab.css",),
         head=headline(doc),
         state=_state(kernels, regs, doc),
         tiles=_tiles(doc, kernels, regs),
