@@ -243,7 +243,7 @@ def test_an_unchanged_launch_says_why():
     text = ab.render_markdown(document(timed))
     assert "below the floor: 20 ns &lt; 100 ns" in text
     assert "the 99% interval includes zero" in text
-    assert "2 more launch(es) unchanged" in text  # folded into a count
+    assert "- ⚪ 2 launch(es) unchanged: below the floor" in text  # folded into a count
 
 
 def test_a_static_only_run_never_counts_zero_times(tmp_path):
@@ -326,3 +326,24 @@ def test_the_html_page_fits_1400_px_and_is_screenshotted(wide_browser, tmp_path)
     assert shot.stat().st_size > 10_000
     if out := os.environ.get("KPERF_SCREENSHOT_DIR"):
         shutil.copy(shot, Path(out) / "ab-index.png")
+
+
+REAL = sorted(
+    (Path(__file__).resolve().parents[1] / "benchmarks/results/issue32").glob("realrepo_ab_eval.part-*.json")
+)
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.stem.split("part-")[1] for p in REAL])
+def test_real_h100_documents_render_in_every_format_and_size(tmp_path, path):
+    """The documents of issue 32's Liger-Kernel runs on an H100 (slimmed, no base/head)."""
+    doc = write(tmp_path, json.loads(path.read_text(encoding="utf-8"))["doc"])
+    for limit in (2000, 5000, 65_000):
+        r = report("--ab", str(doc), "--format", "markdown", "--max-chars", str(limit))
+        assert r.exit_code == 0, r.output
+        assert len(r.stdout) <= limit
+        check_folds(r.stdout)
+        lines = r.stdout.rstrip("\n").splitlines()
+        if any("truncated" in line for line in lines):
+            assert "truncated" in lines[-1]
+    r = report("--ab", str(doc), "--format", "html", "-o", str(tmp_path / "site"))
+    assert r.exit_code == 0 and (tmp_path / "site/index.html").is_file(), r.output

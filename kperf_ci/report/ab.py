@@ -99,7 +99,7 @@ def _folded_line(rest: list[dict[str, Any]]) -> str:
     """Launches that did not move, folded into a count with why (the reasons, each once)."""
     whys = list(dict.fromkeys(str(x.get("why") or x.get("verdict")) for x in rest))
     shown = "; ".join(whys[:3]) + ("; …" if len(whys) > 3 else "")
-    return f"  - ⚪ {len(rest)} more launch(es) unchanged: {md(shown)}"
+    return f"  - ⚪ {len(rest)} launch(es) unchanged: {md(shown)}"
 
 
 class _Cut(dict):

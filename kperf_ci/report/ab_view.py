@@ -64,7 +64,8 @@ def why_not_called(x: dict[str, Any], floor: float) -> str:
     if verdict == "inconclusive":
         return f"the 99% interval is wider than the threshold ({th_text})"
     if excludes and base is not None and head is not None and abs(head - base) < floor:
-        return f"below the floor: {fmt_value(abs(head - base), 'ms')} < {fmt_value(floor, 'ms')}"
+        delta = abs(head - base)  # equal medians read "0", not "0 ms" beside "100 ns"
+        return f"below the floor: {fmt_value(delta, 'ms') if delta else '0'} < {fmt_value(floor, 'ms')}"
     if excludes:
         return f"below the threshold: {pct(ratio)} within ±{th_text}"
     return "the 99% interval includes zero"
