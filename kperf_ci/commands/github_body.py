@@ -21,7 +21,7 @@ from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report import ab as ab_report
 from kperf_ci.report import build_report, render_markdown
-from kperf_ci.report.safe_text import markdown_safe
+from kperf_ci.report.safe_text import markdown_safe, plain_url
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def link_line(link: str | None) -> str:
     data); anything that is not a plain http(s) URL is refused rather than rendered."""
     if not link:
         return ""
-    if not link.startswith(("https://", "http://")) or any(c.isspace() or c in "()<>[]`" for c in link):
+    if not plain_url(link):
         raise KperfError(f"--link {link!r}: expected a plain http(s) URL (the workflow run or artifact page)")
     return f"**[Full report]({link})** (HTML report and databases in the job's artifacts)"
 

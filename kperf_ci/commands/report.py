@@ -10,9 +10,13 @@ import click
 
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
+from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.prcheck.document import read_ab_file
+from kperf_ci.report import ab as ab_report
 from kperf_ci.report import build_report, render_markdown, render_summary, write_site
+from kperf_ci.report.safe_text import plain_url
 
 from . import KperfError, bulk_objects, load_settings, read_run, read_runs, user_errors
 
@@ -51,6 +55,12 @@ from . import KperfError, bulk_objects, load_settings, read_run, read_runs, user
     show_default=True,
     help="markdown size limit",
 )
+@click.option(
+    "--ab",
+    "ab_path",
+    type=click.Path(),
+    help="render an A/B document instead of a run: the JSON `kperf ab --json` wrote or its database",
+)
 @click.option("--history/--no-history", default=True, show_default=True, help="chart past runs (html)")
 @click.option(
     "--jobs", type=click.IntRange(1, None), help="processes rendering pages (default: [tool.kperf] jobs)"
@@ -65,10 +75,15 @@ def report_cmd(
     output: str | None,
     link: str | None,
     max_chars: int,
+    ab_path: str | None,
     history: bool,
     jobs: int | None,
 ) -> None:
-    """Write a report of a run compared with its baseline. Exit 0 (the gate is `kperf compare`)."""
+    """Write a report of a run compared with its baseline, or (--ab) of an A/B document.
+    Exit 0 (the gate is `kperf compare`, or `kperf ab` itself)."""
+    if ab_path is not None:
+        _report_ab(ab_path, fmt, output, link, max_chars)
+        return
 
     settings = load_settings(db=db, baseline=baseline)
     # The markdown outputs show flagged findings but no listings: only that small artifact.
@@ -109,6 +124,36 @@ def report_cmd(
     except OSError as e:
         raise _write_error(e, target) from None
     click.echo(f"wrote {target} ({len(text)} characters; {report.verdict_line})", err=True)
+
+
+def _report_ab(path: str, fmt: str, output: str | None, link: str | None, max_chars: int) -> None:
+    """`kperf report --ab PATH`: one format of an A/B document, as `kperf ab` renders it."""
+    try:
+        doc = read_ab_file(path)
+    except ABError as e:
+        raise KperfError(str(e)) from None
+    if link and not plain_url(link):  # it goes into the comment as a markdown link
+        raise KperfError(f"--link {link!r}: expected a plain http(s) URL (the workflow run or artifact page)")
+    if fmt == "html":
+        out = Path(output or "reports/ab")
+        target = out if out.suffix == ".html" else out / "index.html"
+        _check_writable_dir(target.parent, "-o")
+        text = ab_report.render_html(doc)
+    else:
+        render = ab_report.render_markdown if fmt == "markdown" else ab_report.render_summary
+        text = render(doc, max_chars=max_chars, link=link)
+        if not output or output == "-":
+            sys.stdout.write(text)
+            return
+        target = markdown_target(output, "comment.md" if fmt == "markdown" else "summary.md")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)  # never a half-written report
+    except OSError as e:
+        raise _write_error(e, target) from None
+    click.echo(f"wrote {target} ({len(text)} characters; {ab_report.headline(doc)})", err=True)
 
 
 def markdown_target(output: str, name: str) -> Path:

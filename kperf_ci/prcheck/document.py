@@ -238,5 +238,53 @@ def load_ab_document(db: str | Path) -> dict[str, Any] | None:
                 doc = json.loads(data)
             except ValueError as e:
                 raise ABError(f"{db}: the A/B document of run {info.run_id} is not JSON ({e})") from None
+            _check_version(doc, f"{db} (run {info.run_id})")
             return check_ab_document(doc, f"{db} (run {info.run_id})")
     return None
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_version(doc: Any, where: str) -> None:
+    """A document of a newer kperf-ci is refused by name: its fields may mean other things."""
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > DOC_VERSION:
+        raise ABError(
+            f"{where}: an A/B document of version {version}, written by a newer kperf-ci (this one "
+            f"reads up to version {DOC_VERSION}); upgrade kperf-ci to render it"
+        )
+
+
+def read_ab_file(path: str | Path) -> dict[str, Any]:
+    """The A/B document in ``path``: the JSON `kperf ab --json` writes, or the database `kperf ab`
+    stored it in (the newest document there). Bad input is ABError, one line naming the file."""
+    p = Path(path)
+    if not p.is_file():
+        what = "is a directory" if p.is_dir() else "does not exist"
+        raise ABError(f"{p}: {what}; pass the JSON `kperf ab --json` wrote or its database (reports/ab.db)")
+    try:
+        with p.open("rb") as f:
+            magic = f.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise ABError(f"{p}: cannot read it ({e.strerror})") from None
+    if magic == _SQLITE_MAGIC:
+        try:
+            doc = load_ab_document(p)
+        except store.StoreError as e:
+            raise ABError(str(e)) from None
+        if doc is None:
+            raise ABError(f"{p}: holds no A/B document; pass the database `kperf ab` wrote (reports/ab.db)")
+        return doc
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ABError(
+            f"{p}: neither an A/B database nor JSON ({e}); pass what `kperf ab --json` wrote"
+        ) from None
+    if not isinstance(doc, dict) or not {"base", "tests", "timed", "kernels"} & doc.keys():
+        raise ABError(
+            f"{p}: not an A/B document (no base, tests or timed rows); pass what `kperf ab --json` wrote"
+        )
+    _check_version(doc, str(p))
+    return check_ab_document(doc, str(p))

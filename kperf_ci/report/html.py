@@ -121,6 +121,14 @@ def _page(template: str, *, script: str | None = None, **ctx: Any) -> str:
     )
 
 
+def render_page(template: str, *, styles: tuple[str, ...] = (), **ctx: Any) -> str:
+    """One self-contained page from ``templates/`` with the report's stylesheet, CSP and
+    version: the A/B page (report/ab_html.py) shares the run report's design through it.
+    ``styles``: more stylesheets from ``static/``, inlined after report.css as ``extra_css``
+    (kept out of report.css, which every page of the run report inlines)."""
+    return _page(template, extra_css=Markup("\n".join(_asset(n) for n in styles)), **ctx)
+
+
 # --------------------------------------------------------------------------- site
 
 

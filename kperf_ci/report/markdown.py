@@ -117,7 +117,11 @@ def _runs_line(report: Report) -> str:
 
 def _counts_line(report: Report) -> str:
     c = report.counts
-    parts = [f"{c[k]} {k}" for k in c if c[k] or k in ("slower", "faster", "unchanged", "inconclusive")]
+    # zero time verdicts are news only where times were taken: a static run that said
+    # "0 slower, 0 faster" would read as timed and clean
+    timed = report.current.mode != "static"
+    always = ("slower", "faster", "unchanged", "inconclusive") if timed else ()
+    parts = [f"{c[k]} {k}" for k in c if c[k] or k in always]
     stored = sum(v.members for v in report.variants)
     of = f" ({stored} variants)" if stored != len(report.variants) else ""
     return f"{len(report.variants)} kernels{of}: " + ", ".join(parts)
@@ -211,18 +215,69 @@ def findings_lines(report: Report, max_rows: int = MAX_FINDINGS) -> list[str]:
     return out + [""]
 
 
-class _Budget:
-    def __init__(self, limit: int):
+class CommentBudget:
+    """Lines of a comment that must stay under ``limit`` characters: the one home of the rule
+    for both comments (the run's and `kperf ab`'s).
+
+    ``reserve`` characters are kept back for the notes that close a cut section and for the final
+    truncation notice. Every ``<details>`` opened with :meth:`open_fold` is counted: what
+    :meth:`fits` allows leaves room to close all open folds, and :meth:`text` closes any left
+    open, so a cut never leaves a fold open and a notice that follows is never inside one.
+    """
+
+    CLOSE = "</details>"
+
+    def __init__(self, limit: int, reserve: int = 0):
         self.limit = limit
+        self.reserve = reserve
         self.used = 0
         self.lines: list[str] = []
+        self.depth = 0  # <details> opened and not yet closed
 
-    def fits(self, text: str, reserve: int = 0) -> bool:
-        return self.used + len(text) + 1 + reserve <= self.limit
+    def _closing(self) -> int:
+        return self.depth * (len(self.CLOSE) + 2)
+
+    def fits(self, text: str, reserve: int | None = None) -> bool:
+        keep = self.reserve if reserve is None else reserve
+        return self.used + len(text) + 1 + keep + self._closing() <= self.limit
 
     def add(self, text: str) -> None:
         self.lines.append(text)
         self.used += len(text) + 1
+
+    def add_if_fits(self, text: str) -> bool:
+        if not self.fits(text):
+            return False
+        self.add(text)
+        return True
+
+    def open_fold(self, opening: str, first: str = "") -> bool:
+        """``opening`` (a ``<details>...<summary>`` line) when it, its closing and ``first``
+        (its first item, added by the caller) fit: a fold with nothing in it is never opened."""
+        if not self.fits(opening + "\n\n" + (first + "\n" if first else "") + self.CLOSE):
+            return False
+        self.add(opening)
+        self.add("")
+        self.depth += 1
+        return True
+
+    def close_fold(self) -> None:
+        self.depth -= 1  # counted before adding: the closing was reserved all along
+        self.add(self.CLOSE)
+        self.add("")
+
+    def text(self, notice: str | None = None) -> str:
+        """The comment: open folds closed, then ``notice`` (one line) after the last fold."""
+        while self.depth:
+            self.close_fold()
+        lines = list(self.lines)
+        if notice:
+            while lines and not lines[-1]:
+                lines.pop()
+            lines += ["", notice]
+        text = "\n".join(lines).rstrip() + "\n"
+        assert len(text) <= self.limit, (len(text), self.limit)
+        return text
 
 
 def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
@@ -231,7 +286,7 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
     if max_chars < 2000:
         raise ValueError("max_chars below 2000 leaves no room for a report")
     link = _link_fn(report)
-    out = _Budget(max_chars)
+    out = CommentBudget(max_chars, reserve=400)
     head = [
         MARKER,
         _headline(report),
@@ -302,25 +357,20 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
         if not vs:
             continue
         opening = f"<details{' open' if is_open else ''}><summary><b>{title}</b> ({len(vs)})</summary>"
-        if not out.fits(opening + "\n\n</details>\n", reserve):
+        if not out.open_fold(opening):
             omitted.append(f"{title.lower()} ({len(vs)})")
             continue
-        out.add(opening)
-        out.add("")
         left = add_table(vs, lambda v: v.summary or "; ".join(v.notes))
         out.add("")
         if left:
             out.add(f"_… {left} more not shown (comment size limit); see the full report._")
             out.add("")
-        out.add("</details>")
-        out.add("")
+        out.close_fold()
     if omitted:
         out.add(
             f"_Not shown for the comment size limit: {', '.join(omitted)}. The full report has everything._"
         )
-    text = "\n".join(out.lines).rstrip() + "\n"
-    assert len(text) <= max_chars, (len(text), max_chars)
-    return text
+    return out.text()
 
 
 def render_summary(report: Report, *, max_rows: int = 10) -> str:

@@ -395,3 +395,54 @@ def sweep_svg(
                 f"<title>{escape(name)} {escape(lab)}: {escape(fmt_value(y, unit))}</title></circle>"
             )
     return _svg(width, height, title, body, "sweep")
+
+
+def ab_intervals_svg(
+    launches: Sequence[tuple[str, str, float, float | None, float | None, float | None]],
+    threshold: float,
+    title: str = "",
+) -> Markup | None:
+    """One A/B kernel's launches as a forest plot: per launch (label, verdict, change, interval
+    low, interval high, floor), all relative to the base (0.0123 = +1.23%); the interval of each
+    against zero, the threshold band (+-``threshold``) across all rows and each launch's floor
+    band (the absolute floor over its base time) on its own row. None when nothing has a change.
+
+    Why this picture: whether a launch is called slower depends on its interval clearing zero,
+    the threshold and the floor at once, which a table of numbers leaves to the reader."""
+    rows = [r for r in launches if math.isfinite(r[2])]
+    if not rows:
+        return None
+    w, left, right, top, row_h = 640, 170, 16, 8, 18
+    ends = [0.0, threshold, -threshold]
+    for _l, _v, mid, lo, hi, _f in rows:
+        ends += [mid] + [x for x in (lo, hi) if x is not None and math.isfinite(x)]
+    lo_d, hi_d = min(ends), max(ends)
+    pad = (hi_d - lo_d) * 0.08 or 0.01
+    ticks = nice_ticks(lo_d - pad, hi_d + pad, 6)
+    sx = _Scale(min([lo_d - pad, *ticks]), max([hi_d + pad, *ticks]), left, w - right)
+    y_axis = top + row_h * len(rows) + 4
+    h = int(y_axis + 34)
+    body = [
+        _rect("band threshold", sx(-threshold), top, sx(threshold) - sx(-threshold), y_axis - top,
+              f"threshold ±{threshold:.2%}"),
+    ]  # fmt: skip
+    for i, (label, verdict, mid, lo, hi, floor) in enumerate(rows):
+        y = top + row_h * i + row_h / 2
+        if floor is not None and math.isfinite(floor) and floor > 0:
+            body.append(_rect("band floor", sx(-floor), y - row_h / 2 + 2, sx(floor) - sx(-floor), row_h - 4,
+                              f"floor ±{floor:.2%} of this launch's base time"))  # fmt: skip
+        short = label if len(label) <= 26 else label[:25] + "…"
+        body.append(_text("tick", left - 6, y + 4, short, "end"))
+        if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+            body.append(
+                f'<line class="ci {escape(verdict)}" x1="{_fmt(sx(lo))}" x2="{_fmt(sx(hi))}" '
+                f'y1="{_fmt(y)}" y2="{_fmt(y)}"><title>{escape(label)}: {mid:+.2%} '
+                f"[{lo:+.2%}, {hi:+.2%}]</title></line>"
+            )
+        body.append(f'<circle class="mid {escape(verdict)}" cx="{_fmt(sx(mid))}" cy="{_fmt(y)}" r="3.5"/>')
+    body.append(_vline("zero", sx(0.0), top, y_axis))
+    body.append(_hline("axis", left, w - right, y_axis))
+    for t in ticks:
+        body.append(_text("tick", sx(t), y_axis + 14, f"{t:+.1%}" if t else "0", "middle"))
+    body.append(_text("unit", w - right, y_axis + 28, "head vs base (99% interval)", "end"))
+    return _svg(w, h, title or "A/B change per launch", body, "ab-intervals")

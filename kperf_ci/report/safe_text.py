@@ -21,7 +21,7 @@ import html
 import re
 import unicodedata
 
-__all__ = ["terminal_safe", "rich_safe", "markdown_safe"]
+__all__ = ["terminal_safe", "rich_safe", "markdown_safe", "plain_url"]
 
 # Format characters that reorder or hide text (the "Trojan Source" set): shown escaped like
 # control characters, so a name cannot display as something other than what it is.
@@ -86,3 +86,10 @@ def markdown_safe(value: object) -> str:
     s = _MENTION.sub(r"\1" + _WJ, s)
     # Entities last: the # of an entity (&#x27;) must not be taken for an issue reference.
     return html.escape(s, quote=True)
+
+
+def plain_url(link: str) -> bool:
+    """Whether ``link`` may go into a markdown link as is: an http(s) URL with no whitespace and
+    none of the characters that end or nest a markdown link (a ``--link`` is the workflow's own
+    run or artifact page, never stored text; anything else is refused, not escaped)."""
+    return link.startswith(("https://", "http://")) and not any(c.isspace() or c in "()<>[]`" for c in link)

@@ -1,0 +1,214 @@
+"""The A/B HTML page (`kperf ab`'s index.html, `kperf report --ab --format html`): the run
+report's design through html.render_page and templates/ab.html.j2, with one interval plot per
+kernel and a sweep per benchmark-script call site. Autoescaped: names from the PR are text."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kperf_ci.config import Settings
+from kperf_ci.judge.group import launch_text
+from kperf_ci.report.ab_view import (
+    cause_text,
+    change_text,
+    floor_ms,
+    headline,
+    kernel_change,
+    kernels_of,
+    number,
+    severity,
+    shape_text,
+    sides,
+    slower_count,
+    static_gate,
+    static_kernels_of,
+    static_summary,
+    times_text,
+    timing_note,
+)
+from kperf_ci.report.html import render_page
+from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
+from kperf_ci.report.sweeps import MAX_SWEEPS
+from kperf_ci.units import fmt_value
+
+
+def _ms(v: Any) -> str:
+    return "?" if v is None else f"{float(v):.4g} ms"
+
+
+#: a benchmark script's call as kperf stores it: "<script>::<module>.<function>#k[<label>]"
+_SCRIPT_CALL = re.compile(r"^(?P<script>[^:]+)::(?P<site>[^\[\]]+#(?:\d+|L\d+))\[(?P<label>[^\]]*)\]$")
+
+
+def script_sweeps(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per (script, call site, kernel) of a `kperf ab --bench` run: the base's and the head's
+    median of each timed call in call order, drawn as a sweep (base beside head)."""
+    groups: dict[tuple[str, str, str], list[tuple[str, Any, Any]]] = {}
+    for t in doc.get("timed") or []:
+        m = _SCRIPT_CALL.match(str(t.get("test") or ""))
+        if m is None:
+            continue
+        key = (m["script"], m["site"], str(t.get("kernel") or ""))
+        groups.setdefault(key, []).append((m["label"], t.get("base_median_ms"), t.get("head_median_ms")))
+    out = []
+    for (script, site, kernel), points in list(groups.items())[:MAX_SWEEPS]:
+        labels = list(dict.fromkeys(label for label, _, _ in points))
+        series = [
+            ("base", "base", [(label, float(b)) for label, b, _ in points if isinstance(b, (int, float))]),
+            ("cur", "head", [(label, float(h)) for label, _, h in points if isinstance(h, (int, float))]),
+        ]
+        svg = sweep_svg(series, labels=labels, unit="ms", title=f"{kernel}: {script} {site}")
+        if svg is not None:
+            out.append({"title": f"{kernel}: {script} {site}", "svg": svg})
+    return out
+
+
+def _tiles(
+    doc: dict[str, Any], kernels: list[dict[str, Any]], regs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The summary tiles: kernels per time verdict where something was timed (never a row of
+    zeros for a static-only run), then the static side in its own words."""
+    tiles = []
+    if kernels:
+        for v in ("slower", "faster", "inconclusive", "unchanged"):
+            tiles.append(
+                {"cls": v, "n": sum(1 for k in kernels if k["verdict"] == v), "label": f"kernels {v}"}
+            )
+    c = doc.get("counts") or {}
+    if regs:
+        tiles.append(
+            {"cls": "worse", "n": len({g["site"] for g in regs}), "label": "kernels regressed (static)"}
+        )
+    for status, label in (("changed", "tests changed"), ("identical", "tests identical, not timed")):
+        if c.get(status):
+            tiles.append({"cls": status, "n": int(c[status]), "label": label})
+    return tiles
+
+
+def _state(kernels: list[dict[str, Any]], regs: list[dict[str, Any]], doc: dict[str, Any]) -> str:
+    if any(k["verdict"] == "slower" for k in kernels) or regs:
+        return "bad"
+    changed = int((doc.get("counts") or {}).get("changed", 0) or 0)
+    if any(k["verdict"] == "inconclusive" for k in kernels) or (changed and not kernels):
+        return "warn"
+    return "good"
+
+
+def _plot(k: dict[str, Any], floor: float) -> Any:
+    rows = []
+    for i, x in enumerate(k["launches"], 1):
+        ratio, lo, hi, base = (number(x.get(f)) for f in ("ratio", "ci_low", "ci_high", "base_ms"))
+        if ratio is None:
+            continue
+        rows.append(
+            (
+                f"#{i} {shape_text(x)}",
+                str(x["verdict"]),
+                ratio - 1,
+                None if lo is None else lo - 1,
+                None if hi is None else hi - 1,
+                floor / base if base else None,
+            )
+        )
+    th = next(
+        (t for x in k["launches"] if (t := number(x.get("threshold"))) is not None), Settings.ab_threshold
+    )
+    return ab_intervals_svg(rows, th, f"{k['kernel']}: change per launch"), th
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """The A/B page: the run report's design (its stylesheet, banner and tiles), wide tables
+    scrolling inside their box, kernels worst first, one interval plot per kernel."""
+    moved_by_test = {t["test"]: t.get("changes") or [] for t in doc.get("tests") or []}
+    timed = [
+        {
+            "verdict": str(t["verdict"]),
+            "kernel": str(t["kernel"]),
+            "test": str(t["test"]),
+            "change": change_text(t),
+            "medians": times_text({"base_ms": t.get("base_median_ms"), "head_ms": t.get("head_median_ms")}),
+            "pairs": int(t.get("pairs") or 0),
+            "moved": [str(m) for m in (t.get("regions_moved") or [])]
+            + [str(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
+        }
+        for t in sorted(doc.get("timed") or [], key=severity)
+    ]
+    floor = floor_ms(doc)
+    gate = static_gate(doc)
+    kernels = []
+    for k in kernels_of(doc):
+        svg, th = _plot(k, floor)
+        w = (k.get("launches") or [{}])[0]
+        kernels.append(
+            {
+                "verdict": str(k["verdict"]),
+                "kernel": str(k["kernel"]),
+                "site": str(k["site"]),
+                "shape": shape_text(w),
+                "times": times_text(w),
+                "change": kernel_change(k),
+                "count": slower_count(k),
+                "gate": gate.get(str(k["site"]), ""),
+                "cause": cause_text(k),
+                "svg": svg,
+                "threshold": f"{th:.2%}",
+                "launches": [
+                    {
+                        "verdict": str(x["verdict"]),
+                        "change": change_text(x),
+                        "times": times_text(x),
+                        "why": str(x.get("why") or ""),
+                        "launch": str(x.get("launch") or ""),
+                        "changes": [str(c) for c in x.get("changes") or []],
+                        "tests": [str(t) for t in x.get("tests") or []],
+                    }
+                    for x in k.get("launches") or []
+                ],
+            }
+        )
+    regs = [
+        {
+            "kernel": str(g["kernel"]),
+            "arch": str(g["arch"]),
+            "site": str(g["site"]),
+            "summary": static_summary(g),
+            "launches": [
+                {"launch": launch_text(x["args"], x["grid"], x["config"]), "reason": str(x["reason"])}
+                for x in g["launches"]
+            ],
+            "tests": [str(t) for t in g["tests"]],
+        }
+        for g in static_kernels_of(doc)
+    ]
+    base_sha, base_rev, head_sha, same = sides(doc)
+    return render_page(
+        "ab.html.j2",
+        styles=("ab.css",),
+        head=headline(doc),
+        state=_state(kernels, regs, doc),
+        tiles=_tiles(doc, kernels, regs),
+        base_sha=base_sha,
+        base_rev=base_rev,
+        head_sha=head_sha,
+        same=same,
+        device=doc.get("device"),
+        timing_note=timing_note(doc),
+        floor=fmt_value(floor, "ms"),
+        timed=timed,
+        kernels=kernels,
+        sweeps=script_sweeps(doc),
+        regs=regs,
+        tests=sorted(
+            (
+                {
+                    "test": str(t["test"]),
+                    "status": str(t["status"]),
+                    "changes": [str(c) for c in t.get("changes") or []],
+                }
+                for t in doc.get("tests") or []
+            ),
+            key=lambda t: t["status"] == "identical",  # changed tests first
+        ),
+        messages=[str(m) for m in doc.get("messages") or []],
+    )

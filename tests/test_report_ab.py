@@ -1,0 +1,349 @@
+"""The A/B reports (`kperf report --ab`, the PR comment, the job summary) from version-2 documents:
+one row per kernel, each distinct launch with its own effect and times, a comment that is cut
+with every fold closed and the notice outside them, bad input as one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kperf_ci.cli import main
+from kperf_ci.judge.group import kernel_groups
+from kperf_ci.prcheck.document import DOC_VERSION
+from kperf_ci.report import ab
+
+
+def row(
+    kernel: str,
+    test: str,
+    verdict: str,
+    ratio: float,
+    base_ms: float,
+    *,
+    launch: str = "",
+    half: float = 0.004,
+    site: str | None = None,
+    changes: list[str] | None = None,
+) -> dict[str, Any]:
+    """One timed row as `kperf ab` stores it (prcheck/document.py `_ab_rows`)."""
+    return {
+        "kernel": kernel,
+        "site": site if site is not None else f"ops.py::{kernel.split('#')[0]}",
+        "launch": launch,
+        "base_launch": launch,
+        "changes": changes or [],
+        "arch": "NVIDIA H100 80GB HBM3",
+        "config": "num_warps=4,num_stages=3",
+        "test": test,
+        "verdict": verdict,
+        "ratio": ratio,
+        "ci_low": ratio - half,
+        "ci_high": ratio + half,
+        "pairs": 400.0,
+        "seconds": 0.2,
+        "threshold": 0.005,
+        "method": "cupti",
+        "base_median_ms": base_ms,
+        "head_median_ms": base_ms * ratio,
+        "regions_moved": [],
+    }
+
+
+def document(timed: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A version-2 document, its "kernels" grouped as `kperf ab` groups them."""
+    counts: dict[str, int] = {"changed": len({t["test"] for t in timed})}
+    for t in timed:
+        counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
+    kernels = kernel_groups(timed)
+    for k in kernels:
+        counts[f"kernels_{k['verdict']}"] = counts.get(f"kernels_{k['verdict']}", 0) + 1
+    return {
+        "version": DOC_VERSION,
+        "base": {"rev": "origin/main", "sha": "b" * 40},
+        "head": {"sha": "a" * 40},
+        "device": "NVIDIA H100 80GB HBM3",
+        "counts": counts,
+        "exit_code": 1,
+        "tests": [
+            {"test": t["test"], "status": "changed", "changes": ["num_warps 4 -> 8"], "launches": []}
+            for t in timed
+        ],
+        "static": None,
+        "timed": timed,
+        "kernels": kernels,
+        "static_regressions": [],
+        "static_kernels": [],
+        "messages": [],
+        **extra,
+    }
+
+
+def launch(i: int) -> str:
+    n = 1024 * (i + 1)
+    return f"x=fp32[{n}x{n}], y=fp32[{n}x{n}], n={n * n}, BLOCK=1024; grid {n}x1x1; num_warps=4,num_stages=3"
+
+
+def nine_launches() -> dict[str, Any]:
+    effects = [1.0713, 1.05, 1.04, 1.03, 1.0208, 1.0001, 0.9995, 0.9990, 0.9795]
+    verdicts = ["slower"] * 5 + ["unchanged"] * 3 + ["faster"]
+    timed = [
+        row(
+            "softmax_kernel",
+            f"tests/test_softmax.py::test_softmax[{i}]",
+            v,
+            r,
+            0.0066 * (i + 1),
+            launch=launch(i),
+        )
+        for i, (r, v) in enumerate(zip(effects, verdicts, strict=True))
+    ]
+    return document(timed)
+
+
+def many_kernels(n: int = 240) -> dict[str, Any]:
+    timed = [
+        row(
+            f"kernel_{i:03d}",
+            f"tests/test_k.py::test_k[{i}]",
+            "slower",
+            1.02 + i / 1000,
+            0.01,
+            launch=launch(i % 4),
+        )
+        for i in range(n)
+    ]
+    return document(timed)
+
+
+def check_folds(text: str) -> list[int]:
+    """The fold depth after each line; every <details> closed, never below zero."""
+    depth, depths = 0, []
+    for line in text.splitlines():
+        depth += line.count("<details") - line.count("</details>")
+        assert depth >= 0, text
+        depths.append(depth)
+    assert depth == 0, text
+    return depths
+
+
+def assert_cut_well(text: str, limit: int) -> None:
+    assert len(text) <= limit
+    assert text.count("<details") == text.count("</details>")
+    depths = check_folds(text)
+    lines = text.rstrip("\n").splitlines()
+    assert "truncated" in lines[-1] and depths[-1] == 0, lines[-3:]
+    assert not any("truncated" in line for line in lines[:-1])  # one notice, the last line
+    # the timing message stays outside every fold, before the first one
+    timing = next(i for i, line in enumerate(lines) if line.startswith("Times: CUPTI"))
+    assert depths[timing] == 0
+
+
+def write(tmp_path: Path, doc: dict[str, Any], name: str = "ab.json") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    return p
+
+
+def report(*args: str) -> Any:
+    return CliRunner().invoke(main, ["report", *args])
+
+
+# ------------------------------------------------------------------------ kperf report --ab
+
+
+@pytest.mark.parametrize(
+    ("doc", "limit"), [(nine_launches(), 2000), (many_kernels(240), 3000)], ids=["9-launches", "240-kernels"]
+)
+def test_a_cut_comment_closes_every_fold_and_ends_with_the_notice(tmp_path, doc, limit):
+    p = write(tmp_path, doc)
+    r = report("--ab", str(p), "--format", "markdown", "--max-chars", str(limit))
+    assert r.exit_code == 0, r.output
+    text = r.stdout
+    assert_cut_well(text, limit)
+    if len(doc["kernels"]) > 1:  # the kernel table is capped with a "… N more" row
+        assert re.search(r"^\|  \| … \d+ more \|", text, re.M), text
+        assert re.search(r"… truncated: \d+ more kernels", text)
+
+
+def test_the_summary_and_the_html_render_from_the_json_and_from_the_database(tmp_path):
+    from kperf_ci import store
+    from kperf_ci.prcheck.document import AB_BLOB
+    from tests.github.conftest import ab_db
+
+    doc = nine_launches()
+    p = write(tmp_path, doc)
+    db = ab_db(tmp_path, slower=1)
+    store.save_blob(db, store.list_runs(db)[-1].run_id, "", AB_BLOB, json.dumps(doc))
+    for src, name in ((p, "from-json"), (db, "from-db")):
+        r = report("--ab", str(src), "--format", "summary", "-o", f"{tmp_path / name}/")
+        assert r.exit_code == 0, r.output
+        summary = (tmp_path / name / "summary.md").read_text(encoding="utf-8")
+        assert ab.MARKER not in summary and "softmax\\_kernel" in summary
+        r = report("--ab", str(src), "--format", "html", "-o", str(tmp_path / f"{name}-html"))
+        assert r.exit_code == 0, r.output
+        assert "softmax_kernel" in (tmp_path / f"{name}-html" / "index.html").read_text(encoding="utf-8")
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    newer = write(tmp_path, {**nine_launches(), "version": DOC_VERSION + 1}, "newer.json")
+    not_doc = write(tmp_path, {"hello": "world"}, "other.json")
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("not json at all", encoding="utf-8")
+    cases = {
+        str(tmp_path / "missing.json"): "does not exist",
+        str(not_doc): "not an A/B document",
+        str(garbage): "neither an A/B database nor JSON",
+        str(newer): f"version {DOC_VERSION + 1}, written by a newer kperf-ci",
+    }
+    for path, words in cases.items():
+        r = report("--ab", path, "--format", "markdown")
+        assert r.exit_code == 2, (path, r.output)
+        assert words in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+# ------------------------------------------------------------------------- what the comment says
+
+
+def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_times():
+    """`kperf.bench` rows carry no launch text: three shapes of one kernel are three launches,
+    never one row under an empty label with the worst effect only."""
+    timed = [
+        row("vector_add", "tests/test_add.py::test_add[1024]", "slower", 1.0713, 0.0066),
+        row("vector_add", "tests/test_add.py::test_add[4096]", "slower", 1.0208, 0.0120),
+        row("vector_add", "tests/test_add.py::test_add[65536]", "faster", 0.9795, 0.0480),
+    ]
+    text = ab.render_markdown(document(timed))
+    for effect, base, head in (
+        ("+7.13%", "6.6 µs", "7.071 µs"),
+        ("+2.08%", "12 µs", "12.25 µs"),
+        ("-2.05%", "48 µs", "47.02 µs"),
+    ):
+        assert re.search(rf"{re.escape(effect)} .*{base} → {head}", text), (effect, text)
+    # the top table: one row for the kernel, its worst launch, "N of M launches slower"
+    top = [line for line in text.splitlines() if line.startswith("| 🔴 slower | vector\\_add")]
+    assert len(top) == 1 and "2 of 3 launches slower" in top[0] and "6.6 µs → 7.071 µs" in top[0]
+    assert "+7.13% \\[+6.73%, +7.53%\\]" in top[0]  # the worst launch's interval, not a range
+    assert "-2.05% .. " not in text
+
+
+def test_an_unchanged_launch_says_why():
+    timed = [
+        row("k", "t.py::test_k[0]", "slower", 1.05, 0.01, launch=launch(0)),
+        # the interval excludes zero, but 20 ns is under the 0.1 us floor
+        row("k", "t.py::test_k[1]", "unchanged", 1.01, 0.002, launch=launch(1), half=0.003),
+        row("k", "t.py::test_k[2]", "unchanged", 1.001, 0.05, launch=launch(2), half=0.004),
+    ]
+    text = ab.render_markdown(document(timed))
+    assert "below the floor: 20 ns &lt; 100 ns" in text
+    assert "the 99% interval includes zero" in text
+    assert "- ⚪ 2 launch(es) unchanged: below the floor" in text  # folded into a count
+
+
+def test_a_static_only_run_never_counts_zero_times(tmp_path):
+    """A run without timing never reads "0 slower, 0 faster" (as if it had been timed and found
+    clean): neither the A/B reports nor the run comment and summary of a static run."""
+    doc = document([])
+    doc.update(timed=[], kernels=[], device=None, counts={"changed": 2, "identical": 3})
+    root = Path(__file__).resolve().parents[1]
+    shutil.copy(root / "tests/data/static/cpu_examples.db", tmp_path / "cpu.db")
+    shutil.copy(root / "baselines/main.db", tmp_path / "main.db")
+    run = ["--db", str(tmp_path / "cpu.db"), "--baseline", str(tmp_path / "main.db")]
+    texts = [ab.render_markdown(doc), ab.render_summary(doc), ab.render_html(doc)]
+    for fmt in ("markdown", "summary"):
+        r = report(*run, "--format", fmt)
+        assert r.exit_code == 0, r.output
+        texts.append(r.stdout)
+    assert "kernels: 48 unchanged, 30 removed" in texts[-1]
+    for text in texts:
+        assert "0 slower" not in text and "0 faster" not in text and "0 inconclusive" not in text
+
+
+# ------------------------------------------------------------------------------ the HTML page
+
+from tests.test_report_html import Browser, needs_chromium  # noqa: E402 - the Chromium harness
+
+
+@pytest.fixture(scope="module")
+def wide_browser():
+    b = Browser(width=1400, height=900)
+    yield b
+    b.close()
+
+
+def wide_document() -> dict[str, Any]:
+    """Kernels in no particular order, a PR-chosen hostile name, one very long launch text and
+    a static regression: what can push a page sideways or inject markup."""
+    evil = "k<img src=x onerror=alert(1)>"
+    long_launch = ", ".join(f"arg{i}=bf16[4096x14336]" for i in range(40)) + "; grid 4096x1x1; num_warps=8"
+    timed = [
+        row("fast_kernel", "t.py::test_fast", "faster", 0.95, 0.02, launch=launch(0)),
+        row(evil, "t.py::test_<b>evil</b>", "unchanged", 1.001, 0.004, launch=launch(1)),
+        *nine_launches()["timed"],
+        row("wide_kernel", "t.py::test_wide", "inconclusive", 1.004, 0.5, launch=long_launch, half=0.01),
+    ]
+    doc = document(timed)
+    doc["static_regressions"] = [
+        {"kernel": "spill_kernel", "arch": "sm_90", "test": "t.py::test_spill", "reason": "spills 0 -> 4 KiB",
+         "site": "ops.py::spill_kernel", "args": {"x": "fp32[1024]"}, "grid": [8, 1, 1], "config": None}
+    ]  # fmt: skip
+    doc["static_kernels"] = None  # grouped by the reader, as for a document without them
+    return doc
+
+
+def test_the_html_page_has_the_report_design_and_a_plot_per_kernel():
+    html = ab.render_html(wide_document())
+    assert '<meta name="viewport"' in html and 'id="verdict" class="banner bad"' in html
+    assert html.count('class="chart ab-intervals"') == 4  # one plot per timed kernel
+    assert html.count('<div class="scroll">') >= 4  # every wide table scrolls inside its box
+    order = re.findall(r'<tr class="(\w+)"><td><span class="badge', html.split('id="kernels"')[1])
+    assert order[:4] == ["slower", "inconclusive", "faster", "unchanged"]  # worst first
+    assert "<img" not in html and "&lt;img" in html and "<b>evil" not in html
+
+
+@needs_chromium
+def test_the_html_page_fits_1400_px_and_is_screenshotted(wide_browser, tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text(ab.render_html(wide_document()), encoding="utf-8")
+    wide_browser.open(page)
+    assert wide_browser.errors == [] and wide_browser.dialogs == []
+    assert [u for u in wide_browser.requests if not u.startswith("file://")] == []
+    overflow = wide_browser.eval("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page scrolls sideways by {overflow} px"
+    # a table wider than the page would scroll inside its own box, never the page
+    assert wide_browser.eval(
+        "[...document.querySelectorAll('table')].every(t => t.parentElement.classList.contains('scroll'))"
+    )
+    assert wide_browser.eval("document.querySelectorAll('img').length") == 0  # the name is text
+    assert wide_browser.eval("document.querySelectorAll('svg.ab-intervals').length") == 4
+    shot = wide_browser.screenshot(tmp_path / "ab-index.png", full_page=True)
+    assert shot.stat().st_size > 10_000
+    if out := os.environ.get("KPERF_SCREENSHOT_DIR"):
+        shutil.copy(shot, Path(out) / "ab-index.png")
+
+
+REAL = sorted(
+    (Path(__file__).resolve().parents[1] / "benchmarks/results/issue32").glob("realrepo_ab_eval.part-*.json")
+)
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.stem.split("part-")[1] for p in REAL])
+def test_real_h100_documents_render_in_every_format_and_size(tmp_path, path):
+    """The documents of issue 32's Liger-Kernel runs on an H100 (slimmed, no base/head)."""
+    doc = write(tmp_path, json.loads(path.read_text(encoding="utf-8"))["doc"])
+    for limit in (2000, 5000, 65_000):
+        r = report("--ab", str(doc), "--format", "markdown", "--max-chars", str(limit))
+        assert r.exit_code == 0, r.output
+        assert len(r.stdout) <= limit
+        check_folds(r.stdout)
+        lines = r.stdout.rstrip("\n").splitlines()
+        if any("truncated" in line for line in lines):
+            assert "truncated" in lines[-1]
+    r = report("--ab", str(doc), "--format", "html", "-o", str(tmp_path / "site"))
+    assert r.exit_code == 0 and (tmp_path / "site/index.html").is_file(), r.output
