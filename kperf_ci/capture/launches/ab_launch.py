@@ -8,10 +8,11 @@ manifests, :mod:`kperf_ci.capture.static.manifest`) and pair them
 per test, each head launch with its base counterpart. In the timing pass the head test runs on the
 GPU, its launches are copied for replay (:mod:`kperf_ci.capture.launches.replay`), and each copied launch
 is found in the plan (:meth:`ABPlan.entry_for`). :func:`base_call` then builds the base side: the
-base tree's version of the kernel, launched with the base's own constexprs, scalar arguments,
-options and grid, on the *same* argument copies as the head (so placement and alignment cannot
-differ between the sides). An autotuned base kernel is launched through its own autotuner, which
-picks the base's config as it would in production.
+base tree's version of the kernel making the same call (the caller's constexprs, scalar
+arguments and options as the base recorded them), on the *same* argument copies as the head (so
+placement and alignment cannot differ between the sides). A decorated base kernel is launched
+through its own decorators: ``@triton.heuristics`` computes the base's values and an autotuner
+picks the base's config, as they would in production; what they set is never passed.
 
 A tensor argument whose dtype or shape differs between the trees cannot be shared: a float one
 gets the base a fresh buffer of its own (said in the row), any other leaves the launch not timed,
