@@ -264,6 +264,13 @@ def test_changed_decorated_launches_are_timed_through_the_bases_own_decorators(p
     # the base's own autotuner benchmarked the base's own configs (16 warps is the base's only)
     base_cut = {x["num_warps"] for x in launches if x["kernel"] == "cut_kernel" and x["side"] == "base"}
     assert base_cut == {2, 4, 8, 16}, base_cut
+    # each side's autotuner pick is in the row (the fake benchmarker ranks fewest warps first)
+    assert (timed["test_decorated[cut]"]["base_pick"], timed["test_decorated[cut]"]["head_pick"]) == (
+        "BLOCK=128,num_ctas=1,num_stages=3,num_warps=2",
+        "BLOCK=128,num_ctas=1,num_stages=3,num_warps=1",
+    )
+    assert timed["test_decorated[stacked]"]["base_pick"] == "num_ctas=1,num_stages=3,num_warps=1"
+    assert timed["test_decorated[heur]"]["base_pick"] is None  # no autotuner
     # unchanged kernels cost no GPU time
     assert not [x for x in launches if x["kernel"] in ("plain_kernel", "tuned_kernel", "comment_kernel")]
 
@@ -291,3 +298,33 @@ def test_an_autotuned_kernel_identical_in_both_trees_is_identical_whatever_each_
         "tuned_kernel: the autotuner picked BLOCK=64,num_warps=1 in base and BLOCK=128,num_warps=4 in head: "
         "a tuning difference, not this change"
     ]
+    assert "note: tuned_kernel: the autotuner picked BLOCK=64,num_warps=1 in base" in r.stdout
+
+
+def _row(warps: int, block: int, sass: str, autotune: dict) -> dict:
+    """A manifest row of an autotuned launch as a static pass on a GPU stores it."""
+    return {
+        "site": "k.py::tuned_kernel", "name": "tuned_kernel", "spec": "s", "grid": [1000 // block, 1, 1],
+        "args": {"x_ptr": "fp32[1000]", "y_ptr": "fp32[1000]", "n": "1000", "BLOCK": str(block)},
+        "options": {"num_warps": warps}, "config": f"num_warps={warps},num_stages=3,num_ctas=1",
+        "tuned": ["BLOCK", "num_warps"], "derived": [], "autotune": autotune,
+        "code": {"sm_90": {"sass": sass, "registers": 10}},
+    }  # fmt: skip
+
+
+def test_a_pick_outside_the_sampled_configs_is_a_note_not_an_added_launch():
+    """On a GPU with a capped sample of configs, a run whose autotuner picks a config outside the
+    sample records that launch on its own: the head's pick is no config added to the kernel."""
+    from kperf_ci.judge.launch_diff import diff_tests
+
+    c0, c1 = _row(1, 64, "A", {"index": 0, "count": 3}), _row(2, 128, "B", {"index": 1, "count": 3})
+    base = [{**c0, "autotune": {"index": 0, "count": 3, "chosen": True}}, c1]
+    head = [c0, c1, _row(4, 128, "C", {"count": 3, "chosen": True})]
+    (t,) = diff_tests({"t": base}, {"t": head})
+    assert t.status == "identical", t.to_dict()
+    (lc,) = t.launches
+    assert lc.notes == [
+        "the autotuner picked BLOCK=64,num_warps=1 in base and BLOCK=128,num_warps=4 in head: "
+        "a tuning difference, not this change"
+    ]
+    assert len(lc.pairs) == 2  # every config compiled on both sides, for the static verdict

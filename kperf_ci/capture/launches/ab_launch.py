@@ -269,7 +269,42 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
             break
         positional.append(values.pop(name))
     keyword.update(values)
-    return (lambda: base_obj.run(*positional, grid=grid, warmup=False, **keyword)), note
+
+    def call() -> Any:
+        return base_obj.run(*positional, grid=grid, warmup=False, **keyword)
+
+    if tuned:  # after a first call: the config the base's own autotuner picked
+        call.pick = lambda: autotuner_pick(base_obj)  # type: ignore[attr-defined]
+    return call, note
+
+
+def _pick_text(values: dict[str, Any]) -> str:
+    return ",".join(f"{k}={values[k]}" for k in sorted(values))
+
+
+def autotuner_pick(obj: Any) -> str | None:
+    """The config the autotuner in ``obj``'s decorator chain picked at its last launch
+    ("BLOCK=64,num_warps=1"), None before any or without an autotuner."""
+    from triton.runtime.autotuner import Autotuner
+
+    for _ in range(16):
+        if isinstance(obj, Autotuner):
+            best = getattr(obj, "best_config", None)
+            return _pick_text(best.all_kwargs()) if best is not None else None
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            break
+    return None
+
+
+def head_pick(launch: Any, entry: PlanEntry) -> str | None:
+    """The config the head's autotuner picked for a replayed launch (the values its configs set,
+    as the launch got them), None for a kernel without an autotuner."""
+    tuned = set(entry.head.get("tuned") or ())
+    if not tuned:
+        return None
+    given = {**_bound(launch.jit_fn, tuple(launch.args), dict(launch.kwargs)), **dict(launch.kwargs)}
+    return _pick_text({k: v for k, v in given.items() if k in tuned})
 
 
 def _caller_value(
