@@ -328,3 +328,5 @@ def test_a_pick_outside_the_sampled_configs_is_a_note_not_an_added_launch():
         "a tuning difference, not this change"
     ]
     assert len(lc.pairs) == 2  # every config compiled on both sides, for the static verdict
+    # what stands for the call is one config on both sides, never one run's pick against another's
+    assert lc.base["options"] == lc.head["options"] and lc.base["args"] == lc.head["args"]

@@ -288,10 +288,16 @@ def _pair_configs(site: str, b_rows: list[dict[str, Any]], h_rows: list[dict[str
             f"the autotuner picked {pick_labels[_config_id(bp)]} in base and {pick_labels[_config_id(hp)]} "
             "in head: a tuning difference, not this change"
         )
-    # the rows that stand for the call: each side's pick when known, else the first pair
-    first = pairs[0] if pairs else (next(iter(bs.values())), next(iter(hs.values())))
-    base_row = bp if bp is not None else first[0]
-    head_row = hp if hp is not None else first[1]
+    # The rows that stand for the call: one config compiled on both sides (the head's pick when
+    # the base compiled it too), so that whoever reads base against head (the static verdict)
+    # compares a config with itself, never one run's pick with another's. Only when no config
+    # is common to both sides do the picks (else the first configs) stand for it.
+    common = [p for p in pairs if hp is not None and _config_id(p[1]) == _config_id(hp)] or pairs
+    if common:
+        base_row, head_row = common[0]
+    else:
+        base_row = bp if bp is not None else next(iter(bs.values()))
+        head_row = hp if hp is not None else next(iter(hs.values()))
     return LaunchChange(
         str(head_row.get("name")), site, "changed" if changes else "identical", changes,
         base_row, head_row, notes, pairs,
