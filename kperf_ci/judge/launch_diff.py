@@ -6,16 +6,24 @@ those changes regress the static metrics (:func:`static_regressions`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.judge.compare import _static_change
+from kperf_ci.judge.launch_calls import (
+    autotuned,
+    call_key,
+    calls,
+    config_id,
+    config_labels,
+    pick,
+    set_rows,
+)
 from kperf_ci.judge.matching import _match, parse_config
 from kperf_ci.judge.policy import gated
 from kperf_ci.metrics import MOVED_METRICS, metric, unit_of
-from kperf_ci.model import DEFAULT_OPTIONS, VariantKey, VariantResult
+from kperf_ci.model import VariantKey, VariantResult
 from kperf_ci.units import fmt_value
 
 
@@ -182,85 +190,12 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
 CODE_METRICS_ORDER = MOVED_METRICS
 
 
-def call_key(row: dict[str, Any]) -> str:
-    """What identifies a launch, the call: kernel site, the caller's arguments (values of
-    scalars, dtype[shape] of tensors) and launch options, without what the kernel's decorators
-    set (heuristic values, autotune configs). The grid counts only for an undecorated kernel:
-    a decorated one's grid follows the values its decorators set. The timing pass spells it
-    alike from a replayed launch (``capture/launches/ab_launch.py``)."""
-    by_kernel = set(row.get("tuned") or ()) | set(row.get("derived") or ())
-    args = {k: v for k, v in (row.get("args") or {}).items() if k not in by_kernel}
-    # the defaults spelled out or left out are the same options
-    options = {
-        k: v for k, v in {**DEFAULT_OPTIONS, **(row.get("options") or {})}.items() if k not in by_kernel
-    }
-    grid = [] if by_kernel else list(row.get("grid") or ())
-    return json.dumps([str(row.get("site")), args, options, grid], sort_keys=True, default=str)
-
-
-def _calls(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Rows grouped into calls (an autotuned call has a row per compiled config), in the order
-    of each call's first row."""
-    by_key: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_key.setdefault(call_key(r), []).append(r)
-    return list(by_key.values())
-
-
-def _autotuned(rows: list[dict[str, Any]]) -> bool:
-    return len(rows) > 1 or any(r.get("tuned") or r.get("autotune") for r in rows)
-
-
-def _tuned_values(row: dict[str, Any]) -> dict[str, Any]:
-    """The values an autotune config set in this row (its kwargs and options)."""
-    args, options = row.get("args") or {}, row.get("options") or {}
-    out = {}
-    for k in row.get("tuned") or ():
-        if k in args:
-            out[k] = args[k]
-        elif k in options:
-            out[k] = options[k]
-    return out
-
-
-def _config_id(row: dict[str, Any]) -> str:
-    return json.dumps(_tuned_values(row), sort_keys=True, default=str)
-
-
-def _config_labels(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """Config id -> short text naming it by what varies across the configs ("num_warps=16")."""
-    values = {_config_id(r): _tuned_values(r) for r in rows}
-    keys = sorted({k for v in values.values() for k in v})
-    varying = [k for k in keys if len({str(v.get(k)) for v in values.values()}) > 1] or keys
-    return {cid: ",".join(f"{k}={v[k]}" for k in varying if k in v) or "default" for cid, v in values.items()}
-
-
-def _set_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The configs compiled for a call, by config id. A pick that repeats no recorded config (a
-    capped sample, or the ``chosen`` policy) stands for the config set only when nothing else
-    was recorded: which config a run's autotuner picks is not the kernel's config list."""
-    configs = [r for r in rows if not _pick_only(r)] or rows
-    out: dict[str, dict[str, Any]] = {}
-    for r in configs:
-        out.setdefault(_config_id(r), r)
-    return out
-
-
-def _pick_only(row: dict[str, Any]) -> bool:
-    info = row.get("autotune") or {}
-    return bool(info.get("chosen")) and "index" not in info
-
-
-def _pick(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((r for r in rows if (r.get("autotune") or {}).get("chosen")), None)
-
-
 def _pair_configs(site: str, b_rows: list[dict[str, Any]], h_rows: list[dict[str, Any]]) -> LaunchChange:
     """One autotuned call on both sides: its configs paired as sets (by the values each config
     sets), so a cut or extended config list is one changed launch, never "launched in base
     only" per config. Configs compiled on both sides are compared as any launch is."""
-    bs, hs = _set_rows(b_rows), _set_rows(h_rows)
-    labels = _config_labels([*bs.values(), *hs.values()])
+    bs, hs = set_rows(b_rows), set_rows(h_rows)
+    labels = config_labels([*bs.values(), *hs.values()])
     changes: list[str] = []
     dropped = [labels[c] for c in bs if c not in hs]
     added = [labels[c] for c in hs if c not in bs]
@@ -269,7 +204,7 @@ def _pair_configs(site: str, b_rows: list[dict[str, Any]], h_rows: list[dict[str
     for b, h in pairs:
         ch = launch_changes(b, h)
         if ch:
-            moved.append(f"config {labels[_config_id(h)]}: " + "; ".join(ch))
+            moved.append(f"config {labels[config_id(h)]}: " + "; ".join(ch))
     if dropped or added:
         parts = [f"{x} dropped" for x in dropped] + [f"{x} added" for x in added]
         parts.append(f"{len(pairs) - len(moved)} unchanged")
@@ -280,19 +215,19 @@ def _pair_configs(site: str, b_rows: list[dict[str, Any]], h_rows: list[dict[str
         changes.append(moved[0].split(": ", 1)[1])  # a single config: said as a plain launch's
     else:
         changes += moved
-    bp, hp = _pick(b_rows), _pick(h_rows)
+    bp, hp = pick(b_rows), pick(h_rows)
     notes = []
-    if bp is not None and hp is not None and _config_id(bp) != _config_id(hp):
-        pick_labels = _config_labels([bp, hp])
+    if bp is not None and hp is not None and config_id(bp) != config_id(hp):
+        pick_labels = config_labels([bp, hp])
         notes.append(
-            f"the autotuner picked {pick_labels[_config_id(bp)]} in base and {pick_labels[_config_id(hp)]} "
+            f"the autotuner picked {pick_labels[config_id(bp)]} in base and {pick_labels[config_id(hp)]} "
             "in head: a tuning difference, not this change"
         )
     # The rows that stand for the call: one config compiled on both sides (the head's pick when
     # the base compiled it too), so that whoever reads base against head (the static verdict)
     # compares a config with itself, never one run's pick with another's. Only when no config
     # is common to both sides do the picks (else the first configs) stand for it.
-    common = [p for p in pairs if hp is not None and _config_id(p[1]) == _config_id(hp)] or pairs
+    common = [p for p in pairs if hp is not None and config_id(p[1]) == config_id(hp)] or pairs
     if common:
         base_row, head_row = common[0]
     else:
@@ -308,11 +243,11 @@ def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> li
     """One LaunchChange per call of the head (then per call only in the base). Calls pair by
     site: first the same call (same caller arguments), then the rest of a site in order (a
     caller that changed an argument or option)."""
-    base_calls = _calls(base)
+    base_calls = calls(base)
     unpaired: dict[str, list[list[dict[str, Any]]]] = {}
     for c in base_calls:
         unpaired.setdefault(str(c[0].get("site")), []).append(c)
-    head_calls = _calls(head)
+    head_calls = calls(head)
     match: dict[int, list[dict[str, Any]]] = {}
     for i, hc in enumerate(head_calls):  # the same call first
         queue = unpaired.get(str(hc[0].get("site"))) or []
@@ -333,7 +268,7 @@ def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> li
                     str(hc[0].get("name")), site, "added", ["kernel launched in head only"], head=hc[0]
                 )
             )
-        elif _autotuned(bc) or _autotuned(hc):
+        elif autotuned(bc) or autotuned(hc):
             out.append(_pair_configs(site, bc, hc))
         else:
             b, h = bc[0], hc[0]
@@ -377,7 +312,7 @@ def diff_tests(
                     "added",
                     [
                         LaunchChange(str(c[0].get("name")), str(c[0].get("site")), "added", [], head=c[0])
-                        for c in _calls(head[test])
+                        for c in calls(head[test])
                     ],
                 )
             )

@@ -31,7 +31,7 @@ from typing import Any
 from kperf_ci.capture.launches.base_tree import load_base_callable
 from kperf_ci.capture.static.describe import _unwrap, decorator_names, make_launch_spec
 from kperf_ci.capture.static.manifest import launch_args
-from kperf_ci.judge.launch_diff import call_key
+from kperf_ci.judge.launch_calls import call_key
 
 PLAN_VERSION = 1
 
