@@ -10,7 +10,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from kperf_ci.capture.launches.ab_launch import ABPlan, PlanEntry, base_call, describe_launch
+from kperf_ci.capture.launches.ab_launch import ABPlan, PlanEntry, base_call, describe_launch, head_pick
 from kperf_ci.capture.launches.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
 from kperf_ci.capture.measure import Measurement, Request, build_variants, instrument_regions
 from kperf_ci.capture.timing import engine
@@ -166,9 +166,11 @@ def _replay_ab(
         req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
         regions={}, gpu_name=device.gpu_name, sm_count=device.sm_count,
     )  # fmt: skip
+    # each side's autotuner pick (None without one): a tuning difference is not the change
+    picks = {"base_pick": getattr(base_fn, "pick", lambda: None)(), "head_pick": head_pick(launch, entry)}
     for v in variants:
         v.tags.append("replay")
-        v.artifacts["launch"] = canonical_json({**_launch_doc(entry, launch), "note": note})
+        v.artifacts["launch"] = canonical_json({**_launch_doc(entry, launch), "note": note, **picks})
     return variants
 
 

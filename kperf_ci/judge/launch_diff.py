@@ -11,6 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.judge.compare import _static_change
+from kperf_ci.judge.launch_calls import (
+    autotuned,
+    call_key,
+    calls,
+    config_id,
+    config_labels,
+    pick,
+    set_rows,
+)
 from kperf_ci.judge.matching import _match, parse_config
 from kperf_ci.judge.policy import gated
 from kperf_ci.metrics import MOVED_METRICS, metric, unit_of
@@ -64,15 +73,23 @@ def diff_static(base: list[VariantResult], head: list[VariantResult]) -> StaticD
 
 @dataclass
 class LaunchChange:
-    """One launch of a test compared with its base counterpart (matched by launch site, then by
-    order among the launches of that site)."""
+    """One launch (a call) of a test compared with its base counterpart.
+
+    A launch is its call: kernel, launch site and the caller's arguments and options. Values the
+    kernel's decorators set (``@triton.heuristics``, an autotune config) and the config the
+    autotuner picks are what changed, not identity; an autotuned call compiles every config, and
+    its configs are compared as sets (:func:`_pair_configs`)."""
 
     name: str  # kernel name as stored (marker name / kernel)
     site: str  # "path::qualname" of the kernel
     status: str  # identical | changed | added | removed
     changes: list[str] = field(default_factory=list)  # "num_stages 3 -> 1", "grid 132 -> 133", ...
-    base: dict[str, Any] | None = None
+    base: dict[str, Any] | None = None  # manifest row standing for the call (its pick if known)
     head: dict[str, Any] | None = None
+    # informational, never a change: "the autotuner picked num_warps=1 in base and 4 in head ..."
+    notes: list[str] = field(default_factory=list)
+    # (base row, head row) of every config compiled on both sides (one pair for a plain launch)
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -97,15 +114,27 @@ class TestDiff:
             out.append(f"{lc.label}: {what}")
         return out
 
+    @property
+    def notes(self) -> list[str]:
+        """What is worth knowing but changed nothing (autotuner picks that differ)."""
+        return [f"{lc.label}: {n}" for lc in self.launches for n in lc.notes]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "test": self.test,
             "status": self.status,
             "changes": self.changes,
             "launches": [
-                {"name": lc.name, "site": lc.site, "status": lc.status, "changes": lc.changes}
+                {
+                    "name": lc.name,
+                    "site": lc.site,
+                    "status": lc.status,
+                    "changes": lc.changes,
+                    "notes": lc.notes,
+                }
                 for lc in self.launches
             ],
+            "notes": self.notes,
         }
 
 
@@ -161,28 +190,106 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
 CODE_METRICS_ORDER = MOVED_METRICS
 
 
-def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[LaunchChange]:
-    by_site: dict[str, list[dict[str, Any]]] = {}
-    for r in base:
-        by_site.setdefault(str(r.get("site")), []).append(r)
-    out = []
-    for h in head:
-        site = str(h.get("site"))
-        queue = by_site.get(site) or []
-        if not queue:
-            out.append(
-                LaunchChange(str(h.get("name")), site, "added", ["kernel launched in head only"], head=h)
-            )
-            continue
-        b = queue.pop(0)
-        changes = launch_changes(b, h)
-        out.append(
-            LaunchChange(str(h.get("name")), site, "changed" if changes else "identical", changes, b, h)
+def _pair_configs(site: str, b_rows: list[dict[str, Any]], h_rows: list[dict[str, Any]]) -> LaunchChange:
+    """One autotuned call on both sides: its configs paired as sets (by the values each config
+    sets), so a cut or extended config list is one changed launch, never "launched in base
+    only" per config. Configs compiled on both sides are compared as any launch is."""
+    bs, hs = set_rows(b_rows), set_rows(h_rows)
+    labels = config_labels([*bs.values(), *hs.values()])
+    changes: list[str] = []
+    dropped = [labels[c] for c in bs if c not in hs]
+    added = [labels[c] for c in hs if c not in bs]
+    pairs = [(bs[c], hs[c]) for c in hs if c in bs]
+    moved = []
+    for b, h in pairs:
+        ch = launch_changes(b, h)
+        if ch:
+            moved.append(f"config {labels[config_id(h)]}: " + "; ".join(ch))
+    if dropped or added:
+        parts = [f"{x} dropped" for x in dropped] + [f"{x} added" for x in added]
+        parts.append(f"{len(pairs) - len(moved)} unchanged")
+        if moved:
+            parts.append(f"{len(moved)} changed")
+        changes.append("autotune configs: " + ", ".join(parts))
+    if len(pairs) == 1 and not dropped and not added and moved:
+        changes.append(moved[0].split(": ", 1)[1])  # a single config: said as a plain launch's
+    else:
+        changes += moved
+    bp, hp = pick(b_rows), pick(h_rows)
+    notes = []
+    if bp is not None and hp is not None and config_id(bp) != config_id(hp):
+        pick_labels = config_labels([bp, hp])
+        notes.append(
+            f"the autotuner picked {pick_labels[config_id(bp)]} in base and {pick_labels[config_id(hp)]} "
+            "in head: a tuning difference, not this change"
         )
-    for site, rest in by_site.items():
-        for b in rest:
+    # The rows that stand for the call: one config compiled on both sides (the head's pick when
+    # the base compiled it too), so that whoever reads base against head (the static verdict)
+    # compares a config with itself, never one run's pick with another's. Only when no config
+    # is common to both sides do the picks (else the first configs) stand for it.
+    common = [p for p in pairs if hp is not None and config_id(p[1]) == config_id(hp)] or pairs
+    if common:
+        base_row, head_row = common[0]
+    else:
+        base_row = bp if bp is not None else next(iter(bs.values()))
+        head_row = hp if hp is not None else next(iter(hs.values()))
+    return LaunchChange(
+        str(head_row.get("name")), site, "changed" if changes else "identical", changes,
+        base_row, head_row, notes, pairs,
+    )  # fmt: skip
+
+
+def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[LaunchChange]:
+    """One LaunchChange per call of the head (then per call only in the base). Calls pair by
+    site: first the same call (same caller arguments), then the rest of a site in order (a
+    caller that changed an argument or option)."""
+    base_calls = calls(base)
+    unpaired: dict[str, list[list[dict[str, Any]]]] = {}
+    for c in base_calls:
+        unpaired.setdefault(str(c[0].get("site")), []).append(c)
+    head_calls = calls(head)
+    match: dict[int, list[dict[str, Any]]] = {}
+    for i, hc in enumerate(head_calls):  # the same call first
+        queue = unpaired.get(str(hc[0].get("site"))) or []
+        key = call_key(hc[0])
+        j = next((j for j, bc in enumerate(queue) if call_key(bc[0]) == key), None)
+        if j is not None:
+            match[i] = queue.pop(j)
+    for i, hc in enumerate(head_calls):  # then by order within the site
+        if i not in match and (queue := unpaired.get(str(hc[0].get("site")))):
+            match[i] = queue.pop(0)
+    out = []
+    for i, hc in enumerate(head_calls):
+        site = str(hc[0].get("site"))
+        bc = match.get(i)
+        if bc is None:
             out.append(
-                LaunchChange(str(b.get("name")), site, "removed", ["kernel launched in base only"], base=b)
+                LaunchChange(
+                    str(hc[0].get("name")), site, "added", ["kernel launched in head only"], head=hc[0]
+                )
+            )
+        elif autotuned(bc) or autotuned(hc):
+            out.append(_pair_configs(site, bc, hc))
+        else:
+            b, h = bc[0], hc[0]
+            changes = launch_changes(b, h)
+            out.append(
+                LaunchChange(
+                    str(h.get("name")),
+                    site,
+                    "changed" if changes else "identical",
+                    changes,
+                    b,
+                    h,
+                    pairs=[(b, h)],
+                )
+            )
+    for site, rest in unpaired.items():
+        for bc in rest:
+            out.append(
+                LaunchChange(
+                    str(bc[0].get("name")), site, "removed", ["kernel launched in base only"], base=bc[0]
+                )
             )
     return out
 
@@ -204,8 +311,8 @@ def diff_tests(
                     test,
                     "added",
                     [
-                        LaunchChange(str(h.get("name")), str(h.get("site")), "added", [], head=h)
-                        for h in head[test]
+                        LaunchChange(str(c[0].get("name")), str(c[0].get("site")), "added", [], head=c[0])
+                        for c in calls(head[test])
                     ],
                 )
             )

@@ -136,6 +136,9 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
                 else "",
                 "changes": list(launch.get("changes") or [])
                 + ([launch["note"]] if launch.get("note") else []),
+                # the configs each side's autotuner picked for the timed launch (None: no autotuner)
+                "base_pick": launch.get("base_pick"),
+                "head_pick": launch.get("head_pick"),
                 "arch": r.key.arch,
                 "config": r.key.config,
                 "test": r.key.test,

@@ -172,10 +172,12 @@ def _echo_static(tests: list[Any], msgs: list[str], echo: Any) -> None:
     for t in tests:
         if t.status == "identical":
             echo(f"  identical {safe(t.test)}")
-            continue
-        echo(f"  {t.status:<9} {safe(t.test)}")
+        else:
+            echo(f"  {t.status:<9} {safe(t.test)}")
         for line in t.changes:
             echo(f"      {safe(line)}")
+        for line in getattr(t, "notes", ()):  # e.g. autotuner picks that differ: no change
+            echo(f"      note: {safe(line)}")
 
 
 @dataclass

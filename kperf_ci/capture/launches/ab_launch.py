@@ -8,10 +8,11 @@ manifests, :mod:`kperf_ci.capture.static.manifest`) and pair them
 per test, each head launch with its base counterpart. In the timing pass the head test runs on the
 GPU, its launches are copied for replay (:mod:`kperf_ci.capture.launches.replay`), and each copied launch
 is found in the plan (:meth:`ABPlan.entry_for`). :func:`base_call` then builds the base side: the
-base tree's version of the kernel, launched with the base's own constexprs, scalar arguments,
-options and grid, on the *same* argument copies as the head (so placement and alignment cannot
-differ between the sides). An autotuned base kernel is launched through its own autotuner, which
-picks the base's config as it would in production.
+base tree's version of the kernel making the same call (the caller's constexprs, scalar
+arguments and options as the base recorded them), on the *same* argument copies as the head (so
+placement and alignment cannot differ between the sides). A decorated base kernel is launched
+through its own decorators: ``@triton.heuristics`` computes the base's values and an autotuner
+picks the base's config, as they would in production; what they set is never passed.
 
 A tensor argument whose dtype or shape differs between the trees cannot be shared: a float one
 gets the base a fresh buffer of its own (said in the row), any other leaves the launch not timed,
@@ -28,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.capture.launches.base_tree import load_base_callable
-from kperf_ci.capture.static.describe import _unwrap, make_launch_spec
+from kperf_ci.capture.static.describe import _unwrap, decorator_names, make_launch_spec
 from kperf_ci.capture.static.manifest import launch_args
+from kperf_ci.judge.launch_calls import call_key
 
 PLAN_VERSION = 1
 
@@ -38,16 +40,6 @@ def results_path(plan: str | os.PathLike[str]) -> str:
     """Where the timing pass appends its A/B outcomes (JSON lines, one per launch; xdist workers
     append to the same file), beside the plan."""
     return os.fspath(plan) + ".results.jsonl"
-
-
-def _row_key(qualname: str, row: dict[str, Any]) -> str:
-    """What identifies one launch of a test: kernel, arguments (values and dtype[shape]), grid,
-    options. The static pass and the timing pass spell it alike (both from a LaunchSpec)."""
-    return json.dumps(
-        [qualname, row.get("args") or {}, list(row.get("grid") or ()), row.get("config") or ""],
-        sort_keys=True,
-        default=str,
-    )
 
 
 def _qualname(site: str) -> str:
@@ -95,12 +87,18 @@ class ABPlan:
 
     def entry_for(self, test: str, launch_spec: Any) -> PlanEntry | None:
         """The plan entry of a replayed head launch (described as a LaunchSpec), or None when
-        the static pass did not record it."""
-        want = _row_key(launch_spec.qualname, {
-            "args": launch_args(launch_spec), "grid": list(launch_spec.grid), "config": launch_spec.config,
-        })  # fmt: skip
+        the static pass did not record it. Matched by the call (:func:`call_key`): the values
+        the kernel's decorators set, and so the autotuner's pick in this run, do not count."""
+        row = {
+            "args": launch_args(launch_spec),
+            "options": dict(launch_spec.options),
+            "grid": list(launch_spec.grid),
+        }
         for e in self.entries.get(test, []):
-            if _row_key(e.qualname, e.head) == want:
+            if e.qualname != launch_spec.qualname:
+                continue
+            by_kernel = {"site": e.site, "tuned": e.head.get("tuned"), "derived": e.head.get("derived")}
+            if call_key({**row, **by_kernel}) == call_key(e.head):
                 return e
         return None
 
@@ -204,12 +202,6 @@ def _inner_jit(obj: Any) -> Any:
     return inner
 
 
-def _is_autotuner(obj: Any) -> bool:
-    from triton.runtime.autotuner import Autotuner
-
-    return isinstance(obj, Autotuner)
-
-
 def _bound(jit_fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
     names = list(getattr(_inner_jit(jit_fn), "arg_names", []) or [])
     bound = dict(zip(names, args, strict=False))
@@ -226,6 +218,12 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
     """(a zero-argument launch of the base version, a note or None) or (None, why it cannot be
     built). The note says which arguments the base got of its own.
 
+    The base makes the same call as the head: the caller's arguments (the head's copies where
+    both sides pass the same, the base's own recorded values where its caller passed others).
+    A decorated base kernel is called through its own decorators (``@triton.heuristics``,
+    ``@triton.autotune``, both stacked), which set their values themselves: passing a value a
+    heuristic computes on top of it fails ("got multiple values for argument").
+
     ``launch`` is the head's :class:`~kperf_ci.capture.launches.replay.CapturedLaunch` (its argument
     copies are shared with the base side)."""
     if entry.base is None:
@@ -237,37 +235,97 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
     if base_obj is None:
         return None, "no base version of the kernel in the base tree"
     head_bound = _bound(launch.jit_fn, tuple(launch.args), dict(launch.kwargs))
-    head_text = entry.head.get("args") or {}
-    base_text = entry.base.get("args") or {}
-    base_values = entry.base.get("values") or {}
     base_jit = _inner_jit(base_obj)
     names = list(getattr(base_jit, "arg_names", []) or [])
-    if _is_autotuner(base_obj):
-        return _autotuned_base(base_obj, names, head_bound, head_text, base_text, launch)
+    tuned, derived = decorator_names(base_obj)
+    by_kernel = set(tuned) | set(derived)  # the base's decorators set these: never passed
     values: dict[str, Any] = {}
     own: list[str] = []
     for name in names:
-        if name in head_bound and head_text.get(name) == base_text.get(name):
-            values[name] = head_bound[name]  # same value or same dtype[shape]: the head's copy
-        elif name in base_values:
-            values[name] = base_values[name]  # a scalar or constexpr that changed
-        elif (fresh := own_tensor(base_text.get(name), head_bound.get(name))) is not None:
-            values[name] = fresh  # a float tensor of another shape: the base gets its own
-            own.append(f"{name} {base_text.get(name)} (head {head_text.get(name, '-')})")
-        elif name in head_bound:
-            return None, (
-                f"argument {name} is {base_text.get(name, '?')} in base and {head_text.get(name, '?')} "
-                "in head: the sides cannot share arguments; not timed"
-            )
-        else:
-            return None, f"argument {name} of the base kernel has no recorded value; not timed"
-    options = dict(entry.base.get("options") or {})
-    grid = tuple(int(g) for g in entry.base.get("grid") or ())
-    if not grid:
-        return None, "the base launch's grid was not recorded; not timed"
-    args = [values[n] for n in names]
+        if name in by_kernel:
+            continue
+        value, why = _caller_value(name, head_bound, entry.head.get("args") or {}, entry.base, own)
+        if why is not None:
+            return None, why
+        values[name] = value
     note = f"base timed on its own arguments: {'; '.join(own)}" if own else None
-    return (lambda: base_jit.run(*args, grid=grid, warmup=False, **options)), note
+    # the caller's launch options; those the base's decorators set are theirs
+    options = {k: v for k, v in (entry.base.get("options") or {}).items() if k not in by_kernel}
+    recorded = tuple(int(g) for g in entry.base.get("grid") or ())
+    if tuned and launch.grid is not None and callable(launch.grid):
+        grid: Any = launch.grid  # a callable of the meta-parameters the autotuner's pick sets
+    elif recorded:
+        grid = recorded  # the base's own grid at this call (its heuristic values included)
+    else:
+        return None, "the base launch's grid was not recorded; not timed"
+    if not by_kernel:
+        args = [values[n] for n in names]
+        return (lambda: base_jit.run(*args, grid=grid, warmup=False, **options)), note
+    # positional up to the first parameter a decorator sets, as callers pass them
+    positional: list[Any] = []
+    keyword: dict[str, Any] = dict(options)
+    for name in names:
+        if name in by_kernel:
+            break
+        positional.append(values.pop(name))
+    keyword.update(values)
+
+    def call() -> Any:
+        return base_obj.run(*positional, grid=grid, warmup=False, **keyword)
+
+    if tuned:  # after a first call: the config the base's own autotuner picked
+        call.pick = lambda: autotuner_pick(base_obj)  # type: ignore[attr-defined]
+    return call, note
+
+
+def _pick_text(values: dict[str, Any]) -> str:
+    return ",".join(f"{k}={values[k]}" for k in sorted(values))
+
+
+def autotuner_pick(obj: Any) -> str | None:
+    """The config the autotuner in ``obj``'s decorator chain picked at its last launch
+    ("BLOCK=64,num_warps=1"), None before any or without an autotuner."""
+    from triton.runtime.autotuner import Autotuner
+
+    for _ in range(16):
+        if isinstance(obj, Autotuner):
+            best = getattr(obj, "best_config", None)
+            return _pick_text(best.all_kwargs()) if best is not None else None
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            break
+    return None
+
+
+def head_pick(launch: Any, entry: PlanEntry) -> str | None:
+    """The config the head's autotuner picked for a replayed launch (the values its configs set,
+    as the launch got them), None for a kernel without an autotuner."""
+    tuned = set(entry.head.get("tuned") or ())
+    if not tuned:
+        return None
+    given = {**_bound(launch.jit_fn, tuple(launch.args), dict(launch.kwargs)), **dict(launch.kwargs)}
+    return _pick_text({k: v for k, v in given.items() if k in tuned})
+
+
+def _caller_value(
+    name: str, head_bound: dict[str, Any], head_text: dict[str, Any], base: dict[str, Any], own: list[str]
+) -> tuple[Any, str | None]:
+    """(the value the base's caller passes for ``name``, None) or (None, why it has none)."""
+    base_text = base.get("args") or {}
+    base_values = base.get("values") or {}
+    if name in head_bound and head_text.get(name) == base_text.get(name):
+        return head_bound[name], None  # same value or same dtype[shape]: the head's copy
+    if name in base_values:
+        return base_values[name], None  # a scalar or constexpr the base's caller passed
+    if (fresh := own_tensor(base_text.get(name), head_bound.get(name))) is not None:
+        own.append(f"{name} {base_text.get(name)} (head {head_text.get(name, '-')})")
+        return fresh, None  # a float tensor of another shape: the base gets its own
+    if name in head_bound:
+        return None, (
+            f"argument {name} is {base_text.get(name, '?')} in base and {head_text.get(name, '?')} "
+            "in head: the sides cannot share arguments; not timed"
+        )
+    return None, f"argument {name} of the base kernel has no recorded value; not timed"
 
 
 #: Triton dtype names of the floating tensors a base side may get fresh (random values are valid
@@ -290,39 +348,3 @@ def own_tensor(base_text: Any, head_value: Any) -> Any:
     import torch
 
     return torch.randn(shape, dtype=getattr(torch, FLOAT_DTYPES[dtype]), device=head_value.device)
-
-
-def _autotuned_base(
-    tuner: Any,
-    names: list[str],
-    head_bound: dict[str, Any],
-    head_text: dict[str, Any],
-    base_text: dict[str, Any],
-    launch: Any,
-) -> tuple[Callable[[], Any] | None, str | None]:
-    """The base kernel through its own autotuner: the config it picks for these arguments is the
-    base's launch. Arguments the configs set are left to it; the rest are the head's copies."""
-    config_keys: set[str] = set()
-    for c in getattr(tuner, "configs", []) or []:
-        config_keys |= set(getattr(c, "kwargs", {}) or {})
-    positional: list[Any] = []
-    keyword: dict[str, Any] = {}
-    by_keyword = False  # positional up to the first parameter a config sets, as callers pass them
-    for name in names:
-        if name in config_keys:
-            by_keyword = True
-            continue
-        if name not in head_bound:
-            return None, f"argument {name} of the base kernel has no value in head; not timed"
-        if head_text.get(name) != base_text.get(name) and name in base_text:
-            return None, (
-                f"argument {name} is {base_text.get(name)} in base and {head_text.get(name)} in head: "
-                "the sides cannot share arguments; not timed"
-            )
-        if by_keyword:
-            keyword[name] = head_bound[name]
-        else:
-            positional.append(head_bound[name])
-    grid = launch.grid  # the head's grid: a callable of the meta-parameters the config sets
-
-    return (lambda: tuner.run(*positional, grid=grid, warmup=False, **keyword)), None

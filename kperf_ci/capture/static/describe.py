@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import os
+import sys
 import weakref
 from typing import Any
 
@@ -301,6 +302,57 @@ def describe_args(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any
     }
 
 
+# --------------------------------------------------------------------------------------------
+# what the kernel's decorators set
+
+
+def kernel_object(pyfn: Any) -> Any:
+    """The module-level object of a kernel's Python function (its outermost decorator: an
+    Autotuner, Heuristics or the JITFunction), or None when the module has no such name that
+    wraps ``pyfn`` (a kernel built in a function, a module renamed since)."""
+    module = sys.modules.get(getattr(pyfn, "__module__", "") or "")
+    obj: Any = module
+    for part in str(getattr(pyfn, "__qualname__", "")).split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    try:
+        return obj if _unwrap(obj)[1] is pyfn else None
+    except TypeError:
+        return None
+
+
+def decorator_names(obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(names an ``@triton.autotune`` config sets, names ``@triton.heuristics`` computes) along
+    the decorator chain of ``obj``, each sorted. Both are set by the kernel, never by its caller."""
+    try:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+    except ImportError:  # no Triton: nothing decorated
+        return (), ()
+    tuned: set[str] = set()
+    derived: set[str] = set()
+    for _ in range(16):
+        if obj is None or inspect.isfunction(obj):
+            break
+        if isinstance(obj, Autotuner):
+            for c in getattr(obj, "configs", None) or ():
+                tuned |= set(c.all_kwargs())
+        elif isinstance(obj, Heuristics):
+            derived |= set(getattr(obj, "values", None) or {})
+        obj = getattr(obj, "fn", None)
+    return tuple(sorted(tuned)), tuple(sorted(derived))
+
+
+def _set_by_decorators(fn: Any, pyfn: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the decorators of the launched kernel set. ``fn`` is what was launched: the
+    JITFunction under the decorators (their names are found on the module-level object), or a
+    decorated object itself."""
+    if inspect.isfunction(getattr(fn, "fn", None)):  # the JITFunction: look for its wrappers
+        outer = kernel_object(pyfn)
+        return decorator_names(outer) if outer is not None else ((), ())
+    return decorator_names(fn)
+
+
 def _eval_grid(grid: Any, bound: dict[str, Any]) -> tuple[int, ...]:
     try:
         g = grid(dict(bound)) if callable(grid) else grid
@@ -345,6 +397,7 @@ def make_launch_spec(
                 shapes[k] = [int(x) for x in v.shape]
             except (TypeError, ValueError):
                 pass
+    tuned, derived = _set_by_decorators(fn, pyfn)
     return LaunchSpec(
         kernel=pyfn.__name__,
         qualname=qualname,
@@ -364,4 +417,6 @@ def make_launch_spec(
         executed=executed,
         autotune=autotune,
         shapes=shapes,
+        tuned=tuned,
+        derived=derived,
     )

@@ -97,6 +97,12 @@ class LaunchSpec:
     # Tensor argument shapes: they size the work without always changing the specialization, so
     # the A/B static pass compares them per launch (never used to compile).
     shapes: dict[str, list[int]] = field(default_factory=dict)
+    # Arguments and options the kernel's decorators set, not the caller: names an autotune
+    # config sets (``tuned``) and names ``@triton.heuristics`` computes (``derived``). A launch is
+    # its call (site, kernel, the caller's arguments); these values are what a pull request
+    # changed, so the A/B static pass pairs launches without them (judge/launch_diff.py).
+    tuned: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
 
     @property
     def display_name(self) -> str:
@@ -112,6 +118,8 @@ class LaunchSpec:
         d["args"] = [a.to_dict() for a in self.args]
         d["grid"] = list(self.grid)
         d["tags"] = list(self.tags)
+        d["tuned"] = list(self.tuned)
+        d["derived"] = list(self.derived)
         return d
 
     @classmethod
@@ -123,6 +131,8 @@ class LaunchSpec:
         known["options"] = dict(d.get("options", {}))
         known["thresholds"] = dict(d.get("thresholds", {}) or {})
         known["shapes"] = {k: list(v) for k, v in (d.get("shapes") or {}).items()}
+        known["tuned"] = tuple(d.get("tuned") or ())
+        known["derived"] = tuple(d.get("derived") or ())
         return cls(**known)
 
     def to_json(self) -> str:

@@ -97,6 +97,9 @@ def build_manifest(
                 "values": launch_values(ls),
                 "options": dict(ls.options),
                 "autotune": ls.autotune,
+                # set by the kernel's decorators, not its caller: what changed, not identity
+                "tuned": list(ls.tuned),
+                "derived": list(ls.derived),
                 # the marker's thresholds= / metrics=: what the user asked to gate
                 "gate": dict(ls.thresholds or {}),
                 "code": code,

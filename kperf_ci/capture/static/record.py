@@ -170,9 +170,18 @@ def _patched_autotuner_run(self, *args, **kwargs):
     __tracebackhide__ = True
     run = HOOKS.original("autotuner_run")
     rec = HOOKS.current()
-    if rec is None or len(self.configs) <= 1 or not _wraps_interpreted(self):
+    if rec is None or len(self.configs) <= 1:
         return run(self, *args, **kwargs)
     local = HOOKS.local
+    if not _wraps_interpreted(self):
+        # a GPU: the autotuner benchmarks for real (each config is marked in
+        # _patched_autotuner_bench); the launch after its choice is marked as its pick, so the
+        # A/B diff can tell a tuning difference from a change of the kernel
+        prev_info, local.autotune = local.autotune, {"count": len(self.configs), "chosen": True}
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            local.autotune = prev_info
     prev = (local.record_only, local.autotune)
 
     def record_only(config_kwargs: dict[str, Any], info: dict[str, Any]) -> None:
@@ -221,11 +230,13 @@ def _patched_autotuner_bench(self, *args, config, **meta):
         policy = HOOKS.current().autotune
         index = next((i for i, c in enumerate(self.configs) if c is config), 0)
         keep = set(policy.select(len(self.configs), getattr(self.base_fn, "__qualname__", "")))
-        prev, HOOKS.local.skip_bench = HOOKS.local.skip_bench, index not in keep
+        prev = HOOKS.local.skip_bench, HOOKS.local.autotune
+        HOOKS.local.skip_bench = index not in keep
+        HOOKS.local.autotune = {"index": index, "count": len(self.configs)}
         try:
             return bench(self, *args, config=config, **meta)
         finally:
-            HOOKS.local.skip_bench = prev
+            HOOKS.local.skip_bench, HOOKS.local.autotune = prev
     # interpreter: configs rank in their pruned order, so the first one is chosen without
     # executing each config once
     t = float(self._kperf_order.get(id(config), 1_000_000) + 1)
@@ -367,13 +378,18 @@ class LaunchRecorder:
         the same compiled variant (identity) and the same work (grid, integer arguments, tensor
         shapes): a test that runs one variant at two problem sizes keeps both launches, which the
         A/B static pass compares launch by launch."""
-        seen: set[tuple[str, ...]] = set()
-        out = []
+        seen: dict[tuple[str, ...], int] = {}
+        out: list[LaunchSpec] = []
         for ls in self.launches:
             k = (ls.test, ls.identity, work_signature(ls))
             if k not in seen:
-                seen.add(k)
+                seen[k] = len(out)
                 out.append(ls)
+            elif (ls.autotune or {}).get("chosen"):
+                # the autotuner's pick repeats a config recorded before it: the kept launch
+                # says it was the pick (the A/B diff reports picks that differ between runs)
+                first = out[seen[k]]
+                out[seen[k]] = replace(first, autotune={**(first.autotune or {}), "chosen": True})
         return out
 
     def clear(self) -> None:
