@@ -26,6 +26,9 @@ class Occupancy:
     ctas_per_sm: int
     limited_by: str  # "warps", "registers", "shared_memory", "blocks" (joined by "+" on ties), or "given"
     limits: dict[str, int]
+    #: resident warps over the arch's maximum (theoretical occupancy, 0..1); None where the warps
+    #: per CTA or the arch's maximum are not known (an Occupancy "given" by the caller)
+    fraction: float | None = None
 
 
 def _round_up(x: int, unit: int) -> int:
@@ -44,6 +47,9 @@ def occupancy(
     Registers are allocated per warp in ``reg_alloc_unit`` units within each sub-partition;
     shared memory per CTA is its request plus the reserved 1 KB, rounded up to
     ``smem_alloc_unit``: 114 KB on sm_90 takes 115 KB of the SM's 228 KB, so one CTA fits, not two.
+    These are the rules of CUDA's occupancy calculator (``cuda_occupancy.h``); ``fraction`` is its
+    theoretical occupancy, resident warps over the SM's maximum: on sm_90, 4 warps of 64 registers
+    fit 8 CTAs (32 of 64 warps, 50%), of 128 registers 4 CTAs (25%).
     """
     # per-SM fields are set: arch_limits refuses a row without them
     lim = arch if isinstance(arch, ArchLimits) else arch_limits(arch)
@@ -69,10 +75,10 @@ def occupancy(
             )
         per_block = _round_up(shared_bytes + lim.smem_reserved_per_block, lim.smem_alloc_unit)
         limits["shared_memory"] = lim.smem_per_sm // per_block
-    k = min(limits.values())
+    k = max(min(limits.values()), 0)
     order = ["shared_memory", "registers", "warps", "blocks"]  # all resources at the minimum, joined
     limited_by = "+".join(n for n in order if limits.get(n) == k)
-    return Occupancy(max(k, 0), limited_by, limits)
+    return Occupancy(k, limited_by, limits, k * num_warps / lim.max_warps_per_sm)
 
 
 # --------------------------------------------------------------------------- busy SMs over a launch
