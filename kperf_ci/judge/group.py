@@ -212,7 +212,7 @@ def static_groups(regs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = json.dumps([r.get("args"), r.get("grid"), r.get("config")], sort_keys=True, default=str)
         launch = g["launches"].setdefault(
             key, {"args": r.get("args") or {}, "grid": r.get("grid"), "config": r.get("config"),
-                  "reason": r.get("reason"), "tests": []},
+                  "reason": r.get("reason"), "autotune": r.get("autotune"), "tests": []},
         )  # fmt: skip
         launch["tests"].append(r.get("test"))
     return [{**g, "launches": list(g["launches"].values())} for g in groups.values()]

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kperf_ci.judge.compare import _static_change
 from kperf_ci.judge.matching import _match, parse_config
 from kperf_ci.judge.policy import gated
-from kperf_ci.metrics import MOVED_METRICS, metric, unit_of
-from kperf_ci.model import VariantKey, VariantResult
+from kperf_ci.metrics import MOVED_METRICS, unit_of
+from kperf_ci.model import VariantResult
 from kperf_ci.units import fmt_value
 
 
@@ -244,53 +243,12 @@ def asked(name: str, marker: dict[str, Any], policy: Any) -> bool:
 def static_regressions(
     tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | None = None
 ) -> list[dict[str, Any]]:
-    """Launches whose code regressed beyond `kperf compare`'s static thresholds (spills from 0,
-    registers over their catalogue threshold, shared memory over the arch's limit, ...), judged
-    launch by launch on the pairs the per-test diff made, so a config change is judged like any
-    other change.
+    """Launches whose code regressed, one entry per call and arch (autotune configs collapsed into
+    the worst): the rules are :mod:`kperf_ci.judge.static_verdict`'s (spills, occupancy lost,
+    shared memory over the limit, and the metrics the user named).
 
     ``timed``: (test, kernel qualname) of launches timed A/B on a GPU. Time decides for them: a
     static metric fails such a launch only when the user asked for it (:func:`asked`)."""
+    from kperf_ci.judge.static_verdict import judge  # it imports this module's types
 
-    out = []
-    for t in tests:
-        for lc in t.launches:
-            if lc.status != "changed" or lc.base is None or lc.head is None:
-                continue
-            is_timed = timed is not None and (t.test, lc.site.rsplit("::", 1)[-1]) in timed
-            marker = dict(lc.head.get("gate") or {})
-            bc, hc = lc.base.get("code") or {}, lc.head.get("code") or {}
-            for arch in sorted(set(bc) & set(hc)):
-                x, y = bc[arch], hc[arch]
-                key = VariantKey(kernel=lc.name, arch=arch, test=t.test, source=lc.site)
-                reasons = []  # one entry per launch and arch, as the report counts variants
-                for name in CODE_METRICS_ORDER:
-                    if not isinstance(x.get(name), (int, float)) or not isinstance(y.get(name), (int, float)):
-                        continue
-                    if is_timed and not asked(name, marker, policy):
-                        continue
-                    if not gated(name, marker.get("metrics")):  # the marker gates other metrics
-                        continue
-                    change = _static_change(
-                        metric(name, x[name]),
-                        metric(name, y[name]),
-                        key,
-                        policy,
-                        marker,
-                    )
-                    if change.regression:
-                        reasons.append(change.reason)
-                if reasons:
-                    out.append(
-                        {
-                            "kernel": lc.label,
-                            "arch": arch,
-                            "test": t.test,
-                            "reason": "; ".join(reasons),
-                            "site": lc.site,
-                            "args": dict(lc.head.get("args") or {}),
-                            "grid": list(lc.head.get("grid") or ()),
-                            "config": lc.head.get("config"),
-                        }
-                    )
-    return out
+    return judge(tests, policy, timed=timed).regressions
