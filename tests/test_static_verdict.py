@@ -164,6 +164,7 @@ def test_a_named_instruction_count_gates_and_other_metrics_of_the_marker_do_not(
         _lc(_code(), _code(**{"sass.instructions": 115})), policy=ThresholdPolicy({"sass.instructions": 0.1})
     )
     assert reg["reason"] == "sass.instructions +15.0% > +10% ([tool.kperf.thresholds])"
+    assert _regs(_lc(_code(), _code(**{"sass.instructions": 115}))) == []  # the same, unnamed
 
 
 def test_a_timed_launch_fails_on_static_metrics_only_when_named():
@@ -172,6 +173,9 @@ def test_a_timed_launch_fails_on_static_metrics_only_when_named():
     lc = _lc(_code(registers=64), _code(registers=128), gate={"registers": 0.5})
     (reg,) = _regs(lc, timed={("t.py::t", "k")})
     assert reg["reason"] == "registers +100.0% > +50% (marker)"
+    # the same launch untimed: its registers fail by the occupancy they lose
+    (reg,) = _regs(_lc(_code(registers=64), _code(registers=128)), timed=set())
+    assert reg["reason"] == "occupancy 50% -> 25% (registers 64 -> 128)"
 
 
 def test_autotune_configs_of_one_call_collapse_to_the_worst():
