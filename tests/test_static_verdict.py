@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from kperf_ci.analysis.occupancy import occupancy
 from kperf_ci.judge.launch_diff import LaunchChange, static_regressions
 from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import judge
+from kperf_ci.occupancy import occupancy
 
 # (arch, num_warps, registers, shared bytes) -> (CTAs per SM, theoretical occupancy)
 HAND = [

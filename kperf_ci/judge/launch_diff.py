@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.judge.matching import _match, parse_config
-from kperf_ci.judge.policy import gated
-from kperf_ci.metrics import MOVED_METRICS, unit_of
+
+# the static verdict's home; static_regressions is imported here for the callers of this module
+from kperf_ci.judge.static_verdict import metric_moved
+from kperf_ci.judge.static_verdict import static_regressions as static_regressions
+from kperf_ci.metrics import MOVED_METRICS
 from kperf_ci.model import VariantResult
-from kperf_ci.units import fmt_value
 
 
 @dataclass
@@ -116,16 +118,6 @@ def _dict_changes(b: dict[str, Any], h: dict[str, Any], fmt: Callable[[str, Any,
     return out
 
 
-def _fmt_metric(name: str, b: Any, h: Any) -> str:
-    """ "spills 0 bytes -> 16 bytes": the catalogue's unit, formatted as `kperf compare` does."""
-    unit = unit_of(name)
-
-    def f(v: Any) -> str:
-        return fmt_value(float(v), unit) if isinstance(v, (int, float)) else fmt_value(None)
-
-    return f"{name} {f(b)} -> {f(h)}"
-
-
 def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
     """What differs between two manifest rows, most telling first: options, arguments, grid,
     then per arch the code (SASS) and its static metrics."""
@@ -151,7 +143,7 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
             continue
         if x.get("sass") == y.get("sass"):
             continue
-        moved = [_fmt_metric(k, x.get(k), y.get(k)) for k in CODE_METRICS_ORDER if x.get(k) != y.get(k)]
+        moved = [metric_moved(k, x.get(k), y.get(k)) for k in CODE_METRICS_ORDER if x.get(k) != y.get(k)]
         out.append(f"{arch} SASS changed" + (": " + ", ".join(moved) if moved else ""))
     return out
 
@@ -229,26 +221,3 @@ def tests_from_variants(diff: StaticDiff) -> list[TestDiff]:
                 LaunchChange(r.key.kernel, r.key.source, "changed", [f"{r.key.label()} differs"])
             )
     return [out[t] for t in sorted(out)]
-
-
-def asked(name: str, marker: dict[str, Any], policy: Any) -> bool:
-    """Whether the user asked to gate a static metric by name: the marker's ``metrics=`` or
-    ``thresholds=``, or ``[tool.kperf.thresholds]`` (the catalogue's defaults do not count)."""
-    if name in policy.thresholds or name in marker:
-        return True
-    selection = marker.get("metrics")
-    return bool(selection) and gated(name, selection)
-
-
-def static_regressions(
-    tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | None = None
-) -> list[dict[str, Any]]:
-    """Launches whose code regressed, one entry per call and arch (autotune configs collapsed into
-    the worst): the rules are :mod:`kperf_ci.judge.static_verdict`'s (spills, occupancy lost,
-    shared memory over the limit, and the metrics the user named).
-
-    ``timed``: (test, kernel qualname) of launches timed A/B on a GPU. Time decides for them: a
-    static metric fails such a launch only when the user asked for it (:func:`asked`)."""
-    from kperf_ci.judge.static_verdict import judge  # it imports this module's types
-
-    return judge(tests, policy, timed=timed).regressions

@@ -8,7 +8,7 @@ user named it:
 * spills fail on any increase, and shared memory above the arch's limit fails (the kernel cannot
   launch), as in `kperf compare`;
 * more registers or shared memory fail only when they lower the launch's theoretical occupancy
-  on its arch (:func:`kperf_ci.analysis.occupancy.occupancy` on the hardware table):
+  on its arch (:func:`kperf_ci.occupancy.occupancy` on the hardware table):
   "occupancy 50% -> 25% (registers 64 -> 128)"; otherwise they are shown as changed;
 * instruction counts are shown as changed, never failed.
 
@@ -17,7 +17,7 @@ an arithmetic-only change on "sass.instructions +15.0%" whose measured time move
 change that made a kernel 16% faster on "registers +54.5%".
 
 A metric the user named (a marker's ``thresholds=``/``metrics=``, ``[tool.kperf.thresholds]``)
-gates by its threshold, timed or not (:func:`kperf_ci.judge.launch_diff.asked`). A launch timed
+gates by its threshold, timed or not (:func:`asked`). A launch timed
 A/B is judged by its time; its static metrics fail it only when named.
 
 An autotuned launch is recorded once per config; a regression is listed once per call of the
@@ -28,17 +28,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kperf_ci.analysis.occupancy import Occupancy, occupancy
 from kperf_ci.judge.compare import _static_change
-from kperf_ci.judge.launch_diff import CODE_METRICS_ORDER, LaunchChange, TestDiff, _fmt_metric, asked
 from kperf_ci.judge.matching import parse_config
 from kperf_ci.judge.policy import ThresholdPolicy, gated
-from kperf_ci.metrics import metric, untimed_verdict
+from kperf_ci.metrics import MOVED_METRICS, metric, unit_of, untimed_verdict
 from kperf_ci.model import VariantKey
+from kperf_ci.occupancy import Occupancy, occupancy
+from kperf_ci.units import fmt_value
 
-__all__ = ["StaticVerdict", "judge", "launch_occupancy"]
+if TYPE_CHECKING:  # launch_diff imports this module: its types are for the annotations only
+    from kperf_ci.judge.launch_diff import LaunchChange, TestDiff
+
+__all__ = ["StaticVerdict", "asked", "judge", "launch_occupancy", "metric_moved", "static_regressions"]
 
 #: the arch's hard limits only (shared memory a CTA may ask for): an "occupancy" metric that
 #: passes one fails whatever it does to occupancy, since the kernel cannot launch
@@ -55,6 +58,26 @@ class StaticVerdict:
 
     regressions: list[dict[str, Any]] = field(default_factory=list)
     changed: list[dict[str, Any]] = field(default_factory=list)
+
+
+def metric_moved(name: str, b: Any, h: Any) -> str:
+    """ "spills 0 bytes -> 16 bytes": the catalogue's unit, formatted as `kperf compare` does (the
+    launch diff's "what moved" and the verdict's reasons say it alike)."""
+    unit = unit_of(name)
+
+    def f(v: Any) -> str:
+        return fmt_value(float(v), unit) if isinstance(v, (int, float)) else fmt_value(None)
+
+    return f"{name} {f(b)} -> {f(h)}"
+
+
+def asked(name: str, marker: dict[str, Any], policy: Any) -> bool:
+    """Whether the user asked to gate a static metric by name: the marker's ``metrics=`` or
+    ``thresholds=``, or ``[tool.kperf.thresholds]`` (the catalogue's defaults do not count)."""
+    if name in policy.thresholds or name in marker:
+        return True
+    selection = marker.get("metrics")
+    return bool(selection) and gated(name, selection)
 
 
 def _number(v: Any) -> bool:
@@ -112,7 +135,7 @@ def _occupancy_verdict(
     """(regression text, severity), or the "changed" text, for the occupancy metrics in ``names``
     that increased. The resources used are those both sides report."""
     have = tuple(n for n in _RESOURCES if _number(x.get(n)) and _number(y.get(n)))
-    moved = ", ".join(_fmt_metric(n, x[n], y[n]) for n in names)
+    moved = ", ".join(metric_moved(n, x[n], y[n]) for n in names)
     ob = launch_occupancy(x, b_warps, arch, have)
     oh = launch_occupancy(y, h_warps, arch, have)
     # the head's launch with the base's resources: a drop that num_warps alone makes is a launch
@@ -135,7 +158,7 @@ def _judge_arch(
     x, y = lc.base["code"][arch], lc.head["code"][arch]
     out = _Found()
     by_occupancy: list[str] = []
-    for name in CODE_METRICS_ORDER:
+    for name in MOVED_METRICS:  # in the order what moved lists them
         bx, hy = x.get(name), y.get(name)
         if not _number(bx) or not _number(hy):
             continue
@@ -159,10 +182,10 @@ def _judge_arch(
             elif hy > bx:
                 by_occupancy.append(name)
             else:
-                out.changed.append(_fmt_metric(name, bx, hy))
+                out.changed.append(metric_moved(name, bx, hy))
             continue
         rel = f" ({(hy - bx) / bx:+.1%})" if bx else ""
-        out.changed.append(_fmt_metric(name, bx, hy) + rel)
+        out.changed.append(metric_moved(name, bx, hy) + rel)
     if by_occupancy:
         b_warps, h_warps = _num_warps(lc.base.get("config")), _num_warps(lc.head.get("config"))
         verdict = _occupancy_verdict(x, y, by_occupancy, b_warps, h_warps, arch)
@@ -270,3 +293,11 @@ def judge(tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | N
     # a call listed as a regression is not listed again as changed for its other configs
     failed = {group for group, *_ in bad}
     return StaticVerdict(_collapse(bad), _collapse([m for m in moved if m[0] not in failed]))
+
+
+def static_regressions(
+    tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    """Launches whose code regressed (:func:`judge`'s regressions): one entry per call of a kernel
+    and arch, autotune configs collapsed into the worst."""
+    return judge(tests, policy, timed=timed).regressions
