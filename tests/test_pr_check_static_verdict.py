@@ -93,11 +93,11 @@ def _kernels(bodies: dict[str, str], extra: str = "", autotuned: tuple[str, ...]
     )
 
 
-def _run(tmp: Path, base: dict[str, str], head: dict[str, str]) -> tuple[object, dict]:
+def _run(tmp: Path, base: dict[str, str], head: dict[str, str]) -> tuple[object, dict, Path]:
     repo = make_repo(tmp / "repo", base, head)
     p = kperf("ab", "--base", "HEAD~1", "--no-gpu", "--json", "out/ab.json", cwd=repo)
     assert (repo / "out/ab.json").exists(), p.stdout + p.stderr
-    return p, json.loads((repo / "out/ab.json").read_text())
+    return p, json.loads((repo / "out/ab.json").read_text()), repo
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def benign(tmp_path_factory):
 
 
 def test_instruction_counts_and_registers_that_keep_the_occupancy_are_changed_not_failed(benign):
-    p, doc = benign
+    p, doc, _ = benign
     assert p.returncode == 0, p.stdout + p.stderr
     assert doc["exit_code"] == 0 and doc["static_regressions"] == []
     out = p.stdout
@@ -164,7 +164,7 @@ def _regressions(doc: dict, test: str) -> list[dict]:
 
 
 def test_registers_that_lower_the_occupancy_fail_with_the_occupancy_line(harmful):
-    p, doc = harmful
+    p, doc, _ = harmful
     assert p.returncode == 1, p.stdout + p.stderr
     (reg,) = _regressions(doc, "test_occupancy")
     # sm_90, 4 warps a CTA: 18 registers fit 16 CTAs (64 of 64 warps), 56 fit 9 (36 warps)
@@ -173,7 +173,7 @@ def test_registers_that_lower_the_occupancy_fail_with_the_occupancy_line(harmful
 
 
 def test_spills_still_fail_and_registers_are_judged_by_occupancy(harmful):
-    _, doc = harmful
+    _, doc, _ = harmful
     (reg,) = _regressions(doc, "test_spills")
     # registers 98 -> 64 and num_warps 8 -> 1: no occupancy lost to registers; the instruction
     # count (266 -> 14,229) is shown, not judged, so the spill is the one reason
@@ -181,7 +181,7 @@ def test_spills_still_fail_and_registers_are_judged_by_occupancy(harmful):
 
 
 def test_a_metric_the_marker_names_gates_as_asked_and_only_there(harmful):
-    p, doc = harmful
+    p, doc, _ = harmful
     (reg,) = _regressions(doc, "test_named")
     assert reg["reason"] == "sass.instructions +117.6% > +5% (marker)", reg
     assert _regressions(doc, "test_unnamed") == []
@@ -189,7 +189,7 @@ def test_a_metric_the_marker_names_gates_as_asked_and_only_there(harmful):
 
 
 def test_an_autotuned_call_is_one_line_naming_its_worst_config(harmful):
-    p, doc = harmful
+    p, doc, repo = harmful
     (reg,) = _regressions(doc, "test_autotuned")  # one entry for the call, not one per config
     assert reg["autotune"] == {"configs": 3, "regressed": 3}, reg
     # the worst: BLOCK 2048 (26 -> 107 registers, 4 warps) and BLOCK 4096 (30 -> 108, 8 warps)
@@ -199,3 +199,5 @@ def test_an_autotuned_call_is_one_line_naming_its_worst_config(harmful):
     assert len(kernel["launches"]) == 1, kernel
     lines = [line for line in p.stdout.splitlines() if "worst of 3 autotune configs, 3 regress" in line]
     assert len(lines) == 1, p.stdout
+    comment = (repo / "reports/ab/comment.md").read_text()  # the PR comment says it alike
+    assert comment.count("(worst of 3 autotune configs, 3 regress)") == 1, comment

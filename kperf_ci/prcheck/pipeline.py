@@ -18,7 +18,7 @@ from kperf_ci.capture.launches.base_tree import materialize, resolve_rev
 from kperf_ci.capture.static.repo import ABError, repo_root
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
-from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
+from kperf_ci.judge.group import kernel_groups, static_groups, static_launch_text
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import StaticVerdict, judge
 from kperf_ci.report.ab import change_text, kernel_change, static_summary, timing_note
@@ -263,23 +263,13 @@ def _echo_static_regressions(verdict: StaticVerdict, echo: Any) -> None:
         for g in static_groups(entries):
             echo(safe(f"  {word}: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
             for x in g["launches"]:
-                echo(safe(f"      {_launch_line(x, word)}: {', '.join(x['tests'])}"))
+                alike = "regress" if word == "static regression" else "changed"
+                echo(safe(f"      {static_launch_text(x, alike)}: {', '.join(x['tests'])}"))
     if verdict.changed:
         echo(
             "  static changed: shown, not failed; to gate a metric, name it in a marker's "
             "thresholds= / metrics= or in [tool.kperf.thresholds]"
         )
-
-
-def _launch_line(x: dict[str, Any], word: str) -> str:
-    """The launch's text; for an autotuned call (one line for all its configs), that it shows the
-    worst config, and how many of the call's configs are alike."""
-    text = launch_text(x["args"], x["grid"], x["config"])
-    auto = x.get("autotune")
-    if isinstance(auto, dict):
-        alike = "regress" if word == "static regression" else "changed"
-        text += f" (worst of {auto.get('configs')} autotune configs, {auto.get('regressed')} {alike})"
-    return text
 
 
 def _store_document(report: ABReport, sides: dict[str, StaticSide], timed_db: Path | None, db: Path) -> None:

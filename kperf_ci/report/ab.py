@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
+from kperf_ci.judge.group import kernel_groups, launch_text, static_groups, static_launch_text
 from kperf_ci.report.html import no_control_chars
 from kperf_ci.report.markdown import md_field
 from kperf_ci.report.plots import sweep_svg
@@ -177,10 +177,7 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
             lines.append(f"- {md(g['kernel'])} ({md(g['site'])}) {md(g['arch'])}: {md(static_summary(g))}")
             for x in g["launches"][:8]:
                 tests = ", ".join(x["tests"][:3]) + (" …" if len(x["tests"]) > 3 else "")
-                lines.append(
-                    f"  - {md(launch_text(x['args'], x['grid'], x['config'])) or '-'}: {md(x['reason'])} "
-                    f"({md(tests)})"
-                )
+                lines.append(f"  - {md(static_launch_text(x)) or '-'}: {md(x['reason'])} ({md(tests)})")
         lines.append("")
     changed = _changed_tests(doc)
     if changed:
@@ -358,8 +355,7 @@ def render_html(doc: dict[str, Any]) -> str:
                 "site": str(g["site"]),
                 "summary": static_summary(g),
                 "launches": [
-                    {"launch": launch_text(x["args"], x["grid"], x["config"]), "reason": str(x["reason"])}
-                    for x in g["launches"]
+                    {"launch": static_launch_text(x), "reason": str(x["reason"])} for x in g["launches"]
                 ],
                 "tests": [str(t) for t in g["tests"]],
             }
