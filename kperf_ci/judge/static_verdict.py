@@ -17,11 +17,14 @@ an arithmetic-only change on "sass.instructions +15.0%" whose measured time move
 change that made a kernel 16% faster on "registers +54.5%".
 
 A metric the user named (a marker's ``thresholds=``/``metrics=``, ``[tool.kperf.thresholds]``)
-gates by its threshold, timed or not (:func:`asked`). A launch timed
-A/B is judged by its time; its static metrics fail it only when named.
+gates by its threshold, timed or not (:func:`asked`). A launch timed A/B is judged by its
+time; its static metrics fail it only when named.
 
 An autotuned launch is recorded once per config; a regression is listed once per call of the
-kernel (same test, launch site and caller arguments), naming the worst config.
+kernel, naming the worst config. A call is what the static pass recorded for one launch from the
+test: the rows of its configs, in order at one site, and the one the autotuner chose
+(:func:`_calls`); a GPU runner's static pass records no such marks (each config is a row of its
+own there), so its configs are not collapsed.
 """
 
 from __future__ import annotations
