@@ -1,8 +1,10 @@
 """Hardware facts: architecture names, per-arch limits, per-GPU SM counts and peaks, in one place.
 
-Three readers share these facts, so each is written once here: compare gates shared memory against
+Readers share these facts, so each is written once here: compare gates shared memory against
 the per-CTA limit, capture lowers Proton's regions within it, the wave analysis sizes a wave from
-the per-SM limits and the SM count, and plausibility checks a timing against the GPU's peaks.
+the per-SM limits and the SM count, `kperf ab`'s static verdict judges registers and shared
+memory by the occupancy they cost (both through :mod:`kperf_ci.occupancy`, CUDA's occupancy rules
+on these limits), and plausibility checks a timing against the GPU's peaks.
 Nothing here probes a device (that is :mod:`kperf_ci.device`); the one subprocess is the
 toolchain's ``ptxas --help``, to learn which targets the installed Triton compiles for.
 

@@ -65,6 +65,7 @@ __all__ = [
     "spec",
     "timing_change",
     "unit_of",
+    "untimed_verdict",
     "variant_verdict_of_time_row",
 ]
 
@@ -130,6 +131,16 @@ def change_of(better: Better | str, base: float, cur: float) -> Change:
 # --------------------------------------------------------------------------- catalogue
 
 Code = Literal["", "manifest", "moved"]
+#: How `kperf ab` judges a static metric of a launch it did not time, when nobody named the metric
+#: (a marker's ``thresholds=``/``metrics=`` or ``[tool.kperf.thresholds]``; a named metric gates
+#: by its threshold as in `kperf compare`):
+#: "threshold" -- its default threshold and limit, as `kperf compare` (spills: any increase fails);
+#: "occupancy" -- fails only when its increase lowers the launch's theoretical occupancy (or passes
+#: the arch's limit), else shown as changed. More registers made a kernel 16% faster on an H100
+#: (issue 33): a register count alone says nothing about time, occupancy lost does;
+#: "shown" -- listed as changed, never fails: an instruction count moved +15% on a change whose
+#: measured time moved -0.5% (rsqrt -> 1 / sqrt, issue 33).
+Untimed = Literal["threshold", "occupancy", "shown"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,7 @@ class MetricSpec:
     headline: int | None = None  # position among its kind's rows in reports (None: by name after)
     #: launch manifest of `kperf ab`: "manifest" copied into it, "moved" also listed in what moved
     code: Code = ""
+    untimed: Untimed = "threshold"  # `kperf ab` without timing, metric not named (see Untimed)
 
     @property
     def key(self) -> str:
@@ -163,7 +175,8 @@ _CTA_MEDIAN = "median over the region's records (one per CTA or warp) of the ins
 CATALOGUE: tuple[MetricSpec, ...] = (
     # ---- static: from the compiled kernel (cuobjdump, nvdisasm, ptxas, Triton's metadata)
     MetricSpec("registers", "count", _S, "lower", "per thread",
-               "registers per thread (cuobjdump -res-usage REG)", threshold=0.10, headline=0, code="moved"),
+               "registers per thread (cuobjdump -res-usage REG)", threshold=0.10, headline=0, code="moved",
+               untimed="occupancy"),
     MetricSpec("spills", "bytes", _S, "lower", "per thread",
                "bytes of spill stores (ptxas); any increase fails", threshold=0.0, absolute=True, headline=1,
                code="moved"),
@@ -171,7 +184,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                code="moved"),
     MetricSpec("shared_bytes", "bytes", _S, "lower", "per block",
                "shared memory per block (Triton's metadata: static + dynamic); above the arch's opt-in "
-               "maximum the kernel cannot launch", limit="max_shared_per_block", headline=2, code="moved"),
+               "maximum the kernel cannot launch", limit="max_shared_per_block", headline=2, code="moved",
+               untimed="occupancy"),
     MetricSpec("stack_bytes", "bytes", _S, "lower", "per thread", "stack frame (cuobjdump STACK)",
                headline=3),
     MetricSpec("local_bytes", "bytes", _S, "lower", "per thread", "local memory (cuobjdump LOCAL)",
@@ -183,7 +197,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "code size; the cubin carries line tables, so a comment moves it while the SASS stays the "
                "same: shown, never judged", headline=7),
     MetricSpec("sass.instructions", "count", _S, "lower", "per kernel binary",
-               "SASS instructions (NOP padding not counted)", threshold=0.05, headline=8, code="moved"),
+               "SASS instructions (NOP padding not counted)", threshold=0.05, headline=8, code="moved",
+               untimed="shown"),
     MetricSpec("ptx.instructions", "count", _S, "lower", "per kernel binary", "PTX instructions", headline=9,
                code="manifest"),
     MetricSpec("sass.<class>", "count", _S, "none", "per kernel binary",
@@ -347,6 +362,13 @@ def metric(name: str, value: float) -> Metric:
     if s is None:
         raise KeyError(f"{name!r} is not in the metric catalogue (kperf_ci/metrics.py)")
     return make_metric(name, float(value), s.unit, s.kind, s.better)
+
+
+def untimed_verdict(name: str) -> Untimed:
+    """How `kperf ab` judges ``name`` on a launch it did not time when nobody named the metric
+    (:data:`Untimed`); "threshold" for a name the catalogue does not know."""
+    s = spec(name)
+    return s.untimed if s is not None else "threshold"
 
 
 def headline(kind: str) -> tuple[str, ...]:

@@ -43,6 +43,10 @@ def _threshold(s: metrics.MetricSpec) -> str:
             parts[-1] += f" (key `{s.threshold_key}`)"
     if s.limit == "max_shared_per_block":
         parts.append("above the arch's limit")
+    if s.untimed == "occupancy":
+        parts.append("`kperf ab` untimed: when it lowers the occupancy")
+    elif s.untimed == "shown":
+        parts.append("`kperf ab` untimed: shown, not judged")
     name = s.pattern.removeprefix("analysis.")
     if s.kind == "analysis" and name in FLAG_THRESHOLDS:
         side = "below" if s.better == "higher" else "above"
@@ -68,6 +72,12 @@ def render() -> str:
         "the confidence interval of the ratio lies above 1 and the change is above the threshold and",
         "`time_floor_ms`. For analyses, **flagged** is where `kperf analyze` flags the finding",
         "(`--threshold NAME=VALUE`).",
+        "",
+        "**`kperf ab` untimed**: a launch `kperf ab` could not time (no GPU, no base version) is",
+        "judged by these thresholds, except where the column says otherwise for a metric nobody",
+        "named (a marker's `thresholds=`/`metrics=`, `[tool.kperf.thresholds]`): registers and",
+        "shared memory fail only when they lower the launch's theoretical occupancy on its arch,",
+        "instruction counts are shown and never fail (`kperf_ci/judge/static_verdict.py`).",
         "",
         "**aggregate** says over what the number is taken. Region cycles and times are medians over",
         "a region's records (one per CTA or warp) of one instrumented launch, not the launch's time:",

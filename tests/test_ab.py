@@ -433,13 +433,16 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     out_json = tmp_path / "ab.json"
     r = CliRunner().invoke(main, ["ab", "--base", "old", "--no-gpu", "--json", str(out_json), "tests"])
-    # scale_kernel's extra arithmetic: registers +20% and SASS +42% are static regressions
-    assert r.exit_code == 1, r.output
+    # scale_kernel's extra arithmetic: registers +20% (10 -> 12: 16 CTAs of 4 warps an SM either
+    # way) and SASS +42% are shown as changed, not failed, without timing (issue 33)
+    assert r.exit_code == 0, r.output
     assert "1 test(s) launch identical code and work, no GPU time spent; 1 changed" in r.output
     assert "identical tests/test_k.py::test_copy" in r.output
     assert "changed   tests/test_k.py::test_scale" in r.output
     assert "scale_kernel: sm_90 SASS changed: registers 10 -> 12" in r.output  # the Triton kernel
-    assert "static regression: scale_kernel sm_90" in r.output
+    assert "static regression" not in r.output
+    assert "static changed: scale_kernel sm_90" in r.output
+    assert "registers 10 -> 12 (occupancy 100% unchanged)" in r.output
     assert "timing: skipped, no CUDA GPU" in r.output
     import json
 

@@ -281,10 +281,8 @@ def test_kperf_ab_what_moved_uses_the_catalogue_units_and_rules():
     )
     lc = LaunchChange("k", "k.py::k", "changed", [line], b, h)
     (reg,) = static_regressions([ABTestDiff("t", "changed", [lc])], ThresholdPolicy())
-    assert (
-        "spills +16 bytes > 0 bytes allowed (default)" in reg["reason"]
-        and "sass.instructions" in reg["reason"]
-    )
+    # without timing the instruction count is shown, not judged (the catalogue's "untimed")
+    assert reg["reason"] == "spills +16 bytes > 0 bytes allowed (default)"
 
 
 # --------------------------------------------------------------------------- verdicts

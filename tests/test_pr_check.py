@@ -231,13 +231,9 @@ def test_exit_code_is_1_for_the_spilling_tile(planted):
     assert regs and any("spill" in r["reason"] or "registers" in r["reason"] for r in regs), doc[
         "static_regressions"
     ]
-    # nothing else is called a regression (swap_a's BLOCK 128 -> 256 adds 1 of 15 SASS
-    # instructions: +6.7% against compare's default +5%)
-    assert {r["test"].split("::")[-1] for r in doc["static_regressions"]} <= {
-        "test_spills",
-        "test_arithmetic",
-        "test_swap_a",
-    }
+    # nothing else is called a regression: test_arithmetic's and swap_a's instruction counts
+    # (exp added; BLOCK 128 -> 256 adds 1 of 15 SASS instructions) are shown, not judged
+    assert {r["test"].split("::")[-1] for r in doc["static_regressions"]} == {"test_spills"}
     assert any("spills" in r["reason"] for r in regs)
 
 

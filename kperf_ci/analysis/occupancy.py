@@ -1,6 +1,6 @@
-"""SM occupancy: how many CTAs of a kernel fit on an SM at once (from the arch's per-SM limits in
-:mod:`kperf_ci.hardware`), and over a traced launch when each SM held at least one CTA and what
-share of the machine's SM-time that was."""
+"""SM occupancy: how many CTAs of a kernel fit on an SM at once (:func:`occupancy`, whose home is
+:mod:`kperf_ci.occupancy`, below the judge that uses it too), and over a traced launch when each SM
+held at least one CTA and what share of the machine's SM-time that was."""
 
 from __future__ import annotations
 
@@ -8,72 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kperf_ci.hardware import ArchLimits, arch_limits
+from kperf_ci.occupancy import Occupancy as Occupancy
+from kperf_ci.occupancy import occupancy as occupancy
 
 from ..traces.records import check_sm_count
 from . import intervals
 from .findings import Finding, pct, us
 from .timeline import Timeline
-
-# --------------------------------------------------------------------------- CTAs per SM
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    """CTAs of one kernel that fit on an SM at once, the resource that limits them, and each
-    resource's own count."""
-
-    ctas_per_sm: int
-    limited_by: str  # "warps", "registers", "shared_memory", "blocks" (joined by "+" on ties), or "given"
-    limits: dict[str, int]
-
-
-def _round_up(x: int, unit: int) -> int:
-    return -(-x // unit) * unit
-
-
-def occupancy(
-    *,
-    num_warps: int,
-    registers: int | None = None,
-    shared_bytes: int | None = None,
-    arch: str | ArchLimits = "sm_90",
-) -> Occupancy:
-    """CTAs that fit on one SM at once, and the resource that limits it.
-
-    Registers are allocated per warp in ``reg_alloc_unit`` units within each sub-partition;
-    shared memory per CTA is its request plus the reserved 1 KB, rounded up to
-    ``smem_alloc_unit``: 114 KB on sm_90 takes 115 KB of the SM's 228 KB, so one CTA fits, not two.
-    """
-    # per-SM fields are set: arch_limits refuses a row without them
-    lim = arch if isinstance(arch, ArchLimits) else arch_limits(arch)
-    if num_warps <= 0:
-        raise ValueError("num_warps must be positive")
-    limits: dict[str, int] = {
-        "blocks": lim.max_blocks_per_sm,
-        "warps": lim.max_warps_per_sm // num_warps,
-    }
-    if registers:
-        if registers > lim.max_regs_per_thread:
-            raise ValueError(
-                f"{registers} registers per thread exceed the {lim.arch} limit {lim.max_regs_per_thread}"
-            )
-        per_warp = _round_up(registers * lim.warp_size, lim.reg_alloc_unit)
-        warps_per_part = (lim.regs_per_sm // lim.sub_partitions) // per_warp
-        limits["registers"] = (warps_per_part * lim.sub_partitions) // num_warps
-    if shared_bytes:
-        if shared_bytes > lim.smem_per_block:
-            raise ValueError(
-                f"{shared_bytes} bytes of shared memory exceed the {lim.arch} per-CTA limit "
-                f"{lim.smem_per_block}"
-            )
-        per_block = _round_up(shared_bytes + lim.smem_reserved_per_block, lim.smem_alloc_unit)
-        limits["shared_memory"] = lim.smem_per_sm // per_block
-    k = min(limits.values())
-    order = ["shared_memory", "registers", "warps", "blocks"]  # all resources at the minimum, joined
-    limited_by = "+".join(n for n in order if limits.get(n) == k)
-    return Occupancy(max(k, 0), limited_by, limits)
-
 
 # --------------------------------------------------------------------------- busy SMs over a launch
 

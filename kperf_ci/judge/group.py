@@ -136,6 +136,19 @@ def launch_text(args: dict[str, Any], grid: Any, config: Any) -> str:
     return text if len(text) <= LAUNCH_TEXT_MAX else text[: LAUNCH_TEXT_MAX - 1] + "…"
 
 
+def static_launch_text(x: dict[str, Any], alike: str = "regress") -> str:
+    """:func:`launch_text` of a static verdict's launch; an autotuned call, one entry for all its
+    configs (:mod:`kperf_ci.judge.static_verdict`), also says that it shows the worst config and
+    how many of the call's configs are alike: "...; num_warps=4 (worst of 3 autotune configs, 3
+    regress)". Read from stored documents: counts that are not plain integers are left out."""
+    text = launch_text(x.get("args") or {}, x.get("grid"), x.get("config"))
+    auto = x.get("autotune")
+    counts = [auto.get(k) for k in ("configs", "regressed")] if isinstance(auto, dict) else []
+    if counts and all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+        text += f" (worst of {counts[0]} autotune configs, {counts[1]} {alike})"
+    return text
+
+
 _VERDICT_ORDER = {"slower": 0, "inconclusive": 1, "faster": 2, "unchanged": 3}
 
 
@@ -212,7 +225,7 @@ def static_groups(regs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = json.dumps([r.get("args"), r.get("grid"), r.get("config")], sort_keys=True, default=str)
         launch = g["launches"].setdefault(
             key, {"args": r.get("args") or {}, "grid": r.get("grid"), "config": r.get("config"),
-                  "reason": r.get("reason"), "tests": []},
+                  "reason": r.get("reason"), "autotune": r.get("autotune"), "tests": []},
         )  # fmt: skip
         launch["tests"].append(r.get("test"))
     return [{**g, "launches": list(g["launches"].values())} for g in groups.values()]

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kperf_ci.judge.compare import _static_change
 from kperf_ci.judge.launch_calls import (
     autotuned,
     call_key,
@@ -21,10 +20,12 @@ from kperf_ci.judge.launch_calls import (
     set_rows,
 )
 from kperf_ci.judge.matching import _match, parse_config
-from kperf_ci.judge.policy import gated
-from kperf_ci.metrics import MOVED_METRICS, metric, unit_of
-from kperf_ci.model import VariantKey, VariantResult
-from kperf_ci.units import fmt_value
+
+# the static verdict's home; static_regressions is imported here for the callers of this module
+from kperf_ci.judge.static_verdict import metric_moved
+from kperf_ci.judge.static_verdict import static_regressions as static_regressions
+from kperf_ci.metrics import MOVED_METRICS
+from kperf_ci.model import VariantResult
 
 
 @dataclass
@@ -146,16 +147,6 @@ def _dict_changes(b: dict[str, Any], h: dict[str, Any], fmt: Callable[[str, Any,
     return out
 
 
-def _fmt_metric(name: str, b: Any, h: Any) -> str:
-    """ "spills 0 bytes -> 16 bytes": the catalogue's unit, formatted as `kperf compare` does."""
-    unit = unit_of(name)
-
-    def f(v: Any) -> str:
-        return fmt_value(float(v), unit) if isinstance(v, (int, float)) else fmt_value(None)
-
-    return f"{name} {f(b)} -> {f(h)}"
-
-
 def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
     """What differs between two manifest rows, most telling first: options, arguments, grid,
     then per arch the code (SASS) and its static metrics."""
@@ -181,7 +172,7 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
             continue
         if x.get("sass") == y.get("sass"):
             continue
-        moved = [_fmt_metric(k, x.get(k), y.get(k)) for k in CODE_METRICS_ORDER if x.get(k) != y.get(k)]
+        moved = [metric_moved(k, x.get(k), y.get(k)) for k in CODE_METRICS_ORDER if x.get(k) != y.get(k)]
         out.append(f"{arch} SASS changed" + (": " + ", ".join(moved) if moved else ""))
     return out
 
@@ -337,67 +328,3 @@ def tests_from_variants(diff: StaticDiff) -> list[TestDiff]:
                 LaunchChange(r.key.kernel, r.key.source, "changed", [f"{r.key.label()} differs"])
             )
     return [out[t] for t in sorted(out)]
-
-
-def asked(name: str, marker: dict[str, Any], policy: Any) -> bool:
-    """Whether the user asked to gate a static metric by name: the marker's ``metrics=`` or
-    ``thresholds=``, or ``[tool.kperf.thresholds]`` (the catalogue's defaults do not count)."""
-    if name in policy.thresholds or name in marker:
-        return True
-    selection = marker.get("metrics")
-    return bool(selection) and gated(name, selection)
-
-
-def static_regressions(
-    tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | None = None
-) -> list[dict[str, Any]]:
-    """Launches whose code regressed beyond `kperf compare`'s static thresholds (spills from 0,
-    registers over their catalogue threshold, shared memory over the arch's limit, ...), judged
-    launch by launch on the pairs the per-test diff made, so a config change is judged like any
-    other change.
-
-    ``timed``: (test, kernel qualname) of launches timed A/B on a GPU. Time decides for them: a
-    static metric fails such a launch only when the user asked for it (:func:`asked`)."""
-
-    out = []
-    for t in tests:
-        for lc in t.launches:
-            if lc.status != "changed" or lc.base is None or lc.head is None:
-                continue
-            is_timed = timed is not None and (t.test, lc.site.rsplit("::", 1)[-1]) in timed
-            marker = dict(lc.head.get("gate") or {})
-            bc, hc = lc.base.get("code") or {}, lc.head.get("code") or {}
-            for arch in sorted(set(bc) & set(hc)):
-                x, y = bc[arch], hc[arch]
-                key = VariantKey(kernel=lc.name, arch=arch, test=t.test, source=lc.site)
-                reasons = []  # one entry per launch and arch, as the report counts variants
-                for name in CODE_METRICS_ORDER:
-                    if not isinstance(x.get(name), (int, float)) or not isinstance(y.get(name), (int, float)):
-                        continue
-                    if is_timed and not asked(name, marker, policy):
-                        continue
-                    if not gated(name, marker.get("metrics")):  # the marker gates other metrics
-                        continue
-                    change = _static_change(
-                        metric(name, x[name]),
-                        metric(name, y[name]),
-                        key,
-                        policy,
-                        marker,
-                    )
-                    if change.regression:
-                        reasons.append(change.reason)
-                if reasons:
-                    out.append(
-                        {
-                            "kernel": lc.label,
-                            "arch": arch,
-                            "test": t.test,
-                            "reason": "; ".join(reasons),
-                            "site": lc.site,
-                            "args": dict(lc.head.get("args") or {}),
-                            "grid": list(lc.head.get("grid") or ()),
-                            "config": lc.head.get("config"),
-                        }
-                    )
-    return out

@@ -18,9 +18,9 @@ from kperf_ci.capture.launches.base_tree import materialize, resolve_rev
 from kperf_ci.capture.static.repo import ABError, repo_root
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
-from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
-from kperf_ci.judge.launch_diff import static_regressions
+from kperf_ci.judge.group import kernel_groups, static_groups, static_launch_text
 from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.judge.static_verdict import StaticVerdict, judge
 from kperf_ci.report.ab import change_text, kernel_change, static_summary, timing_note
 from kperf_ci.report.safe_text import terminal_safe as safe
 
@@ -34,8 +34,10 @@ def _gpu_available() -> bool:
 
 def _static_regressions(
     settings: Any, tests: list[Any], timed: set[tuple[str, str]] | None = None
-) -> list[dict[str, Any]]:
-    return static_regressions(tests, ThresholdPolicy.from_settings(settings), timed=timed)
+) -> StaticVerdict:
+    """The static verdict (:mod:`kperf_ci.judge.static_verdict`): what fails, and what moved
+    without failing, one entry per call of a kernel and arch."""
+    return judge(tests, ThresholdPolicy.from_settings(settings), timed=timed)
 
 
 def _timed_keys(timed: list[dict[str, Any]]) -> set[tuple[str, str]]:
@@ -145,8 +147,9 @@ def run_ab(
         # On a GPU, time decides: a launch timed A/B is judged by its time (its static changes
         # are "what moved"); static thresholds judge the launches that were not timed, and timed
         # ones only for the metrics a test's marker or [tool.kperf] asked to gate
-        report.static_regressions = _static_regressions(settings, tests, _timed_keys(report.timed))
-        _echo_static_regressions(report.static_regressions, echo)
+        verdict = _static_regressions(settings, tests, _timed_keys(report.timed))
+        report.static_regressions = verdict.regressions
+        _echo_static_regressions(verdict, echo)
         report.wall_s = time.monotonic() - t_start
         echo(
             f"kperf ab: {report.wall_s:.1f} s ("
@@ -257,12 +260,22 @@ def _timing_pass(
     return timed_db
 
 
-def _echo_static_regressions(regressions: list[dict[str, Any]], echo: Any) -> None:
-    """Step 3's output: one line per kernel with a static regression, its launches below."""
-    for g in static_groups(regressions):
-        echo(safe(f"  static regression: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
-        for x in g["launches"]:
-            echo(safe(f"      {launch_text(x['args'], x['grid'], x['config'])}: {', '.join(x['tests'])}"))
+def _echo_static_regressions(verdict: StaticVerdict, echo: Any) -> None:
+    """Step 3's output: one line per kernel with a static regression, its launches below (an
+    autotuned call once, as its worst config); then, the same way, the launches not timed whose
+    code moved without failing the check (instruction counts, registers or shared memory that
+    left the occupancy as it was): shown, so that a reviewer sees them, and how to gate them."""
+    for word, entries in (("static regression", verdict.regressions), ("static changed", verdict.changed)):
+        for g in static_groups(entries):
+            echo(safe(f"  {word}: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
+            for x in g["launches"]:
+                alike = "regress" if word == "static regression" else "changed"
+                echo(safe(f"      {static_launch_text(x, alike)}: {', '.join(x['tests'])}"))
+    if verdict.changed:
+        echo(
+            "  static changed: shown, not failed; to gate a metric, name it in a marker's "
+            "thresholds= / metrics= or in [tool.kperf.thresholds]"
+        )
 
 
 def _store_document(report: ABReport, sides: dict[str, StaticSide], timed_db: Path | None, db: Path) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kperf_ci.judge.group import launch_text
+from kperf_ci.judge.group import static_launch_text
 from kperf_ci.report.ab_html import render_html, script_sweeps
 from kperf_ci.report.ab_view import (
     cause_text,
@@ -167,7 +167,7 @@ def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None
                 break
             for x in g["launches"][:8]:
                 tests = ", ".join(x["tests"][:3]) + (" …" if len(x["tests"]) > 3 else "")
-                what = md(launch_text(x["args"], x["grid"], x["config"])) or "-"
+                what = md(static_launch_text(x)) or "-"
                 if not out.add_if_fits(f"  - {what}: {md(x['reason'])} ({md(tests)})"):
                     break
         out.add("")

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from kperf_ci.config import Settings
-from kperf_ci.judge.group import launch_text
+from kperf_ci.judge.group import static_launch_text
 from kperf_ci.report.ab_view import (
     cause_text,
     change_text,
@@ -174,8 +174,7 @@ def render_html(doc: dict[str, Any]) -> str:
             "site": str(g["site"]),
             "summary": static_summary(g),
             "launches": [
-                {"launch": launch_text(x["args"], x["grid"], x["config"]), "reason": str(x["reason"])}
-                for x in g["launches"]
+                {"launch": static_launch_text(x), "reason": str(x["reason"])} for x in g["launches"]
             ],
             "tests": [str(t) for t in g["tests"]],
         }
