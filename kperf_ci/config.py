@@ -71,7 +71,7 @@ class Settings:
     ab_precision: float = 0.005
     # ... and an absolute floor. Timed with events, identical few-us kernels read 0.35 us apart, and
     # the floor was 0.5 us; CUPTI kernel durations hold no launch overhead, and the floor is the
-    # smallest at which an A/A of 200+ real launches has no false alarm
+    # smallest at which an A/A of real launches has no false alarm (138 so far; the aim is 200+)
     # (benchmarks/results/timing_accuracy.md, "A/A"): 0.1 us.
     ab_floor_ms: float = 0.0001
     jobs: int = field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)))
