@@ -544,7 +544,8 @@ def _call(kind: str, mod: Any, i: dict[str, Any]) -> None:
         mod.liger_dyt_fwd(i["x"], i["alpha"], i["gamma"], i["beta"])
 
 
-def _recorded_launch(kind: str, mod: Any, kernel: str, inputs: dict[str, Any]) -> Any:
+def _record(kind: str, mod: Any, kernel: str, inputs: dict[str, Any]) -> tuple[Any, Any, tuple, dict]:
+    """(the kernel, grid, args, kwargs) of the one launch the op makes on ``inputs``."""
     real = getattr(mod, kernel)
     rec = _Recorder(real)
     setattr(mod, kernel, rec)
@@ -554,6 +555,11 @@ def _recorded_launch(kind: str, mod: Any, kernel: str, inputs: dict[str, Any]) -
         setattr(mod, kernel, real)
     assert len(rec.launches) == 1, f"{kernel}: {len(rec.launches)} launches in one wrapper call"
     grid, args, kwargs = rec.launches[0]
+    return real, grid, args, kwargs
+
+
+def _recorded_launch(kind: str, mod: Any, kernel: str, inputs: dict[str, Any]) -> Any:
+    real, grid, args, kwargs = _record(kind, mod, kernel, inputs)
     return lambda: real[grid](*args, **kwargs)
 
 
@@ -573,23 +579,11 @@ def shared_launches(kind: str, mods: dict[str, Any], kernel: str, inputs: dict[s
     (its own output buffer included), so the two differ only in the code under test. Where a
     buffer sits in memory moves a short kernel's time by several percent (the field notes):
     two sets of buffers would put that into the effect."""
-    rec = {}
-    for side, m in mods.items():
-        real = getattr(m, kernel)
-        r = _Recorder(real)
-        setattr(m, kernel, r)
-        try:
-            _call(kind, m, inputs)
-        finally:
-            setattr(m, kernel, real)
-        assert len(r.launches) == 1, f"{kernel}: {len(r.launches)} launches in one wrapper call"
-        rec[side] = (real, *r.launches[0])
-    _, _, bargs, bkw = rec["base"]
-    real, grid, hargs, hkw = rec["head"]
+    base_real, base_grid, bargs, bkw = _record(kind, mods["base"], kernel, inputs)
+    real, grid, hargs, hkw = _record(kind, mods["head"], kernel, inputs)
     padded = bargs + (None,) * max(0, len(hargs) - len(bargs))
     hargs = tuple(b if _same_buffer(h, b) else h for h, b in zip(hargs, padded[: len(hargs)], strict=True))
     hkw = {k: bkw[k] if _same_buffer(v, bkw.get(k)) else v for k, v in hkw.items()}
-    base_real, base_grid = rec["base"][0], rec["base"][1]
     return {
         "base": lambda: base_real[base_grid](*bargs, **bkw),
         "head": lambda: real[grid](*hargs, **hkw),
