@@ -38,13 +38,31 @@ def _kernel_events(prof) -> list:
 
 
 def cupti_samples(
-    calls: Mapping[str, Callable[[], object]], n: int = 30, warmup: int = 5
+    calls: Mapping[str, Callable[[], object]], n: int = 30, warmup: int = 5, flush: str = "zero"
 ) -> dict[str, list[float]]:
-    """Per callable, ``n`` samples (us): the summed CUPTI durations of the kernels of one call."""
+    """Per callable, ``n`` samples (us): the summed CUPTI durations of the kernels of one call.
+
+    ``flush``: "zero" writes the buffer (what kperf-ci and do_bench do: the L2 is left holding
+    dirty lines of the buffer); "read" reads it (``amax``: the L2 is left clean), for the
+    placement study's comparison of the two."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     buf = _flush_buffer()
+    if flush == "zero":
+        do_flush = buf.zero_
+    elif flush == "read":
+        words = buf.view(torch.int32)
+
+        def do_flush() -> None:
+            torch.amax(words)
+
+    else:
+        raise ValueError(flush)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # kernels one flush launches
+        do_flush()
+        torch.cuda.synchronize()
+    per_flush = len(_kernel_events(prof))
     names = list(calls)
     for _ in range(warmup):
         for k in names:
@@ -64,14 +82,14 @@ def cupti_samples(
         order += names if (i < n // 2) == (i % 2 == 0) else names[::-1]
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for k in order:
-            buf.zero_()
+            do_flush()
             calls[k]()
         torch.cuda.synchronize()
     events = _kernel_events(prof)
     out: dict[str, list[float]] = {k: [] for k in names}
     i = 0
     for k in order:
-        i += 1  # the flush's fill kernel, issued just before the call
+        i += per_flush  # the flush's kernels, issued just before the call
         group = events[i : i + per_call[k]]
         i += per_call[k]
         out[k].append(sum(e.time_range.elapsed_us() for e in group))
