@@ -3,7 +3,8 @@ API, in a loop that shares nothing with kperf-ci's timing code (no kperf import)
 
 ``cupti_samples(calls, n)`` calls each callable ``n`` times, alternating (ABAB... then BABA...
 in the second half, so neither side always goes first), with the L2 flushed before every call by
-zeroing a buffer of twice the L2 on the same stream, inside one profiling window. Each call
+reading a buffer of twice the L2 on the same stream (kperf-ci's rule; benchmarks/placement_study.py
+shows why a zeroed buffer is not used), inside one profiling window. Each call
 must launch the same number of kernels every time (a replayed Triton launch launches one).
 The kernels are read from ``prof.events()`` (device type CUDA, the flush's fill kernels and
 every memset/copy left out), ordered by start time and handed out to the calls in issue order.
@@ -38,27 +39,27 @@ def _kernel_events(prof) -> list:
 
 
 def cupti_samples(
-    calls: Mapping[str, Callable[[], object]], n: int = 30, warmup: int = 5, flush: str = "zero"
+    calls: Mapping[str, Callable[[], object]], n: int = 30, warmup: int = 5, flush: str = "read"
 ) -> dict[str, list[float]]:
     """Per callable, ``n`` samples (us): the summed CUPTI durations of the kernels of one call.
 
-    ``flush``: "zero" writes the buffer (what kperf-ci and do_bench do: the L2 is left holding
-    dirty lines of the buffer); "read" reads it (``amax``: the L2 is left clean), for the
-    placement study's comparison of the two."""
+    ``flush``: "zero" writes the buffer (what do_bench does: the L2 is left holding dirty lines
+    of the buffer); "read" reads it (``amax``: the L2 is left clean); "zero_read" writes then
+    reads it; "none" leaves the L2 warm: the placement study compares them."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     buf = _flush_buffer()
-    if flush == "zero":
-        do_flush = buf.zero_
-    elif flush == "read":
-        words = buf.view(torch.int32)
-
-        def do_flush() -> None:
-            torch.amax(words)
-
-    else:
+    words = buf.view(torch.int32)
+    flushes = {
+        "zero": buf.zero_,
+        "read": lambda: torch.amax(words),
+        "zero_read": lambda: (buf.zero_(), torch.amax(words)),
+        "none": lambda: None,
+    }
+    if flush not in flushes:
         raise ValueError(flush)
+    do_flush = flushes[flush]
     with profile(activities=[ProfilerActivity.CUDA]) as prof:  # kernels one flush launches
         do_flush()
         torch.cuda.synchronize()

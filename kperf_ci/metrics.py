@@ -239,6 +239,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("time.cupti", "bool", _T, "none", "per variant",
                "1 when the samples are CUPTI kernel durations (launch overhead left out), 0 for events or "
                "graph replays; compare names a change of method next to the time verdict"),
+    MetricSpec("time.l2_read_flush", "bool", _T, "none", "per variant",
+               "1 when every timed call followed an L2 flush by reading (a clean L2), 0 without a flush; "
+               "absent from runs that flushed by zeroing; compare names a change next to the time verdict"),
     # ---- region: one instrumented launch (capture.regions.instrument), per region
     MetricSpec("region.dropped_events", "count", _R, "lower", _LAUNCH,
                "Proton records lost in the instrumented launch"),

@@ -145,6 +145,26 @@ def test_a_change_of_timing_method_is_named_in_the_reason():
     assert "method" not in ch.reason
 
 
+def test_a_baseline_flushed_by_zeroing_is_named_against_a_read_flush():
+    """Runs before time.l2_read_flush zeroed the flush buffer, and timed its write-back with the
+    kernel: a CUPTI run flushed by reading is a change of method, said next to the verdict."""
+    rng = np.random.default_rng(3)
+    base = list(1.0 + rng.normal(0, 0.005, 60))
+    fast = list(0.8 + rng.normal(0, 0.005, 60))
+    zeroed = make_result(samples=base, **{"time.median": 1.0, "time.cupti": 1.0, "time.graph": 0.0})
+    read = make_result(
+        samples=fast, **{"time.median": 0.8, "time.cupti": 1.0, "time.graph": 0.0, "time.l2_read_flush": 1.0}
+    )
+    (ch,) = [x for x in compare_runs(rec(zeroed), rec(read)).changes if x.metric == "time.median"]
+    assert "timing method changed (cupti -> cupti, L2 read-flushed)" in ch.reason
+    # neither run flushed (inputs over twice the L2): nothing about the flush changed
+    unflushed = make_result(
+        samples=fast, **{"time.median": 0.8, "time.cupti": 1.0, "time.graph": 0.0, "time.l2_read_flush": 0.0}
+    )
+    (ch,) = [x for x in compare_runs(rec(zeroed), rec(unflushed)).changes if x.metric == "time.median"]
+    assert "method" not in ch.reason
+
+
 def test_timing_result_records_its_method():
     from kperf_ci.capture.timing.engine import TimingResult
 

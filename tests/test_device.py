@@ -253,3 +253,28 @@ def test_gpu_probes_agree_with_torch_and_the_table():
     if row is not None:
         assert row.sm_count == props.multi_processor_count, (props.name, row)
         assert row.arch == hardware.normalize_arch(props.major * 10 + props.minor)
+
+
+def test_the_l2_flush_reads_its_buffer_and_never_writes_it():
+    """A zeroed flush buffer leaves the L2 full of dirty lines the timed kernel writes back
+    (backend.L2_FLUSH): the flush must read. torch on the CPU stands in for the device."""
+    import torch
+
+    from kperf_ci.capture.timing.backend import L2_FLUSH, CudaBackend
+
+    calls: list[str] = []
+
+    class Spy:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(torch, name)
+
+    be = object.__new__(CudaBackend)
+    be.torch, be.device, be._l2, be._flush_buf = Spy(), torch.device("cpu"), 4096, None
+    be.flush()
+    buf = be._flush_buf
+    assert buf.numel() * buf.element_size() == 2 * 4096  # twice the L2
+    before = buf.clone()
+    be.flush()
+    assert be._flush_buf is buf and torch.equal(buf, before)  # allocated once, never written after
+    assert L2_FLUSH == "read" and calls == ["zeros", "int32", "amax", "amax"]

@@ -326,7 +326,9 @@ def test_metrics_use_the_contract_names():
         "time.cv",
         "time.graph",
         "time.cupti",
+        "time.l2_read_flush",
     }
+    assert names["time.l2_read_flush"].value == float(r.flushed_l2)
     assert names["time.graph"].value == 0.0 and names["time.graph"].better == "none"
     assert names["time.cupti"].value == 0.0  # a plain event backend
     assert names["time.median"].unit == "ms" and names["time.median"].kind == "time"

@@ -166,13 +166,21 @@ def _time_change(
 
 def timing_method(v: VariantResult) -> str | None:
     """How a variant's time was measured, from its flags: "cupti" (kernel durations), "graph
-    replay", "events"; None for a variant with neither flag (an import, a run before them)."""
+    replay", "events"; None for a variant with neither flag (an import, a run before them).
+    A run whose calls followed an L2 flush by reading adds ", L2 read-flushed": a run before
+    ``time.l2_read_flush`` flushed by zeroing, and timed the flushed lines' write-back with the
+    kernel."""
     cupti, graph = v.metric("time.cupti"), v.metric("time.graph")
     if cupti is not None and cupti.value == 1.0:
-        return "cupti"
-    if graph is None:
+        method = "cupti"
+    elif graph is None:
         return None
-    return "graph replay" if graph.value == 1.0 else "events"
+    else:
+        method = "graph replay" if graph.value == 1.0 else "events"
+    flushed = v.metric("time.l2_read_flush")
+    if flushed is not None and flushed.value == 1.0:
+        method += ", L2 read-flushed"
+    return method
 
 
 def _method_note(base: VariantResult, cur: VariantResult) -> str:

@@ -1,6 +1,6 @@
 """The device boundary of the timing loop: what it needs from a device (:class:`DeviceBackend`)
-and the CUDA implementation (:class:`CudaBackend`: torch events on the current stream, a zeroed
-buffer of twice the L2 as the flush, CUDA graphs, the GPU's clocks and state through
+and the CUDA implementation (:class:`CudaBackend`: torch events on the current stream, a read of a
+buffer of twice the L2 as the flush (:data:`L2_FLUSH`), CUDA graphs, the GPU's clocks and state through
 :mod:`kperf_ci.device`). The unit tests implement the protocol with a fake clock."""
 
 from __future__ import annotations
@@ -13,6 +13,14 @@ from kperf_ci import device as gpu_device
 from kperf_ci.capture.timing import cupti
 
 T = TypeVar("T")
+
+#: How the L2 is flushed before a timed call: by *reading* a buffer of twice the L2, which leaves
+#: it holding clean lines. Zeroing the buffer (triton's do_bench, kperf-ci before) leaves it full
+#: of dirty lines that the timed kernel then writes back, on its own clock: on an H100 that added
+#: 1.4 us to a 4.8 us geglu launch and 8 us to a 29 us one, shrank a +48% effect to +31%, and made
+#: the effect depend on where the buffers sit (spread 2.7 points against 0.5-1.2 when read;
+#: benchmarks/results/placement_study.md). Stored times carry it as ``time.l2_read_flush``.
+L2_FLUSH = "read"
 
 __all__ = [
     "CudaBackend",
@@ -119,9 +127,9 @@ class CudaBackend:
         return self._l2
 
     def flush(self) -> None:
-        if self._flush_buf is None:
-            self._flush_buf = self.torch.empty(2 * self._l2, dtype=self.torch.uint8, device=self.device)
-        self._flush_buf.zero_()
+        if self._flush_buf is None:  # zeroed once: a read of uninitialised memory is still a read
+            self._flush_buf = self.torch.zeros(2 * self._l2 // 4, dtype=self.torch.int32, device=self.device)
+        self.torch.amax(self._flush_buf)  # L2_FLUSH: read, so no dirty line is left behind
 
     def capture_graph(self, call):
         """A replay of ``call`` captured in a CUDA graph, checked against an eager call.

@@ -188,6 +188,9 @@ class TimingResult:
         # 1 when the samples are CUPTI kernel durations (no launch overhead): a run timed with
         # events reads 2-3 us higher on an H100, so compare names a change of method
         out.append(metric("time.cupti", float(self.method == "cupti")))
+        # 1 when each call followed an L2 flush by reading (backend.L2_FLUSH): a run flushed by
+        # zeroing (kperf-ci before, do_bench) reads memory-bound kernels higher, so compare says so
+        out.append(metric("time.l2_read_flush", float(self.flushed_l2)))
         return out
 
     def to_dict(self) -> dict[str, Any]:
