@@ -415,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    # absolute: pytest runs with the repository as its working directory, and PYTHONPATH holds them
+    a.liger = str(Path(a.liger).resolve())
+    a.fla = str(Path(a.fla).resolve()) if a.fla else a.fla
     steps = [s for s in a.steps.split(",") if s]
     for step in steps:
         if step not in ("launches", "two_process"):
