@@ -93,6 +93,42 @@ def persistent_add(x):
     return out
 """
 
+# attorch's idiom: autotune configs built at import from the device's properties, unconditionally
+# (no backend check). The test module imports it while pytest collects, before any test's setup.
+CONFIG_KERNELS = """
+import torch
+import triton
+import triton.language as tl
+
+_SMEM = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+_STAGES = 4 if _SMEM >= 200_000 else 2
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=w, num_stages=_STAGES) for w in (1, 2)], key=["n"])
+@triton.jit
+def neg_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, -tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def neg(x):
+    out = torch.empty_like(x)
+    neg_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+"""
+
+CONFIG_TESTS = """
+import torch
+from kernels_configs import _STAGES, neg
+
+
+def test_configs_built_at_import():
+    assert _STAGES == 4  # the H100's opt-in shared memory, from the fake device at import
+    x = torch.rand(100, device="cuda")
+    torch.testing.assert_close(neg(x), -x)
+"""
+
 CONFTEST = """
 import pytest
 import torch
@@ -144,7 +180,9 @@ def fake_device_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subproces
     (d / "kernels_probe.py").write_text(PROBE_KERNELS)
     (d / "conftest.py").write_text(CONFTEST)
     (d / "test_fake.py").write_text(TESTS)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "test_fake.py"]
+    (d / "kernels_configs.py").write_text(CONFIG_KERNELS)
+    (d / "test_configs.py").write_text(CONFIG_TESTS)
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "test_fake.py", "test_configs.py"]
     cmd += ["--kperf", "--kperf-all", "--kperf-mode", "static", "--kperf-arch", "sm_90"]
     cmd += ["--kperf-db", "run.db"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{d}", "KPERF_PROGRESS": "0", "KPERF_JOBS": "1"}
@@ -163,6 +201,18 @@ def test_import_time_gpu_probe_compiles(fake_device_run) -> None:
     assert any(t.endswith("::test_probe_module_scale") for _, t in rows), out[-4000:]
 
 
+def test_import_time_device_query_of_a_test_module_is_faked(fake_device_run) -> None:
+    """A kernel module that queries the device at import (attorch builds its autotune configs from
+    get_device_properties) is imported while pytest collects: on the fake device there too, or
+    every test of the module fails before its first launch (before: a collection error,
+    "Torch not compiled with CUDA enabled")."""
+    proc, db = fake_device_run
+    out = proc.stdout + proc.stderr
+    assert "PASSED test_configs.py::test_configs_built_at_import" in proc.stdout, out[-4000:]
+    kernels = {k for k, t in _variants(db) if t.endswith("::test_configs_built_at_import")}
+    assert any("neg_kernel" in k for k in kernels), (kernels, out[-4000:])
+
+
 def test_wrapper_idioms_capture_and_compile(fake_device_run) -> None:
     proc, db = fake_device_run
     out = proc.stdout + proc.stderr
@@ -176,7 +226,7 @@ def test_teardown_synchronize_passes(fake_device_run) -> None:
     out = proc.stdout + proc.stderr
     assert "ERROR at teardown" not in out, out[-4000:]
     assert proc.returncode == 0, out[-4000:]
-    assert "5 passed" in proc.stdout, out[-4000:]
+    assert "6 passed" in proc.stdout, out[-4000:]
 
 
 def test_unfaked_call_is_named_once(fake_device_run) -> None:

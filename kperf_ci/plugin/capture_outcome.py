@@ -99,6 +99,18 @@ class StaticCapture:
             return False
 
     @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        # A test module's import runs its kernel modules' import-time code: an autotune config
+        # list built from torch.cuda.get_device_properties(), a device probe. The compile worker
+        # imports them on the fake device; the test side must see the same device, or the
+        # module fails to import here and every test in it fails before its first launch.
+        if not (self.fake and isinstance(collector, pytest.Module)):
+            return (yield)
+        nodeid = collector.nodeid
+        with fake_cuda(True, self.arch, on_unfaked=lambda name: self._hit(name, nodeid)):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
         with self.fake_for(item, self.fake and self._marked_now(item)):
             return (yield)
