@@ -36,8 +36,9 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
     """Run `python -m pytest --kperf PYTEST_ARGS...`, then write the HTML report and the PR-comment
     markdown under [tool.kperf] report (skip with KPERF_NO_REPORT=1). Exits with pytest's code:
     1 when a test failed, a kernel did not compile, or a metric crossed its threshold; 2 for a
-    bad setting or when the code under test ended the process before the run was stored; 130
-    on Ctrl-C.
+    bad setting, when the code under test ended the process before the run was stored, or when
+    the run database could not take the run (it went to a pending file, to merge in); 130 on
+    Ctrl-C.
 
     `--bench SCRIPT [ARGS]` (or `--bench -m MODULE [ARGS]`), last: run that benchmark script
     unmodified instead of tests; each triton.testing.do_bench call becomes a benchmark."""
@@ -204,6 +205,7 @@ def _reports(db: Path) -> None:
             click.echo(f"kperf run: {db}: no run database was written; reports not written", err=True)
         return
     out = Path(load_settings().report)
+    said: set[str] = set()
     for args in (
         ["--db", str(db), "-o", str(out)],
         ["--db", str(db), "--format", "markdown", "-o", str(out / "comment.md")],
@@ -211,5 +213,7 @@ def _reports(db: Path) -> None:
         try:
             report_cmd.main(args, standalone_mode=False)
         except (click.ClickException, SystemExit) as e:
-            if isinstance(e, click.ClickException):
+            # both reports read the one database: a database they cannot read is said once
+            if isinstance(e, click.ClickException) and e.format_message() not in said:
+                said.add(e.format_message())
                 click.echo(f"kperf run: report not written: {e.format_message()}", err=True)
