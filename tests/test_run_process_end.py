@@ -160,6 +160,9 @@ def test_settings_errors_of_kperf_run_are_exit_2_not_pytests_4(tmp_path):
     (tmp_path / "afile").write_text("")
     cases = [
         (["--kperf-db", "afile/run.db"], "cannot be written here"),
+        # as root os.access says yes here; the store failed after the tests (walk of issue 37)
+        (["--kperf-db", "/proc/kperf/run.db"], "cannot be written here"),
+        (["--kperf-db", "/sys/kperf/run.db"], "cannot be written here"),
         (["--kperf-db", "run.db", "--kperf-baseline", "missing.db"], "does not exist"),
     ]
     if not cuda_available():
@@ -206,6 +209,7 @@ def test_a_store_that_fails_mid_run_diverts_the_run_to_a_pending_file(tmp_path):
     assert "<store>" in line and "could not store the run (not a SQLite database (bad header))" in line
     assert f"run {run_id} was written to {side} instead" in line
     assert "Traceback" not in r.stdout + r.stderr
+    assert not list(tmp_path.glob(".kperf-probe-*")), "the writability check left its probe file"
     rec = store.load_run(side, run_id)
     assert rec.status == store.COMPLETE and rec.results, "the measured run is kept whole"
     # the line's own fix: restore the database, then its `kperf merge` brings the run in
