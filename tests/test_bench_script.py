@@ -137,6 +137,23 @@ def test_the_database_and_reports_are_where_kperf_looks_from_the_working_directo
     assert show.returncode == 0, show.stderr
 
 
+def test_a_script_outside_the_project_runs_under_the_projects_settings(tmp_path):
+    """Found by the fresh walk of issue 37: pytest took its rootdir from the script's path (here
+    the common ancestor of both folders), so the project's [tool.kperf] was never read and the
+    run was made for the default arch. The project in the working directory decides."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_80"]\nmode = "static"\n')
+    (elsewhere / "bench_x.py").write_text("print('the script ran')\n")
+    r = kperf("run", "-p", "no:cacheprovider", "--bench", str(elsewhere / "bench_x.py"), cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the script ran" in r.stdout
+    (header,) = [ln for ln in r.stdout.splitlines() if ln.startswith("kperf: mode=")]
+    assert "mode=static arch=sm_80 " in header, header
+    assert f"rootdir: {project}" in r.stdout, r.stdout
+
+
 RAISES = """
 import triton
 

@@ -48,7 +48,7 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
     bench = next((i for i, a in enumerate(args) if a == "--bench" or a.startswith("--bench=")), len(args))
     db, pinned = pin_paths(args[:bench])
     if bench < len(args):
-        args = bench_args(pinned + args[bench:])
+        args = project_rootdir(bench_args(pinned + args[bench:]))
     else:
         args = pinned
     with tempfile.TemporaryDirectory(prefix="kperf-run-") as tmp:
@@ -180,6 +180,25 @@ def bench_args(args: list[str]) -> list[str]:
     if module:
         out += ["--kperf-bench-module", module]
     return [*out, script]
+
+
+def project_rootdir(args: list[str]) -> list[str]:
+    """``args`` with ``--rootdir`` set to the working directory when the benchmark script lies
+    outside it and the user named neither a rootdir nor a config file. pytest takes its rootdir
+    from its arguments, so a script elsewhere made the script's folder (or a common ancestor)
+    the rootdir, and the project's [tool.kperf] here was never read; the project in the working
+    directory decides, as for `kperf run` without --bench."""
+    script = _script_of(args)
+    chosen = any(
+        a.startswith(("--rootdir", "--config-file")) or (a.startswith("-c") and not a.startswith("--"))
+        for a in args
+    )
+    if script is None or chosen:
+        return args
+    here = Path.cwd().resolve()
+    if Path(script).resolve().is_relative_to(here):
+        return args  # pytest finds the project from the script's folder upward
+    return [f"--rootdir={here}", *args]
 
 
 def _module_file(module: str) -> str:
