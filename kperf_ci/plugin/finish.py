@@ -39,7 +39,8 @@ class InterruptWatch:
         # pytest reports pytest.exit() here too (kperf stops a run on bad input that way)
         stopped = isinstance(excinfo.value, pytest.exit.Exception)
         if stopped:
-            self.ks.mark_interrupted(f"stopped: {excinfo.value}")
+            # pytest prints the reason as its last line: said here too, it was printed twice
+            self.ks.mark_interrupted("stopped, for the reason pytest prints below")
         else:  # a real Ctrl-C, or a KeyboardInterrupt the code under test raised (Python cannot tell)
             self.ks.mark_interrupted("Ctrl-C while the tests ran", ctrl_c=True)
 
