@@ -118,3 +118,14 @@ def fuzz_settings(examples: int) -> hypothesis.settings:  # noqa: F821 - importe
             HealthCheck.function_scoped_fixture,
         ],
     )
+
+
+def whole_static_metrics(cubin: bytes, registers: float) -> list[Metric]:
+    """Every metric ``sass.static_metrics`` writes (a metrics-cache entry must hold them all),
+    zero but for ``registers`` and ``cubin_bytes`` (checked against the cubin): what a fake of
+    static_metrics returns."""
+    from kperf_ci.capture.static.sass import METRIC_NAMES
+    from kperf_ci.metrics import metric
+
+    values = {"registers": registers, "cubin_bytes": len(cubin)}
+    return [metric(name, values.get(name, 0)) for name in METRIC_NAMES]

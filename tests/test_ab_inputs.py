@@ -102,14 +102,13 @@ def test_fuzzed_plan_files_are_read_or_refused_in_one_line(tmp_path, data):
 # --------------------------------------------------------------------------- kperf ab --json (item 14)
 
 
-@pytest.mark.parametrize("where", ["file-as-parent", "read-only"])
+@pytest.mark.parametrize("where", ["file-as-parent", "proc", "sys"])
 def test_kperf_ab_json_unwritable_is_found_before_both_passes(tmp_path, where):
     """Was: found only after both passes, and for a parent that is a file the message said
-    "File exists"."""
-    if where == "read-only":
-        if os.access("/proc/sys", os.W_OK):
-            pytest.skip("needs a read-only directory (/proc/sys is writable here)")
-        target, words = "/proc/sys/kperf/ab.json", "/proc/sys cannot be written"
+    "File exists". Found by the walk after: as root, os.access says /proc and /sys are writable,
+    and the write failed after both passes; a file created there proves it, root or not."""
+    if where in ("proc", "sys"):
+        target, words = f"/{where}/kperf/ab.json", f"/{where} cannot be written"
     else:
         (tmp_path / "afile").write_text("")
         target, words = "afile/ab.json", "afile is a file, not a directory"

@@ -137,6 +137,23 @@ def test_the_database_and_reports_are_where_kperf_looks_from_the_working_directo
     assert show.returncode == 0, show.stderr
 
 
+def test_a_script_outside_the_project_runs_under_the_projects_settings(tmp_path):
+    """Found by the fresh walk of issue 37: pytest took its rootdir from the script's path (here
+    the common ancestor of both folders), so the project's [tool.kperf] was never read and the
+    run was made for the default arch. The project in the working directory decides."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "pyproject.toml").write_text('[tool.kperf]\narch = ["sm_80"]\nmode = "static"\n')
+    (elsewhere / "bench_x.py").write_text("print('the script ran')\n")
+    r = kperf("run", "-p", "no:cacheprovider", "--bench", str(elsewhere / "bench_x.py"), cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the script ran" in r.stdout
+    (header,) = [ln for ln in r.stdout.splitlines() if ln.startswith("kperf: mode=")]
+    assert "mode=static arch=sm_80 " in header, header
+    assert f"rootdir: {project}" in r.stdout, r.stdout
+
+
 RAISES = """
 import triton
 
@@ -330,6 +347,42 @@ def test_kperf_ab_times_the_changed_kernels_calls_against_the_base(tmp_path):
     assert not [x for x in launches if x["kernel"] == "copy_kernel" and x["side"] == "base"]
     by_test = {t["test"]: t["status"] for t in doc["tests"]}
     assert by_test["bench/bench_ops.py::bench_ops.<module>#2[fp32:512]"] == "identical"
+
+
+def _ab_bench(repo: Path, script: str) -> subprocess.CompletedProcess:
+    # the work tree's kperf_ci after the repository's modules (PYTHONPATH replaces the caller's)
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(repo), str(ROOT)])}
+    return kperf("ab", "--base", "HEAD~1", "--bench", script, cwd=repo, env=env, timeout=300)
+
+
+def test_kperf_ab_bench_of_a_script_new_in_head_is_one_line_before_any_pass(tmp_path):
+    """Found by the fresh walk of issue 37: the base pass ran without its script and ended on
+    pytest's usage error ("--kperf-bench: expected one argument ... stored no run")."""
+    from test_pr_check_replay import two_commit_repo
+
+    repo = two_commit_repo(tmp_path, {})
+    (repo / "bench").mkdir()
+    (repo / "bench" / "bench_new.py").write_text(BENCH_SCRIPT)  # in the work tree (head) only
+    r = _ab_bench(repo, "bench/bench_new.py")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "bench/bench_new.py does not exist in the base tree: nothing to compare" in lines[0]
+    assert "static:" not in r.stdout, r.stdout  # no pass started
+
+
+def test_kperf_ab_bench_of_a_script_that_ends_the_process_names_the_side(tmp_path):
+    """Found by the fresh walk of issue 37: "static pass in the base tree stored no run (pytest
+    exit 0)", as if kperf-ci had failed. Now `kperf run`'s words, naming the side."""
+    from test_pr_check_replay import two_commit_repo
+
+    repo = two_commit_repo(tmp_path, {"bench/bench_exit.py": "import os\nprint('bye')\nos._exit(0)\n"})
+    r = _ab_bench(repo, "bench/bench_exit.py")
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = r.stderr.strip().splitlines()[-1]  # the one line, after the pass's output ("bye")
+    assert line.startswith("Error: static pass in the base tree: bench/bench_exit.py: the script "), line
+    assert "ended the process (exit 0) before kperf-ci could store the run: nothing stored" in line
+    assert "stored no run" not in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------------------ on a GPU

@@ -221,12 +221,14 @@ def test_locked_database_keeps_the_results_in_a_side_file(sample: pytest.Pyteste
     finally:
         holder.rollback()
         holder.close()
-    assert result.ret == 1, result.stdout.str()
+    # exit 2, not 1: nothing was judged, and 1 is a regression (the README's exit codes)
+    assert result.ret == 2, result.stdout.str()
     result.stdout.fnmatch_lines(
         # "over 0 s": the short waits above took effect
         [
             "*kperf ERROR <store>: *run.db: stayed locked by another writer for over 0 s; run *"
-            "written to *run.db.pending-*.db*"
+            "written to *run.db.pending-*.db instead; merge it in when the lock is gone "
+            "(`kperf merge *run.db *run.db.pending-*.db -o *run.db`)*"
         ]
     )
     (side,) = sample.path.glob("run.db.pending-*.db")
@@ -311,11 +313,14 @@ def test_xdist_worker_whose_part_was_diverted_leaves_the_run_incomplete(tmp_path
     )
     worker.save = save  # type: ignore[method-assign]
     worker.compare_with_baseline = lambda: None  # type: ignore[method-assign]
-    assert finish.finish_session(worker) == finish.KPERF_FAILED
+    assert finish.finish_session(worker) == finish.STORE_DIVERTED
     controller = KperfSession(config=None, settings=None, mode="static", run_id="r1")  # type: ignore[arg-type]
     finish.merge_worker_output(controller, finish.worker_output(worker))
     assert controller.interrupted and str(side) in controller.interrupted
     assert controller.errors and str(side) in controller.errors[0][1]
+    assert finish._error_status(controller) == finish.STORE_DIVERTED  # exit 2, not a regression's 1
+    controller.error("test_x.py::test_x", "kernel k: did not compile")  # any other error still fails
+    assert finish._error_status(controller) == finish.KPERF_FAILED
 
 
 @pytest.mark.parametrize("which", ["--kperf-db", "--kperf-baseline"])

@@ -10,10 +10,10 @@ import sys
 import textwrap
 
 import pytest
+from conftest import whole_static_metrics
 
 from kperf_ci.capture.launches.gpu import LaunchInfo, add_static_metrics
 from kperf_ci.capture.static import metrics_cache
-from kperf_ci.model import Metric
 
 ASM = {"cubin": b"\x7fELF fake cubin bytes", "ptx": ".version 8.0"}
 MD = {"shared": 1024, "num_warps": 4, "num_stages": 2}
@@ -26,7 +26,7 @@ class Counting:
 
     def __call__(self, asm, md, arch):
         self.calls += 1
-        return [Metric("registers", 32.0, "count", "static", "lower")], "NORMALIZED SASS", DIGEST
+        return whole_static_metrics(asm["cubin"], 32.0), "NORMALIZED SASS", DIGEST
 
 
 @pytest.fixture

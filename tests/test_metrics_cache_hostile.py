@@ -16,13 +16,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import fuzz_settings
+from conftest import fuzz_settings, whole_static_metrics
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kperf_ci.capture.static import metrics_cache
+from kperf_ci.capture.static import metrics_cache, metrics_entry
 from kperf_ci.capture.static.metrics_entry import MAX_ENTRY_BYTES
-from kperf_ci.model import Metric
 
 KERNEL = """
 import torch
@@ -82,20 +81,45 @@ def _huge_sass(p: Path) -> None:  # sparse: 300 MB on paper, nothing on disk
         f.truncate(300 * 2**20)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="static mode's compile workers")
-def test_poisoned_entries_are_recomputed_end_to_end(pytester: pytest.Pytester, monkeypatch) -> None:
+@pytest.fixture(scope="module")
+def triton_torch() -> None:
+    """Imported before pytester's snapshot of sys.modules: pytester removes what a test imported,
+    and triton's C extension cannot be imported a second time in one process."""
     pytest.importorskip("triton")
     pytest.importorskip("torch")
-    cache = pytester.path / "metrics-cache"
-    monkeypatch.setenv("KPERF_METRICS_CACHE_DIR", str(cache))
+
+
+@pytest.fixture
+def project(
+    triton_torch: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    """The kernel and its two marked tests, with a metrics cache of their own in metrics-cache/
+    (static mode through its compile workers: Linux only)."""
+    if sys.platform != "linux":
+        pytest.skip("static mode's compile workers")
+    monkeypatch.setenv("KPERF_METRICS_CACHE_DIR", str(pytester.path / "metrics-cache"))
     monkeypatch.delenv("KPERF_NO_METRICS_CACHE", raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(pytester.path / "triton-cache"))  # the 2nd run reuses it
     pytester.makepyfile(kernels_add=KERNEL, test_add=TEST)
-    args = ("-p", "no:cacheprovider", "--kperf", "--kperf-arch", "sm_80,sm_90", "--kperf-jobs", "2")
-    first = pytester.runpytest_subprocess(*args, "--kperf-db", "truth.db")
-    assert first.ret == 0, first.stdout.str()
-    truth = _registers(pytester.path / "truth.db")
-    entries = sorted(cache.glob("*.json"))
+    return pytester
+
+
+def _static_run(project: pytest.Pytester, db: str, arch: str = "sm_80,sm_90") -> tuple[int, str]:
+    """(exit status, output) of ``pytest --kperf`` there, through two compile workers."""
+    args = ("-p", "no:cacheprovider", "--kperf", "--kperf-arch", arch, "--kperf-jobs", "2")
+    r = project.runpytest_subprocess(*args, "--kperf-db", db)
+    return r.ret, r.stdout.str() + r.stderr.str()
+
+
+def _cache_warnings(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if "static-metrics cache" in ln]
+
+
+def test_poisoned_entries_are_recomputed_end_to_end(project: pytest.Pytester) -> None:
+    ret, out = _static_run(project, "truth.db")
+    assert ret == 0, out
+    truth = _registers(project.path / "truth.db")
+    entries = sorted((project.path / "metrics-cache").glob("*.json"))
     assert len(truth) == len(entries) == 4
     # the issue's cases: 26 -> 255 in place, NaN, 10**400, "metrics": []
     poisons = [
@@ -106,13 +130,51 @@ def test_poisoned_entries_are_recomputed_end_to_end(pytester: pytest.Pytester, m
     ]
     for p, poison in zip(entries, poisons, strict=True):
         poison(p)
-    second = pytester.runpytest_subprocess(*args, "--kperf-db", "run.db")
-    out = second.stdout.str() + second.stderr.str()
-    assert second.ret == 0, out
+    ret, out = _static_run(project, "run.db")
+    assert ret == 0, out
     assert "Traceback" not in out
-    assert _registers(pytester.path / "run.db") == truth  # recomputed, never the poisoned value
-    warned = [ln for ln in out.splitlines() if "static-metrics cache entry" in ln]
-    assert len(warned) == 4, out  # one line per refused entry
+    assert _registers(project.path / "run.db") == truth  # recomputed, never the poisoned value
+    assert len(_cache_warnings(out)) == 4, out  # one line per refused entry
+
+
+def test_an_entry_missing_metrics_is_recomputed_end_to_end(project: pytest.Pytester) -> None:
+    """Found by the fresh walk of issue 37: an entry holding only ``registers`` (sealed again, so
+    its hash matched) was used, and the run stored no other static metric for those kernels."""
+    ret, out = _static_run(project, "truth.db", "sm_90")
+    assert ret == 0, out
+    entries = sorted((project.path / "metrics-cache").glob("*.json"))
+    assert len(entries) == 2
+    for p in entries:
+        _doc_edit(_registers_only)(p)
+    ret, out = _static_run(project, "run.db", "sm_90")
+    assert ret == 0, out
+    warned = _cache_warnings(out)
+    assert len(warned) == 2, out
+    assert all("it lacks spills, spill_loads, stack_bytes and " in w for w in warned), out
+    assert _static_values(project.path / "run.db") == _static_values(project.path / "truth.db")
+
+
+def test_a_cache_directory_that_is_a_file_is_said_once_end_to_end(project: pytest.Pytester) -> None:
+    """Found by the fresh walk of issue 37: one warning per entry (each read failed with "Not a
+    directory"); now one line for the session, and the run is whole."""
+    (project.path / "metrics-cache").write_text("not a directory")
+    ret, out = _static_run(project, "run.db")
+    assert ret == 0, out
+    warned = _cache_warnings(out)
+    assert len(warned) == 1, out
+    assert "metrics-cache is a file, not a directory; nothing is cached" in warned[0]
+    assert len(_registers(project.path / "run.db")) == 4
+
+
+def _static_values(db: Path) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(
+            "select v.arch, v.spec, m.name, m.value from metrics m join variants v on v.id = m.variant_id "
+            "where m.kind = 'static' order by v.arch, v.spec, m.name"
+        ).fetchall()
+    finally:
+        con.close()
 
 
 # ------------------------------------------------------------------ one process, as GPU mode calls it
@@ -122,12 +184,12 @@ MD = {"shared": 1024, "num_warps": 4, "num_stages": 2}
 SASS = "NORMALIZED SASS"
 
 
+TRUTH = whole_static_metrics(ASM["cubin"], 26.0)
+TRUTH_ROWS = [[m.name, m.value, m.unit, m.kind, m.better] for m in TRUTH]  # for a fresh process
+
+
 def _truth(asm, md, arch):
-    return (
-        [Metric("registers", 26.0, "count", "static", "lower")],
-        SASS,
-        hashlib.sha256(SASS.encode()).hexdigest(),
-    )
+    return list(TRUTH), SASS, hashlib.sha256(SASS.encode()).hexdigest()
 
 
 @pytest.fixture
@@ -150,7 +212,7 @@ def _fresh_process(tmp_path: Path, *, pid: int | None = None) -> subprocess.Comp
             os.getpid = lambda: {pid!r}
         def truth(*a):
             digest = hashlib.sha256({SASS!r}.encode()).hexdigest()
-            return [Metric("registers", 26.0, "count", "static", "lower")], {SASS!r}, digest
+            return [Metric(*row) for row in {TRUTH_ROWS!r}], {SASS!r}, digest
         m = metrics_cache.cached_static_metrics({ASM!r}, {MD!r}, "sm_90", truth)
         print(m[0][0].value, m[3])
         """
@@ -169,6 +231,13 @@ def _doc_edit(edit):
     return apply
 
 
+def _registers_only(doc: dict) -> None:
+    """The entry cut down to its registers row and sealed again (a hash that matches): whole in
+    every check but the one for missing metrics."""
+    doc["metrics"] = [row for row in doc["metrics"] if row[0] == "registers"]
+    doc["entry_sha256"] = metrics_entry._seal(doc["cubin_sha256"], doc["sass_hash"], doc["metrics"])
+
+
 def _plant_link(p: Path) -> None:  # at the entry's own name, to a file it must neither read nor write
     target = p.parent.parent / "victim.txt"
     target.write_text("keep me")
@@ -185,10 +254,21 @@ def _plant_link(p: Path) -> None:  # at the entry's own name, to a file it must 
         _doc_edit(lambda doc: doc["metrics"][0].__setitem__(3, "time")),  # a kind of its own
         _doc_edit(lambda doc: doc.__setitem__("cubin_sha256", "0" * 64)),  # an entry of another cubin
         _doc_edit(lambda doc: doc.__setitem__("sass", "OTHER SASS")),  # the SASS swapped under its hash
+        _doc_edit(_registers_only),
         _huge_sass,
         _plant_link,
     ],
-    ids=["text", "infinity", "unknown-name", "unknown-kind", "other-cubin", "other-sass", "300MB", "symlink"],
+    ids=[
+        "text",
+        "infinity",
+        "unknown-name",
+        "unknown-kind",
+        "other-cubin",
+        "other-sass",
+        "registers-only",
+        "300MB",
+        "symlink",
+    ],
 )
 def test_bad_entry_is_recomputed_with_one_warning(cache_dir: Path, tmp_path: Path, edit) -> None:
     metrics_cache.cached_static_metrics(ASM, MD, "sm_90", _truth)
@@ -274,6 +354,6 @@ def test_fuzz_cache_entries_never_crash(cache_dir: Path, raw: bytes) -> None:
         ASM, MD, "sm_90", _truth, warn=warnings.append
     )
     if cached:  # only a sound entry is used: what the truth would have given
-        assert [(x.name, x.value) for x in m] == [("registers", 26.0)] and sass == SASS
+        assert m == TRUTH and sass == SASS
     else:
         assert m[0].value == 26.0 and len(warnings) == 1 and "\n" not in warnings[0]

@@ -136,20 +136,23 @@ def exit_error(e: Exception) -> click.ClickException:
 
 
 def check_output_file(path: str | os.PathLike[str], option: str) -> None:
-    """A file a command writes at its end, checked at its start (nothing is created): a path
-    found unwritable after minutes of work made that work for nothing. KperfError (exit 2, one
-    line) for a directory there, a parent that is a file, or no permission (a read-only mount)."""
+    """A file a command writes at its end, checked at its start (a probe file is created in its
+    directory and removed; nothing is left behind): a path found unwritable after minutes of work
+    made that work for nothing. KperfError (exit 2, one line) for a directory there, a parent
+    that is a file, or no permission (a read-only mount, /proc or /sys)."""
     p = Path(path)
     if p.is_dir():
         raise KperfError(f"{option} {path}: is a directory; give the path of a file")
     parent = next((a for a in p.absolute().parents if a.exists()), Path("/"))
     if not parent.is_dir():
         raise KperfError(f"{option} {path}: {parent} is a file, not a directory; choose another path")
-    ok = os.access(p, os.W_OK) if p.exists() else os.access(parent, os.W_OK | os.X_OK)
-    if not ok:
-        where = p if p.exists() else parent
-        why = "permissions or a read-only mount"
-        raise KperfError(f"{option} {path}: {where} cannot be written ({why}); choose another path")
+    # a file created and removed in the directory proves it: os.access says yes to root for
+    # /proc and /sys, and the write then failed after both passes
+    if p.exists() and not os.access(p, os.W_OK):
+        raise KperfError(f"{option} {path}: {p} cannot be written (permissions); choose another path")
+    why = store.cannot_create_in(parent)
+    if why is not None:
+        raise KperfError(f"{option} {path}: {parent} cannot be written ({why}); choose another path")
 
 
 def load_settings(**cli: Any) -> Any:

@@ -36,8 +36,9 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
     """Run `python -m pytest --kperf PYTEST_ARGS...`, then write the HTML report and the PR-comment
     markdown under [tool.kperf] report (skip with KPERF_NO_REPORT=1). Exits with pytest's code:
     1 when a test failed, a kernel did not compile, or a metric crossed its threshold; 2 for a
-    bad setting or when the code under test ended the process before the run was stored; 130
-    on Ctrl-C.
+    bad setting, when the code under test ended the process before the run was stored, or when
+    the run database could not take the run (it went to a pending file, to merge in); 130 on
+    Ctrl-C.
 
     `--bench SCRIPT [ARGS]` (or `--bench -m MODULE [ARGS]`), last: run that benchmark script
     unmodified instead of tests; each triton.testing.do_bench call becomes a benchmark."""
@@ -47,7 +48,7 @@ def run_cmd(pytest_args: tuple[str, ...]) -> None:
     bench = next((i for i, a in enumerate(args) if a == "--bench" or a.startswith("--bench=")), len(args))
     db, pinned = pin_paths(args[:bench])
     if bench < len(args):
-        args = bench_args(pinned + args[bench:])
+        args = project_rootdir(bench_args(pinned + args[bench:]))
     else:
         args = pinned
     with tempfile.TemporaryDirectory(prefix="kperf-run-") as tmp:
@@ -181,6 +182,25 @@ def bench_args(args: list[str]) -> list[str]:
     return [*out, script]
 
 
+def project_rootdir(args: list[str]) -> list[str]:
+    """``args`` with ``--rootdir`` set to the working directory when the benchmark script lies
+    outside it and the user named neither a rootdir nor a config file. pytest takes its rootdir
+    from its arguments, so a script elsewhere made the script's folder (or a common ancestor)
+    the rootdir, and the project's [tool.kperf] here was never read; the project in the working
+    directory decides, as for `kperf run` without --bench."""
+    script = _script_of(args)
+    chosen = any(
+        a.startswith(("--rootdir", "--config-file")) or (a.startswith("-c") and not a.startswith("--"))
+        for a in args
+    )
+    if script is None or chosen:
+        return args
+    here = Path.cwd().resolve()
+    if Path(script).resolve().is_relative_to(here):
+        return args  # pytest finds the project from the script's folder upward
+    return [f"--rootdir={here}", *args]
+
+
 def _module_file(module: str) -> str:
     sys.path.insert(0, str(Path.cwd()))  # as `python -m` looks it up
     try:
@@ -204,6 +224,7 @@ def _reports(db: Path) -> None:
             click.echo(f"kperf run: {db}: no run database was written; reports not written", err=True)
         return
     out = Path(load_settings().report)
+    said: set[str] = set()
     for args in (
         ["--db", str(db), "-o", str(out)],
         ["--db", str(db), "--format", "markdown", "-o", str(out / "comment.md")],
@@ -211,5 +232,7 @@ def _reports(db: Path) -> None:
         try:
             report_cmd.main(args, standalone_mode=False)
         except (click.ClickException, SystemExit) as e:
-            if isinstance(e, click.ClickException):
+            # both reports read the one database: a database they cannot read is said once
+            if isinstance(e, click.ClickException) and e.format_message() not in said:
+                said.add(e.format_message())
                 click.echo(f"kperf run: report not written: {e.format_message()}", err=True)

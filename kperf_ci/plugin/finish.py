@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 KPERF_FAILED = 1
 # pytest's own status for a session stopped by Ctrl-C.
 INTERRUPTED = 2
+# The run database could not take the run, which went to a pending file instead: nothing was
+# judged and the fix is the user's (merge the file in), so the README's 2, never 1 (a regression).
+STORE_DIVERTED = 2
 
 
 class InterruptWatch:
@@ -36,14 +39,16 @@ class InterruptWatch:
         # pytest reports pytest.exit() here too (kperf stops a run on bad input that way)
         stopped = isinstance(excinfo.value, pytest.exit.Exception)
         if stopped:
-            self.ks.mark_interrupted(f"stopped: {excinfo.value}")
+            # pytest prints the reason as its last line: said here too, it was printed twice
+            self.ks.mark_interrupted("stopped, for the reason pytest prints below")
         else:  # a real Ctrl-C, or a KeyboardInterrupt the code under test raised (Python cannot tell)
             self.ks.mark_interrupted("Ctrl-C while the tests ran", ctrl_c=True)
 
 
 def finish_session(ks: KperfSession) -> int:
     """Compile, store, compare. Returns the exit status kperf asks for: 0, KPERF_FAILED when
-    kperf reported an error or a regression, else INTERRUPTED when the run is incomplete."""
+    kperf reported an error or a regression, STORE_DIVERTED when its only errors are runs written
+    to pending files, else INTERRUPTED when the run is incomplete."""
     try:
         if ks.interrupted is None:
             # After a Ctrl-C the user wants out: the recorded launches are not compiled.
@@ -61,22 +66,32 @@ def finish_session(ks: KperfSession) -> int:
             ks.error("<capture>", capture_error)
     except StoreError as e:
         ks.error("<store>", str(e))
-        if ks.is_worker and isinstance(e, RunDivertedError):
-            # this worker's part is not in the run database: the controller must not mark
-            # the run there complete
-            ks.mark_interrupted(f"an xdist worker's results went to {e.written_to}")
-        return KPERF_FAILED
+        if isinstance(e, RunDivertedError):
+            ks.diverted.append(str(e))
+            if ks.is_worker:
+                # this worker's part is not in the run database: the controller must not mark
+                # the run there complete
+                ks.mark_interrupted(f"an xdist worker's results went to {e.written_to}")
+        return _error_status(ks)
     except KeyboardInterrupt:  # a second Ctrl-C while storing: the transaction rolled back
         ks.mark_interrupted("Ctrl-C while storing", ctrl_c=True)
         ks.forget_saved()
         return INTERRUPTED
     if ks.errors:
-        return KPERF_FAILED
+        return _error_status(ks)
     if ks.interrupted:
         return INTERRUPTED
     if ks.comparison is not None and ks.comparison.exit_code:
         return KPERF_FAILED
     return 0
+
+
+def _error_status(ks: KperfSession) -> int:
+    """STORE_DIVERTED when every error is a run written to a pending file (this process's or an
+    xdist worker's), else KPERF_FAILED: a kernel that did not compile still fails the run."""
+    if ks.diverted and all(n == "<store>" and r in ks.diverted for n, r in ks.errors):
+        return STORE_DIVERTED
+    return KPERF_FAILED
 
 
 #: what `kperf run` reads from ``--kperf-run-status``: the session got this far

@@ -44,6 +44,8 @@ class KperfSession:
     results: list[VariantResult] = field(default_factory=list)
     pending: list[Any] = field(default_factory=list)  # LaunchSpecs of passed tests, compiled at the end
     errors: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one-line reason)
+    # the errors above that say a run went to a pending file (exit 2, not 1: finish.py)
+    diverted: list[str] = field(default_factory=list)
     saved_to: str | None = None
     # Why the run stopped early ("Ctrl-C", a lost xdist worker); None while it is whole.
     interrupted: str | None = None
@@ -152,6 +154,7 @@ class KperfSession:
         return {
             "interrupted": self.interrupted,
             "errors": [list(e) for e in self.errors],
+            "diverted": list(self.diverted),
             "warnings": [list(w) for w in self.warnings],
             "ab_results": [list(r) for r in self.ab_results],
             "findings": [[nodeid, label, findings_to_json([f])] for nodeid, label, f in self.findings],
@@ -167,6 +170,7 @@ class KperfSession:
         if out.get("interrupted"):
             self.mark_interrupted(f"an xdist worker: {out['interrupted']}")
         self.errors.extend(tuple(e) for e in out.get("errors", []))
+        self.diverted.extend(out.get("diverted", []))
         self.warnings.extend(tuple(w) for w in out.get("warnings", []))
         self.ab_results.extend(tuple(r) for r in out.get("ab_results", []))
         passed, with_launches = out.get("capture", [0, 0])

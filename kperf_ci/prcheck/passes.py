@@ -112,16 +112,45 @@ def _tail(text: str, n: int = 15) -> str:
     return "\n".join("    " + line for line in shown)
 
 
+def _closing_lines(out: str) -> list[str]:
+    """pytest's closing line ("1 failed, 2 passed in 3.10s"), not a plugin's summary above it;
+    none when the process ended before pytest did."""
+    return [line for line in out.strip().splitlines()[-5:] if re.search(r" in [\d.]+s\b", line)]
+
+
 def _failed_count(out: str) -> int:
     """Failed tests as pytest's closing line counts them (0 when it names none)."""
-    for line in reversed(out.strip().splitlines()[-5:]):
-        # pytest's closing line ("1 failed, 2 passed in 3.10s"), not a plugin's summary above it
-        if not re.search(r" in [\d.]+s\b", line):
-            continue
+    for line in reversed(_closing_lines(out)):
         m = re.search(r"(\d+) failed", line)
         if m:
             return int(m.group(1))
     return 0
+
+
+def _bench_script(args: list[str]) -> str | None:
+    """The benchmark script of ``kperf ab --bench`` (``--kperf-bench SCRIPT``), else None."""
+    i = next((i for i, a in enumerate(args) if a == "--kperf-bench"), None)
+    return args[i + 1] if i is not None and i + 1 < len(args) else None
+
+
+def check_bench_script(args: list[str], base_cwd: Path) -> None:
+    """PassFailed (one line, no pass output) when ``kperf ab --bench``'s script is not in the
+    base tree (new in head): found before either pass, whose base side would otherwise end on
+    pytest's usage error and read as a broken pass."""
+    script = _bench_script(args)
+    if script is not None and not (base_cwd / script).is_file():
+        _fail(
+            f"{script} does not exist in the base tree: nothing to compare; run it on the head "
+            f"alone with `kperf run --bench {script}`, or compare once the base revision has it",
+            "",
+        )
+
+
+def _ended_early(rc: int, out: str) -> bool:
+    """The pass's process ended before pytest's own end (``os._exit``, an exit from a forked
+    child's code path): no closing line, and neither pytest's usage error (4) nor its internal
+    error, which end without one too."""
+    return rc >= 0 and rc != 4 and "INTERNALERROR>" not in out and not _closing_lines(out)
 
 
 def _fail(message: str, out: str) -> None:
@@ -216,10 +245,20 @@ def _static_side(
     messages: list[str],
     marked_all: bool = False,
     peak_rss_mb: float | None = None,
+    args: tuple[str, ...] | list[str] = (),
 ) -> StaticSide:
     db = workdir / f"{side}.db"
     if rc < 0 and rc != -2:  # killed by a signal other than Ctrl-C's
         _fail(killed_message(side, rc, peak_rss_mb) + "; try kperf ab --passes sequential", out)
+    if not db.exists() and _ended_early(rc, out):
+        # as `kperf run` says it; "stored no run (pytest exit 0)" read as a kperf-ci fault
+        script = _bench_script(args)
+        who = f"{script}: the script" if script else "the tests"
+        _fail(
+            f"static pass in the {side} tree: {who} ended the process (exit {rc}) before kperf-ci "
+            "could store the run: nothing stored; let it return or call sys.exit() instead of os._exit()",
+            out,
+        )
     if not db.exists():
         _fail(f"static pass in the {side} tree stored no run (pytest exit {rc})", out)
     run = store.load_run(db)
@@ -323,7 +362,9 @@ def static_pass(
     for side, root in roots.items():
         rc, out = done[side]
         marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
-        sides[side] = _static_side(side, root, rc, out, workdir, rel_cwd, messages, marked_all, peaks[side])
+        sides[side] = _static_side(
+            side, root, rc, out, workdir, rel_cwd, messages, marked_all, peaks[side], side_args[side]
+        )
         sides[side].wall_s = wall_s
     diff = diff_static(sides["base"].run.results, sides["head"].run.results)
     if sides["base"].manifest is not None and sides["head"].manifest is not None:

@@ -25,7 +25,7 @@ from kperf_ci.report.ab import change_text, kernel_change, static_summary, timin
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows
-from .passes import StaticSide, _fail, _pytest, _tail, static_pass
+from .passes import StaticSide, _fail, _pytest, _tail, check_bench_script, static_pass
 
 
 def _gpu_available() -> bool:
@@ -117,6 +117,7 @@ def run_ab(
     report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha)
     echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
+        check_bench_script(list(args), base_root / rel_cwd)
         how = "one after the other" if passes == "sequential" else "side by side"
         echo(f"static: both trees under pytest --kperf-mode static, {how} ...")
         diff, tests, msgs, sides = static_pass(

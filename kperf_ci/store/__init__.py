@@ -19,7 +19,7 @@ across runs, folding the WAL), :mod:`.merge` (``kperf merge``'s writer). Callers
 from __future__ import annotations
 
 from .blobs import Blob, blob_names, load_blob, save_blob
-from .db import check_writable, open_db, same_database
+from .db import cannot_create_in, check_writable, open_db, same_database
 from .errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
@@ -64,6 +64,7 @@ __all__ = [
     "OperationalError",
     "fold_wal",
     "metric_values",
+    "cannot_create_in",
     "check_writable",
     "save_run",
     "save_runs",

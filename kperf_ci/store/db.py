@@ -54,18 +54,35 @@ def _check_header(path: Path) -> bool:
     return False
 
 
+def cannot_create_in(directory: str | os.PathLike[str]) -> str | None:
+    """Why no file can be created in ``directory`` (the OS's words), or None when one can: a
+    temporary file is created there and removed. os.access alone says yes to root for /proc and
+    /sys, where creating a file then fails after the work the check was meant to save."""
+    try:
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".kperf-probe-")
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    os.close(fd)
+    with contextlib.suppress(OSError):  # created by us a moment ago: nothing is left behind
+        os.unlink(name)
+    return None
+
+
 def check_writable(path: str | os.PathLike[str]) -> None:
     """Raise :class:`ReadOnlyDatabaseError` unless ``path`` could be written (created with its
-    directories when missing), creating and writing nothing: a session checks its run database
-    before the tests run, not after them."""
+    directories when missing), leaving nothing behind: a session checks its run database before
+    the tests run, not after them. The directory it goes in is proved by creating a file there
+    (:func:`cannot_create_in`; SQLite's -wal and -shm files go beside it too)."""
     p = Path(path)
     if p.exists():
-        ok = os.access(p, os.W_OK) and os.access(p.parent, os.W_OK | os.X_OK)
+        why = "file is read-only" if not os.access(p, os.W_OK) else cannot_create_in(p.parent)
     else:
         top = next((a for a in p.parents if a.exists()), Path("/"))
-        ok = top.is_dir() and os.access(top, os.W_OK | os.X_OK)
-    if not ok:
-        raise ReadOnlyDatabaseError(p, "cannot be written here", "choose a writable path (--db / KPERF_DB)")
+        why = f"{top} is not a directory" if not top.is_dir() else cannot_create_in(top)
+    if why is not None:
+        raise ReadOnlyDatabaseError(
+            p, f"cannot be written here ({why})", "choose a writable path (--db / KPERF_DB)"
+        )
 
 
 def _connect(path: Path, *, write: bool) -> sqlite3.Connection:

@@ -46,16 +46,17 @@ class RunDivertedError(DatabaseLockedError):
     def __init__(self, path: Path, run_id: str, written_to: Path, failed: str | None = None):
         self.written_to = written_to
         waited = LOCK_ATTEMPTS * _db.BUSY_TIMEOUT_S
-        copy_in = f"`kperf baseline update --db {written_to} --baseline {path} --run {run_id}`"
+        # `kperf merge` into the database itself: it keeps every row already there and is safe
+        # to run again (the README's pending files)
+        merge_in = f"`kperf merge {path} {written_to} -o {path}`"
         if failed is None:
             problem = f"stayed locked by another writer for over {waited:.0f} s"
-            fix = f"use that file as it is (--db {written_to}) or copy the run in when the lock is gone "
-            fix += f"({copy_in})"
+            fix = f"merge it in when the lock is gone ({merge_in}), or use it as it is (--db {written_to})"
         else:
             problem = f"could not store the run ({failed})"
             fix = (
-                f"use that file as it is (--db {written_to}), or restore {path} (from git or its artifact) "
-                f"and copy the run in ({copy_in})"
+                f"restore {path} (from git or its artifact), then merge it in ({merge_in}), "
+                f"or use it as it is (--db {written_to})"
             )
         super().__init__(path, f"{problem}; run {run_id} was written to {written_to} instead", fix)
 

@@ -15,9 +15,10 @@ The directory may be shared (a runner's /tmp), so an entry is data, never truste
 (:mod:`.metrics_entry` checks it): an entry is written through ``tempfile.mkstemp`` in the
 directory and renamed into place (no predictable name, no symlink followed), read without
 following a symlink and only up to ``MAX_ENTRY_BYTES``, and used only when it is well formed
-(finite numbers, catalogue names, units and kinds) and its recorded hashes match the cubin it
-describes, its SASS and its metric rows. Any other entry is recomputed and overwritten, with one
-warning line.
+(finite numbers, catalogue names, units and kinds, every metric ``static_metrics`` writes) and its
+recorded hashes match the cubin it describes, its SASS and its metric rows. Any other entry is
+recomputed and overwritten, with one warning line. A directory that is a file (or lies under one)
+is one warning per process, and the disk cache is off.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kperf_ci.capture.static import sass
@@ -49,6 +51,8 @@ Warn = Callable[[str], None]
 
 # key -> (metrics as rows, normalized SASS, SASS hash): the process's own copy of the disk cache
 _MEMORY: dict[str, tuple[list[list[Any]], str, str]] = {}
+# cache directories found unusable and said so: one warning per process, not one per entry
+_UNUSABLE: set[str] = set()
 
 
 def cache_dir() -> str | None:
@@ -124,6 +128,23 @@ def _from_disk(path: str, cubin: bytes, warn: Warn) -> tuple[list[list[Any]], st
         return None
 
 
+def _usable(d: str, warn: Warn) -> bool:
+    """False when ``d`` cannot hold entries because it, or the nearest existing folder above it,
+    is a file: said once per process (each entry's read failed with its own warning line before),
+    and the cache is then off for this process."""
+    if d in _UNUSABLE:
+        return False
+    top = next((p for p in (Path(d), *Path(d).absolute().parents) if p.exists()), None)
+    if top is None or top.is_dir():
+        return True
+    _UNUSABLE.add(d)
+    warn(
+        f"static-metrics cache {d}: {top} is a file, not a directory; nothing is cached (each "
+        f"kernel's metrics are computed); point {ENV_METRICS_CACHE_DIR} at a directory"
+    )
+    return False
+
+
 def _write(d: str, path: str, entry: bytes) -> None:
     """Atomically, under a name no one can predict: mkstemp creates the file itself (O_EXCL, so a
     planted symlink is never followed) in the cache directory, and rename replaces whatever the
@@ -158,6 +179,8 @@ def cached_static_metrics(
     cubin = _cubin(asm)
     hit = _MEMORY.get(key)
     d = cache_dir()
+    if d and not _usable(d, warn or _stderr_warning):
+        d = None
     path = os.path.join(d, key + ".json") if d else None
     if hit is None and path:
         hit = _from_disk(path, cubin, warn or _stderr_warning)
@@ -173,5 +196,7 @@ def cached_static_metrics(
 
 
 def clear_memory() -> None:
-    """Forget the in-memory copy (tests; the disk cache stays)."""
+    """Forget the in-memory copy and the directories said to be unusable (tests; the disk
+    cache stays)."""
     _MEMORY.clear()
+    _UNUSABLE.clear()

@@ -25,6 +25,7 @@ import os
 import stat
 from typing import Any
 
+from kperf_ci.capture.static.sass import METRIC_NAMES
 from kperf_ci.metrics import spec
 from kperf_ci.model import canonical_json
 
@@ -36,9 +37,10 @@ FORMAT = "kperf-static-metrics/2"
 #: MB; a bigger one is not cached (recomputed each time), and a bigger file is never read.
 MAX_ENTRY_BYTES = 16 * 2**20
 
-#: Names every real entry holds (static_metrics always writes them): an entry emptied of its
-#: metrics would otherwise turn a regression into "no comparable baseline".
-REQUIRED = ("registers",)
+#: Names every real entry holds (static_metrics always writes them all): an entry missing some
+#: (emptied, or cut down to its registers) would otherwise turn a regression in the missing
+#: metrics into "not compared".
+REQUIRED = METRIC_NAMES
 
 
 class BadEntry(ValueError):
@@ -132,8 +134,13 @@ def check_entry(raw: bytes, cubin: bytes) -> tuple[list[list[Any]], str, str]:
         raise BadEntry("it holds no metrics")
     checked = [_row(r, cubin) for r in rows]
     names = [r[0] for r in checked]
-    if len(set(names)) != len(names) or any(n not in names for n in REQUIRED):
-        raise BadEntry("its metrics repeat a name or lack registers")
+    if len(set(names)) != len(names):
+        raise BadEntry("its metrics repeat a name")
+    missing = [n for n in REQUIRED if n not in names]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        every = f"an entry holds all {len(REQUIRED)} metrics"
+        raise BadEntry(f"it lacks {', '.join(missing[:3])}{more} ({every})")
     if doc.get("entry_sha256") != _seal(cubin_sha, digest, rows):
         raise BadEntry("its metrics do not match its entry_sha256")
     return checked, normalized, digest

@@ -58,6 +58,25 @@ CLASSES = (
     "other",
 )
 
+#: Every metric :func:`static_metrics` writes, in its order, whatever the kernel: a cache entry
+#: that lacks any of them is refused (:mod:`kperf_ci.capture.static.metrics_entry`), since a
+#: metric missing from one side of a comparison reads as "not compared", never as a regression.
+METRIC_NAMES = (
+    "registers",
+    "spills",
+    "spill_loads",
+    "stack_bytes",
+    "local_bytes",
+    "shared_bytes",
+    "num_warps",
+    "num_stages",
+    "cubin_bytes",
+    "ptx.instructions",
+    "sass.instructions",
+    *(f"sass.{cls}" for cls in CLASSES),
+    *(f"ptx.{cls}" for cls in CLASSES),
+)
+
 
 # --------------------------------------------------------------------------------------------
 # tools
@@ -317,19 +336,20 @@ def static_metrics(compiled_asm: dict[str, Any], metadata: Any, arch: str) -> tu
 
     shared = int(_meta(metadata, "shared", 0) or 0) + int(res.get("SHARED", 0))
     regs = res.get("REG", ptxas.get("registers", 0))
-    metrics = [
-        metric("registers", regs),
-        metric("spills", ptxas.get("spill_stores", 0)),
-        metric("spill_loads", ptxas.get("spill_loads", 0)),
-        metric("stack_bytes", res.get("STACK", ptxas.get("stack_frame", 0))),
-        metric("local_bytes", res.get("LOCAL", 0)),
-        metric("shared_bytes", shared),
-        metric("num_warps", _meta(metadata, "num_warps", 0) or 0),
-        metric("num_stages", _meta(metadata, "num_stages", 0) or 0),
-        metric("cubin_bytes", len(cubin)),
-        metric("ptx.instructions", n_ptx),
-        metric("sass.instructions", n_sass),
-    ]
-    metrics += [metric(f"sass.{cls}", smix.get(cls, 0)) for cls in CLASSES]
-    metrics += [metric(f"ptx.{cls}", pmix.get(cls, 0)) for cls in CLASSES]
-    return metrics, normalized, digest
+    values = {
+        "registers": regs,
+        "spills": ptxas.get("spill_stores", 0),
+        "spill_loads": ptxas.get("spill_loads", 0),
+        "stack_bytes": res.get("STACK", ptxas.get("stack_frame", 0)),
+        "local_bytes": res.get("LOCAL", 0),
+        "shared_bytes": shared,
+        "num_warps": _meta(metadata, "num_warps", 0) or 0,
+        "num_stages": _meta(metadata, "num_stages", 0) or 0,
+        "cubin_bytes": len(cubin),
+        "ptx.instructions": n_ptx,
+        "sass.instructions": n_sass,
+        **{f"sass.{cls}": smix.get(cls, 0) for cls in CLASSES},
+        **{f"ptx.{cls}": pmix.get(cls, 0) for cls in CLASSES},
+    }
+    # written in METRIC_NAMES' order, all of them: what a cache entry is checked against
+    return [metric(name, values[name]) for name in METRIC_NAMES], normalized, digest
