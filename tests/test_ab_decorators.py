@@ -330,3 +330,37 @@ def test_a_pick_outside_the_sampled_configs_is_a_note_not_an_added_launch():
     assert len(lc.pairs) == 2  # every config compiled on both sides, for the static verdict
     # what stands for the call is one config on both sides, never one run's pick against another's
     assert lc.base["options"] == lc.head["options"] and lc.base["args"] == lc.head["args"]
+
+
+def _plain(warps: int, code: dict) -> dict:
+    return {
+        "site": "k.py::add_kernel", "name": "add_kernel", "spec": "s", "grid": [16, 1, 1],
+        "args": {"x_ptr": "fp32[1024]", "n": "1024", "BLOCK": "64"}, "options": {"num_warps": warps},
+        "config": f"num_warps={warps},num_stages=3,num_ctas=1", "code": code,
+    }  # fmt: skip
+
+
+def test_a_launch_compiled_on_neither_side_is_unknown_never_changed():
+    """Issue 35: a CPU runner whose compiles failed on both sides read every launch "changed" (the
+    compile errors were the only "change"), and a comment-only kernel with them. A launch that
+    compiled on neither side is unknown, and so is its test; one that compiled on one side only
+    did change (the pull request broke or fixed its compile)."""
+    from kperf_ci.judge.launch_diff import diff_tests
+
+    err = {"sm_90": {"error": "AssertionError: Torch not compiled with CUDA enabled"}}
+    ok = {"sm_90": {"sass": "A", "registers": 10}}
+    (t,) = diff_tests({"t": [_plain(4, err)]}, {"t": [_plain(4, err)]})
+    assert (t.status, t.launches[0].status) == ("unknown", "unknown"), t.to_dict()
+    # an option change whose code nobody could compile is still not a compared change
+    (t,) = diff_tests({"t": [_plain(4, err)]}, {"t": [_plain(2, err)]})
+    assert (t.status, t.launches[0].status) == ("unknown", "unknown"), t.to_dict()
+    assert "num_warps 4 -> 2" in t.launches[0].changes
+    (t,) = diff_tests({"t": [_plain(4, ok)]}, {"t": [_plain(4, err)]})
+    assert (t.status, t.launches[0].status) == ("changed", "changed"), t.to_dict()
+    (t,) = diff_tests({"t": [_plain(4, ok)]}, {"t": [_plain(4, ok)]})
+    assert t.status == "identical"
+    # autotuned: every config of both sides failed to compile
+    c = [_row(1, 64, "", {"index": 0, "count": 2}), _row(2, 128, "", {"index": 1, "count": 2})]
+    bad = [{**r, "code": err} for r in c]
+    (t,) = diff_tests({"t": bad}, {"t": [bad[0], {**bad[1], "config": "num_warps=4,num_stages=3,num_ctas=1"}]})
+    assert t.launches[0].status == "unknown", t.to_dict()

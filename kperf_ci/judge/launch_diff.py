@@ -83,7 +83,7 @@ class LaunchChange:
 
     name: str  # kernel name as stored (marker name / kernel)
     site: str  # "path::qualname" of the kernel
-    status: str  # identical | changed | added | removed
+    status: str  # identical | changed | unknown (compiled on neither side) | added | removed
     changes: list[str] = field(default_factory=list)  # "num_stages 3 -> 1", "grid 132 -> 133", ...
     base: dict[str, Any] | None = None  # manifest row standing for the call (its pick if known)
     head: dict[str, Any] | None = None
@@ -102,7 +102,7 @@ class LaunchChange:
 @dataclass
 class TestDiff:
     test: str
-    status: str  # identical | changed | added | removed | no-launches
+    status: str  # identical | changed | unknown | added | removed | no-launches
     launches: list[LaunchChange] = field(default_factory=list)
 
     @property
@@ -225,9 +225,39 @@ def _pair_configs(site: str, b_rows: list[dict[str, Any]], h_rows: list[dict[str
         base_row = bp if bp is not None else next(iter(bs.values()))
         head_row = hp if hp is not None else next(iter(hs.values()))
     return LaunchChange(
-        str(head_row.get("name")), site, "changed" if changes else "identical", changes,
+        str(head_row.get("name")), site, launch_status(changes, b_rows, h_rows), changes,
         base_row, head_row, notes, pairs,
     )  # fmt: skip
+
+
+def _compiled_nowhere(rows: list[dict[str, Any]]) -> bool:
+    """Every row was compiled for some arch and none of it gave SASS (rows without any code
+    record, a pass that compiled nothing at all, are not called so)."""
+    codes = [c for r in rows for c in (r.get("code") or {}).values()]
+    return bool(codes) and not any(c.get("sass") and not c.get("error") for c in codes)
+
+
+def launch_status(
+    changes: list[str], base_rows: list[dict[str, Any]], head_rows: list[dict[str, Any]]
+) -> str:
+    """identical | changed | unknown. A launch compiled on neither side is unknown, never
+    changed: whatever its options say, nothing about its code could be compared (on a CPU
+    runner whose compiles all failed, "changed" would send every launch to a verdict it
+    cannot have)."""
+    if not changes:
+        return "identical"
+    if _compiled_nowhere(base_rows) and _compiled_nowhere(head_rows):
+        return "unknown"
+    return "changed"
+
+
+def diff_status(launches: list[LaunchChange]) -> str:
+    """A test is identical when every launch is, unknown when the rest could not be compared,
+    else changed (a launch that changed, appeared or disappeared)."""
+    statuses = {lc.status for lc in launches}
+    if statuses <= {"identical"}:
+        return "identical"
+    return "unknown" if statuses <= {"identical", "unknown"} else "changed"
 
 
 def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[LaunchChange]:
@@ -266,13 +296,7 @@ def _pair_launches(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> li
             changes = launch_changes(b, h)
             out.append(
                 LaunchChange(
-                    str(h.get("name")),
-                    site,
-                    "changed" if changes else "identical",
-                    changes,
-                    b,
-                    h,
-                    pairs=[(b, h)],
+                    str(h.get("name")), site, launch_status(changes, [b], [h]), changes, b, h, pairs=[(b, h)]
                 )
             )
     for site, rest in unpaired.items():
@@ -312,8 +336,7 @@ def diff_tests(
             out.append(TestDiff(test, "no-launches"))
             continue
         launches = _pair_launches(base[test], head[test])
-        same = all(lc.status == "identical" for lc in launches)
-        out.append(TestDiff(test, "identical" if same else "changed", launches))
+        out.append(TestDiff(test, diff_status(launches), launches))
     return out
 
 

@@ -127,7 +127,11 @@ def run_ab(
         report.stage_s["static"] = sides["head"].wall_s
         report.messages += msgs
         _echo_static(tests, msgs, echo)
-        to_time = [t.test for t in tests if t.status == "changed" or (time_all and t.status == "identical")]
+        to_time = [
+            t.test
+            for t in tests
+            if t.status in ("changed", "unknown") or (time_all and t.status == "identical")
+        ]
         timed_db: Path | None = None
         if gpu is None:
             gpu = _gpu_available()
@@ -167,10 +171,14 @@ def _echo_static(tests: list[Any], msgs: list[str], echo: Any) -> None:
     changed in it."""
     for m in msgs:
         echo(f"  note: {m}")
-    counts = {s: sum(1 for t in tests if t.status == s) for s in ("identical", "changed", "added", "removed")}
+    counts = {
+        s: sum(1 for t in tests if t.status == s)
+        for s in ("identical", "changed", "unknown", "added", "removed")
+    }
+    unknown = f", {counts['unknown']} unknown (compiled on neither side)" if counts["unknown"] else ""
     echo(
         f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
-        f"{counts['changed']} changed, {counts['added']} new, {counts['removed']} gone"
+        f"{counts['changed']} changed{unknown}, {counts['added']} new, {counts['removed']} gone"
     )
     # test ids and kernel names come from the pull request's code: printed inert
     for t in tests:
