@@ -211,26 +211,57 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
 # ------------------------------------------------------------------------- what the comment says
 
 
-def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_times():
+THREE_EFFECTS = (
+    ("slower", 1.0713, 0.0066, "+7.13%", "6.6 µs", "7.071 µs"),
+    ("slower", 1.0208, 0.0120, "+2.08%", "12 µs", "12.25 µs"),
+    ("faster", 0.9795, 0.0480, "-2.05%", "48 µs", "47.02 µs"),
+)
+
+
+@pytest.mark.parametrize("spec", [True, False], ids=["with-spec", "document-without-spec"])
+def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_times(spec):
     """`kperf.bench` rows carry no launch text: three shapes of one kernel are three launches,
-    never one row under an empty label with the worst effect only."""
-    timed = [
-        row("vector_add", "tests/test_add.py::test_add[1024]", "slower", 1.0713, 0.0066),
-        row("vector_add", "tests/test_add.py::test_add[4096]", "slower", 1.0208, 0.0120),
-        row("vector_add", "tests/test_add.py::test_add[65536]", "faster", 0.9795, 0.0480),
-    ]
-    text = ab.render_markdown(document(timed))
-    for effect, base, head in (
-        ("+7.13%", "6.6 µs", "7.071 µs"),
-        ("+2.08%", "12 µs", "12.25 µs"),
-        ("-2.05%", "48 µs", "47.02 µs"),
-    ):
+    never one row under an empty label with the worst effect only, in the stored document's
+    kernels, the terminal of `kperf ab`, the comment and the HTML page."""
+    timed = []
+    for i, (verdict, ratio, base, *_) in enumerate(THREE_EFFECTS):
+        r = row("vector_add", f"tests/test_add.py::test_add[{4 ** i}]", verdict, ratio, base)
+        if spec:  # the stored variant's specialization, with the test's shape id
+            r["spec"] = f"*fp32:16, *fp32:16, i32 @ {4 ** i}"
+        timed.append(r)
+    doc = document(timed)
+    (k,) = doc["kernels"]  # the stored grouping: one kernel, three launches
+    assert [x["ratio"] for x in k["launches"]] == [1.0713, 1.0208, 0.9795]
+    text = ab.render_markdown(doc)
+    terminal = "\n".join(ab.terminal_lines(doc))
+    html = ab.render_html(doc)
+    for _v, _r, _b, effect, base, head in THREE_EFFECTS:
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", text), (effect, text)
+        assert re.search(rf"{re.escape(effect)} .*{base} → {head}", terminal), (effect, terminal)
+        assert effect in html and f"{base} → {head}" in html, effect
+    assert "3 launch(es) in 3 test(s)" in terminal
+    assert html.count('class="chart ab-intervals"') == 1 and html.count("#3 ") >= 1  # three intervals
     # the top table: one row for the kernel, its worst launch, "N of M launches slower"
     top = [line for line in text.splitlines() if line.startswith("| 🔴 slower | vector\\_add")]
     assert len(top) == 1 and "2 of 3 launches slower" in top[0] and "6.6 µs → 7.071 µs" in top[0]
     assert "+7.13% \\[+6.73%, +7.53%\\]" in top[0]  # the worst launch's interval, not a range
     assert "-2.05% .. " not in text
+
+
+def test_one_launch_made_by_two_tests_is_one_launch_and_a_slimmed_document_reads_as_stored():
+    """Rows with the same launch text are one launch with both tests; a document that holds only
+    "kernels" (slimmed: no timed rows) renders its stored launches."""
+    timed = [
+        row("k", "t.py::test_a", "slower", 1.05, 0.01, launch=launch(0)),
+        row("k", "t.py::test_b", "slower", 1.04, 0.01, launch=launch(0)),
+        row("k", "t.py::test_c", "faster", 0.95, 0.01, launch=launch(1)),
+    ]
+    doc = document(timed)
+    (k,) = doc["kernels"]
+    assert [x["tests"] for x in k["launches"]] == [["t.py::test_a", "t.py::test_b"], ["t.py::test_c"]]
+    slim = {**doc, "timed": []}
+    assert ab.kernels_of(slim)[0]["launches"][1]["verdict"] == "faster"
+    assert "-5.00%" in ab.render_markdown(slim)
 
 
 def test_an_unchanged_launch_says_why():
@@ -345,5 +376,7 @@ def test_real_h100_documents_render_in_every_format_and_size(tmp_path, path):
         lines = r.stdout.rstrip("\n").splitlines()
         if any("truncated" in line for line in lines):
             assert "truncated" in lines[-1]
+    r = report("--ab", str(doc), "--format", "summary")
+    assert r.exit_code == 0 and ab.MARKER not in r.stdout, r.output
     r = report("--ab", str(doc), "--format", "html", "-o", str(tmp_path / "site"))
     assert r.exit_code == 0 and (tmp_path / "site/index.html").is_file(), r.output

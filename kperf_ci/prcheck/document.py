@@ -141,6 +141,8 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
                 "head_pick": launch.get("head_pick"),
                 "arch": r.key.arch,
                 "config": r.key.config,
+                # with the test's shape id: a callable's launch (no launch text) is told by it
+                "spec": r.key.spec,
                 "test": r.key.test,
                 "verdict": verdict,
                 "ratio": m.get("ab.ratio"),

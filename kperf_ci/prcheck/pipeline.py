@@ -18,10 +18,10 @@ from kperf_ci.capture.launches.base_tree import materialize, resolve_rev
 from kperf_ci.capture.static.repo import ABError, repo_root
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
-from kperf_ci.judge.group import kernel_groups, static_groups, static_launch_text
+from kperf_ci.judge.group import static_groups, static_launch_text
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import StaticVerdict, judge
-from kperf_ci.report.ab import change_text, kernel_change, static_summary, timing_note
+from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows
@@ -248,15 +248,8 @@ def _timing_pass(
         echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
     if report.timed:
         echo(f"  {timing_note({'timed': report.timed})}")
-    for k in kernel_groups(report.timed):  # one line per Triton kernel, its launches below
-        echo(
-            safe(
-                f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
-                f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
-            )
-        )
-        for x in k["launches"]:
-            echo(safe(f"      {x['verdict']:<12} {change_text(x)}  {x['launch']}"))
+    for line in terminal_lines({"timed": report.timed}):  # per Triton kernel, its launches below
+        echo(safe(line))
     return timed_db
 
 

@@ -23,7 +23,6 @@ from kperf_ci.report.ab_view import (
     headline,
     kernel_change,
     kernels_of,
-    launch_identity,
     pct,
     shape_text,
     sides,
@@ -31,6 +30,7 @@ from kperf_ci.report.ab_view import (
     static_gate,
     static_kernels_of,
     static_summary,
+    terminal_lines,
     times_text,
     timing_note,
     why_not_called,
@@ -40,9 +40,9 @@ from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
 #: what other modules import from here (the comment's module was the A/B reports' only one)
 __all__ = [
     "MARKER", "MAX_CHARS", "cause_text", "change_text", "floor_ms", "headline", "kernel_change",
-    "kernels_of", "launch_identity", "pct", "render_html", "render_markdown", "render_summary",
+    "kernels_of", "pct", "render_html", "render_markdown", "render_summary",
     "script_sweeps", "shape_text", "slower_count", "static_kernels_of", "static_summary",
-    "times_text", "timing_note", "why_not_called", "write_ab_reports",
+    "terminal_lines", "times_text", "timing_note", "why_not_called", "write_ab_reports",
 ]  # fmt: skip
 
 MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment

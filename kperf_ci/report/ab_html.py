@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from kperf_ci.config import Settings
-from kperf_ci.judge.group import static_launch_text
+from kperf_ci.judge.group import severity, static_launch_text
 from kperf_ci.report.ab_view import (
     cause_text,
     change_text,
@@ -17,7 +17,6 @@ from kperf_ci.report.ab_view import (
     kernel_change,
     kernels_of,
     number,
-    severity,
     shape_text,
     sides,
     slower_count,

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from kperf_ci.config import Settings
-from kperf_ci.judge.group import launch_text, static_groups
+from kperf_ci.judge.group import kernel_groups, launch_text, severity, static_groups
 from kperf_ci.units import fmt_value
 
 
@@ -26,17 +26,6 @@ def change_text(t: dict[str, Any]) -> str:
         return "?"
     ci = "" if t.get("ci_low") is None else f" [{pct(t['ci_low'])}, {pct(t['ci_high'])}]"
     return f"{pct(t['ratio'])}{ci}"
-
-
-#: verdict order, worst first: what the reader should look at first comes first
-_SEVERITY = {"slower": 0, "inconclusive": 1, "no-base": 2, "faster": 3, "unchanged": 4, "identical": 5}
-
-
-def severity(x: dict[str, Any]) -> tuple[int, float]:
-    ratio = x.get("ratio")
-    r = float(ratio) if isinstance(ratio, (int, float)) else 1.0
-    # slower: the largest slowdown first; faster: the largest speedup first
-    return _SEVERITY.get(str(x.get("verdict")), 9), (-r if x.get("verdict") != "faster" else r)
 
 
 def floor_ms(doc: dict[str, Any]) -> float:
@@ -71,88 +60,35 @@ def why_not_called(x: dict[str, Any], floor: float) -> str:
     return "the 99% interval includes zero"
 
 
-def launch_identity(t: dict[str, Any]) -> tuple[str, ...]:
-    """What makes two timed rows one launch: its kernel, shapes, options and constexprs (the
-    launch text). A `kperf.bench` callable's row carries no launch text; its stored name (with
-    its shape suffix), options and test stand in, so distinct launches are never merged under
-    an empty label."""
-    launch = str(t.get("launch") or "")
-    if launch:
-        return ("launch", launch)
-    return ("variant", str(t.get("kernel") or ""), str(t.get("config") or ""), str(t.get("test") or ""))
-
-
-def _launch_label(t: dict[str, Any]) -> str:
-    if t.get("launch"):
-        return str(t["launch"])
-    bits = [str(t.get("kernel") or ""), str(t.get("config") or ""), f"in {t.get('test')}"]
-    return "; ".join(b for b in bits if b)
-
-
-def _kernels_from_timed(timed: list[dict[str, Any]], floor: float) -> list[dict[str, Any]]:
-    groups: dict[str, dict[str, Any]] = {}
-    for t in timed:
-        name = str(t["kernel"]).split("#", 1)[0]
-        site = str(t.get("site") or name)
-        g = groups.setdefault(site, {"kernel": name, "site": site, "launches": {}, "tests": []})
-        if t["test"] not in g["tests"]:
-            g["tests"].append(t["test"])
-        g["launches"].setdefault(launch_identity(t), []).append(t)
-    out = []
-    for g in groups.values():
-        launches = []
-        for runs in g["launches"].values():
-            runs = sorted(runs, key=severity)
-            w = runs[0]
-            x = {
-                "launch": _launch_label(w),
-                "verdict": str(w["verdict"]),
-                "ratio": w.get("ratio"),
-                "ci_low": w.get("ci_low"),
-                "ci_high": w.get("ci_high"),
-                "threshold": w.get("threshold"),
-                "base_ms": w.get("base_median_ms"),
-                "head_ms": w.get("head_median_ms"),
-                "tests": list(dict.fromkeys(str(r["test"]) for r in runs)),
-                "changes": [str(c) for c in (w.get("changes") or [])]
-                + [str(c) for c in (w.get("regions_moved") or [])],
-            }
-            x["why"] = why_not_called(x, floor)
-            launches.append(x)
-        launches.sort(key=severity)
-        out.append(_kernel_row(g["kernel"], g["site"], launches, g["tests"]))
-    out.sort(key=lambda k: severity(k["launches"][0]) if k["launches"] else (9, 0.0))
-    return out
-
-
-def _kernel_row(kernel: str, site: str, launches: list[dict[str, Any]], tests: list[str]) -> dict[str, Any]:
-    ratios = [r for x in launches if (r := number(x.get("ratio"))) is not None]
-    return {
-        "kernel": kernel,
-        "site": site,
-        "verdict": launches[0]["verdict"] if launches else "?",
-        "ratio_min": min(ratios) if ratios else None,
-        "ratio_max": max(ratios) if ratios else None,
-        "launches": launches,
-        "tests": tests,
-        "changes": list(dict.fromkeys(c for x in launches for c in x.get("changes") or [])),
-    }
-
-
 def kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The timed launches per Triton kernel, worst first, each launch once (its identity:
-    :func:`launch_identity`) with its base and head times and why it was not called slower.
-    Built from the document's timed rows; a document that holds only ``kernels`` (a slimmed
-    one) is read as it is."""
+    """The timed launches per Triton kernel, worst first, each launch once (the judge's
+    grouping, :func:`kperf_ci.judge.group.kernel_groups`) with its base and head times and why
+    it was not called slower. Grouped again from the document's timed rows, so that a document
+    stored before launches had their identity reads as today's; a document that holds only
+    ``kernels`` (a slimmed one) is read as it is."""
     floor = floor_ms(doc)
     timed = doc.get("timed")
-    if isinstance(timed, list) and timed:
-        return _kernels_from_timed(timed, floor)
-    kernels = doc.get("kernels")
+    kernels = kernel_groups(timed) if isinstance(timed, list) and timed else doc.get("kernels")
     out = []
     for k in kernels if isinstance(kernels, list) else []:
         launches = [{**x, "why": why_not_called(x, floor)} for x in k.get("launches") or []]
         out.append({**k, "launches": sorted(launches, key=severity)})
+    return out
+
+
+def terminal_lines(doc: dict[str, Any]) -> list[str]:
+    """`kperf ab`'s terminal: one line per Triton kernel, each distinct launch below it with its
+    effect, base → head times and why it was not called slower (not yet escaped: the caller
+    writes them through terminal_safe)."""
+    out = []
+    for k in kernels_of(doc):
+        out.append(
+            f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
+            f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
+        )
+        for x in k["launches"]:
+            why = f" ({x['why']})" if x.get("why") else ""
+            out.append(f"      {x['verdict']:<12} {change_text(x)}, {times_text(x)}{why}  {x['launch']}")
     return out
 
 
