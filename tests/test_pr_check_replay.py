@@ -178,7 +178,9 @@ def repo(tmp_path: Path) -> Path:
 
 def kperf_ab(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict, list]:
     log = tmp_path / "launches.jsonl"
-    env = dict(os.environ, KPERF_TEST_FAKE_GPU=str(log), TRITON_INTERPRET="1", PYTHONPATH=str(repo))
+    # the repository first, then the caller's path (the kperf_ci under test, where it is not installed)
+    path = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, KPERF_TEST_FAKE_GPU=str(log), TRITON_INTERPRET="1", PYTHONPATH=path)
     env.pop("KPERF_DB", None)
     out = tmp_path / "ab.json"
     r = subprocess.run(
@@ -281,6 +283,35 @@ def test_run_from_a_subdirectory_pairs_the_launches_by_repository_paths(repo, tm
     assert by_test["tests/test_ops.py::test_copy"]["status"] == "identical"
     (lc,) = by_test["tests/test_ops.py::test_scale[1000]"]["launches"]
     assert lc["site"] == "abkern/ops.py::scale_kernel" and "num_warps 4 -> 2" in lc["changes"]
+
+
+TWIN_TESTS = (
+    TESTS
+    + """
+
+@pytest.mark.parametrize("n", [1000])
+def test_scale_again(n):
+    x = torch.rand(n)
+    torch.testing.assert_close(scale(x).float(), x * 2)
+"""
+)
+
+
+@pytest.mark.slow
+def test_a_launch_identical_to_another_tests_says_where_it_was_timed(tmp_path):
+    """test_scale[1000] and test_scale_again[1000] make the identical launch: one stored variant.
+    The test whose row the store replaced says where its launch was timed, never that it failed."""
+    repo = two_commit_repo(tmp_path, {"tests/test_ops.py": TWIN_TESTS})
+    r, doc, _ = kperf_ab(repo, tmp_path)
+    assert doc, r.stdout + r.stderr
+    twins = {"tests/test_ops.py::test_scale[1000]", "tests/test_ops.py::test_scale_again[1000]"}
+    (row,) = [t for t in doc["timed"] if t["test"] in twins]
+    (other,) = twins - {row["test"]}
+    assert row["identical_in"] == [other]
+    said = f"{other}: timed as an identical launch in test {row['test']}"
+    assert said in doc["messages"] and said in r.stdout, doc["messages"]
+    assert not any("no changed launch was replayed" in m for m in doc["messages"]), doc["messages"]
+    assert "timed as an identical launch in test" in (repo / "reports" / "ab" / "comment.md").read_text()
 
 
 def test_only_float_tensors_are_made_fresh():

@@ -225,9 +225,9 @@ def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_time
     kernels, the terminal of `kperf ab`, the comment and the HTML page."""
     timed = []
     for i, (verdict, ratio, base, *_) in enumerate(THREE_EFFECTS):
-        r = row("vector_add", f"tests/test_add.py::test_add[{4 ** i}]", verdict, ratio, base)
+        r = row("vector_add", f"tests/test_add.py::test_add[{4**i}]", verdict, ratio, base)
         if spec:  # the stored variant's specialization, with the test's shape id
-            r["spec"] = f"*fp32:16, *fp32:16, i32 @ {4 ** i}"
+            r["spec"] = f"*fp32:16, *fp32:16, i32 @ {4**i}"
         timed.append(r)
     doc = document(timed)
     (k,) = doc["kernels"]  # the stored grouping: one kernel, three launches
@@ -380,3 +380,47 @@ def test_real_h100_documents_render_in_every_format_and_size(tmp_path, path):
     assert r.exit_code == 0 and ab.MARKER not in r.stdout, r.output
     r = report("--ab", str(doc), "--format", "html", "-o", str(tmp_path / "site"))
     assert r.exit_code == 0 and (tmp_path / "site/index.html").is_file(), r.output
+
+
+# ------------------------------------------------------------------- a deduplicated launch
+
+
+def test_a_launch_stored_as_another_tests_identical_launch_names_that_test():
+    """Two tests that make the identical launch (same kernel, specialization with the same shape
+    id, options) are one stored variant, the last test's. The other test reads "timed as an
+    identical launch in test X", never the failure message, in the document's row, the messages,
+    the comment and the HTML."""
+    from kperf_ci.model import Metric, VariantKey, VariantResult
+    from kperf_ci.prcheck.document import _ab_rows, identical_elsewhere
+    from kperf_ci.prcheck.pipeline import not_timed_messages
+
+    first, kept = "t.py::test_softmax[dtype0-shape0]", "t.py::test_softmax_functional[dtype0-shape0]"
+    spec = "*fp32, i32 @ dtype0-shape0"  # the shape id is the tests' parameter id: the same in both
+    key = VariantKey("softmax_kernel", "H100", spec=spec, config="num_warps=4", test=kept)
+    stored = VariantResult(
+        key=key,
+        tags=["ab:slower"],
+        metrics=[Metric("ab.ratio", 1.07), Metric("ab.ci_low", 1.06), Metric("ab.ci_high", 1.08)],
+        artifacts={"launch": json.dumps({"site": "ops.py::softmax_kernel", "args": {"x": "fp32[64x4096]"}})},
+    )
+    results = [
+        [first, key.label(), "slower +7%", "slower", key.id],  # timed, then replaced in the store
+        [kept, key.label(), "slower +7%", "slower", key.id],
+        ["t.py::test_other", "k H100", "no base version found", "no-base"],  # a 4-field line still reads
+    ]
+    rows = _ab_rows([stored], identical_elsewhere([stored], results))
+    assert [r["identical_in"] for r in rows] == [[first]]
+    messages = not_timed_messages([first, kept, "t.py::test_gone"], rows, results)
+    said = f"{first}: timed as an identical launch in test {kept}"
+    assert said in messages
+    assert not any(first in m and "no changed launch was replayed" in m for m in messages)
+    assert any("t.py::test_gone" in m and "no changed launch was replayed" in m for m in messages)
+    doc = document(rows, messages=messages)
+    (x,) = doc["kernels"][0]["launches"]
+    assert x["tests"] == [kept] and x["identical_in"] == [first]
+    assert doc["kernels"][0]["tests"] == [kept, first]
+    text = ab.render_markdown(doc)
+    launch_line = next(line for line in text.splitlines() if line.startswith("  - 🔴 slower +7.00%"))
+    assert "timed as an identical launch in test" in launch_line and "test\\_softmax\\[" in launch_line
+    html = ab.render_html(doc)
+    assert html.count(f"{first}: timed as an identical launch in test {kept}") == 2  # launch, notes

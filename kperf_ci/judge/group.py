@@ -194,6 +194,7 @@ def _launch_entry(runs: list[dict[str, Any]]) -> dict[str, Any]:
     runs = sorted(runs, key=severity)
     w = runs[0]
     tests = list(dict.fromkeys(str(r["test"]) for r in runs))
+    identical = [str(x) for r in runs for x in r.get("identical_in") or [] if str(x) not in tests]
     return {
         "launch": launch_label(w),
         "verdict": str(w["verdict"]),
@@ -204,6 +205,8 @@ def _launch_entry(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "base_ms": w.get("base_median_ms"),
         "head_ms": w.get("head_median_ms"),
         "tests": tests,
+        # tests that made the identical launch, timed as this one (the run stores one variant)
+        "identical_in": list(dict.fromkeys(identical)),
         "changes": [str(c) for c in [*(w.get("changes") or []), *(w.get("regions_moved") or [])]],
         "base_launch": w.get("base_launch") or "",
     }
@@ -219,8 +222,9 @@ def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         name = str(t["kernel"]).split("#", 1)[0]
         site = str(t.get("site") or name)
         g = groups.setdefault(site, {"kernel": name, "site": site, "launches": {}, "tests": []})
-        if t["test"] not in g["tests"]:
-            g["tests"].append(t["test"])
+        for test in [t["test"], *(t.get("identical_in") or [])]:
+            if test not in g["tests"]:
+                g["tests"].append(test)
         g["launches"].setdefault(launch_identity(t), []).append(t)
     out = []
     for g in groups.values():

@@ -24,7 +24,7 @@ from kperf_ci.judge.static_verdict import StaticVerdict, judge
 from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
 from kperf_ci.report.safe_text import terminal_safe as safe
 
-from .document import AB_BLOB, ABReport, _ab_rows
+from .document import AB_BLOB, ABReport, _ab_rows, identical_elsewhere
 from .passes import StaticSide, _fail, _pytest, _tail, static_pass
 
 
@@ -56,7 +56,7 @@ def _plan_results(plan: Path) -> list[list[str]]:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, list) and len(row) == 4:
+        if isinstance(row, list) and len(row) in (4, 5):  # 5: with the timed variant's id
             out.append([str(x) for x in row])
     return out
 
@@ -64,17 +64,26 @@ def _plan_results(plan: Path) -> list[list[str]]:
 def not_timed_messages(
     to_time: list[str], timed: list[dict[str, Any]], results: list[list[str]]
 ) -> list[str]:
-    """One line per launch the timing pass did not time, with its reason, and one per test it
-    timed nothing of and said nothing about (it failed, or launched no kernel, on the GPU)."""
+    """One line per launch the timing pass did not time, with its reason; one per test whose
+    launches were all stored as the identical launch of another test (``identical_in`` of a
+    timed row), naming it; and one per test it timed nothing of and said nothing about (it
+    failed, or launched no kernel, on the GPU)."""
     out = []
     said = set()
-    for test, name, description, verdict in results:
+    for test, name, description, verdict, *_id in results:
         if verdict in ("not-timed", "no-base"):
             out.append(f"not timed: {name} in {test}: {description.removeprefix('not timed: ')}")
             said.add(test)
     timed_tests = {t["test"] for t in timed}
+    timed_as: dict[str, list[str]] = {}
+    for t in timed:
+        for other in t.get("identical_in") or []:
+            timed_as.setdefault(other, []).append(t["test"])
     for test in to_time:
-        if test not in timed_tests and test not in said:
+        if test not in timed_tests and test in timed_as:
+            where = ", ".join(dict.fromkeys(timed_as[test]))
+            out.append(f"{test}: timed as an identical launch in test {where}")
+        elif test not in timed_tests and test not in said:
             out.append(
                 f"not timed: {test} (no changed launch was replayed on the GPU: the test failed or "
                 "skipped there, or launched no Triton kernel; see the log)"
@@ -238,9 +247,10 @@ def _timing_pass(
         _fail(f"A/B timing stored no run (pytest exit {rc})", out)
     timed_run = store.load_run(timed_db, artifacts=("ab", "launch"))
     report.device = timed_run.info.fingerprint.gpu
-    report.timed = _ab_rows(timed_run.results)
+    results = _plan_results(plan)
+    report.timed = _ab_rows(timed_run.results, identical_elsewhere(timed_run.results, results))
     report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
-    for msg in not_timed_messages(to_time, report.timed, _plan_results(plan)):
+    for msg in not_timed_messages(to_time, report.timed, results):
         report.messages.append(msg)
         echo(f"  {safe(msg)}")
     if rc not in (0, 1):

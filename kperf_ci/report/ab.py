@@ -21,6 +21,7 @@ from kperf_ci.report.ab_view import (
     changed_tests,
     floor_ms,
     headline,
+    identical_notes,
     kernel_change,
     kernels_of,
     pct,
@@ -89,6 +90,9 @@ def _launch_line(x: dict[str, Any]) -> str:
     why = f" ({md(x['why'])})" if x.get("why") else ""
     tests = ", ".join(str(t) for t in (x.get("tests") or [])[:3])
     more = f" +{len(x['tests']) - 3} more" if len(x.get("tests") or []) > 3 else ""
+    same = identical_notes(x)
+    if same:  # the tests whose identical launch this one stands for
+        more += f"; {same[0]}" + (f" (and {len(same) - 1} more test(s))" if len(same) > 1 else "")
     return (
         f"  - {_ICON.get(str(x['verdict']), '')} {md(x['verdict'])} {md(change_text(x))}, "
         f"{md(times_text(x))}{why}: {md(x['launch']) or '-'} ({md(tests)}{md(more)})"

@@ -14,6 +14,7 @@ from kperf_ci.report.ab_view import (
     change_text,
     floor_ms,
     headline,
+    identical_notes,
     kernel_change,
     kernels_of,
     number,
@@ -160,7 +161,7 @@ def render_html(doc: dict[str, Any]) -> str:
                         "why": str(x.get("why") or ""),
                         "launch": str(x.get("launch") or ""),
                         "changes": [str(c) for c in x.get("changes") or []],
-                        "tests": [str(t) for t in x.get("tests") or []],
+                        "tests": [str(t) for t in x.get("tests") or []] + identical_notes(x),
                     }
                     for x in k.get("launches") or []
                 ],

@@ -76,6 +76,13 @@ def kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def identical_notes(x: dict[str, Any]) -> list[str]:
+    """Tests whose launch was the identical launch of this one, and so timed as it: "t.py::b:
+    timed as an identical launch in test t.py::a" (the run stores one variant per launch)."""
+    where = ", ".join(str(t) for t in (x.get("tests") or [])[:1]) or "?"
+    return [f"{t}: timed as an identical launch in test {where}" for t in x.get("identical_in") or []]
+
+
 def terminal_lines(doc: dict[str, Any]) -> list[str]:
     """`kperf ab`'s terminal: one line per Triton kernel, each distinct launch below it with its
     effect, base → head times and why it was not called slower (not yet escaped: the caller
