@@ -424,3 +424,19 @@ def test_a_launch_stored_as_another_tests_identical_launch_names_that_test():
     assert "timed as an identical launch in test" in launch_line and "test\\_softmax\\[" in launch_line
     html = ab.render_html(doc)
     assert html.count(f"{first}: timed as an identical launch in test {kept}") == 2  # launch, notes
+
+
+# --------------------------------------------------------------------------- the header's side
+
+
+def test_static_only_is_decided_by_what_was_timed_not_by_the_device_name():
+    """A timing pass whose run recorded no device name (a faked device, a machine without NVML)
+    timed launches all the same: its header never says "static only"; a run that timed nothing
+    does, whatever device it names."""
+    timed_no_name = {**nine_launches(), "device": None}
+    static = {**document([]), "timed": [], "kernels": [], "device": None}
+    for render in (ab.render_markdown, ab.render_summary, ab.render_html):
+        text = render(timed_no_name)
+        assert "static only" not in text and "on a GPU (its name was not recorded)" in text
+        assert "(static only)" in render(static)
+    assert "on NVIDIA H100 80GB HBM3" in ab.render_markdown(nine_launches())

@@ -34,6 +34,7 @@ from kperf_ci.report.ab_view import (
     terminal_lines,
     times_text,
     timing_note,
+    where_text,
     why_not_called,
 )
 from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
@@ -202,8 +203,7 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
         MARKER,
         "## kperf ab: " + headline(doc),  # our own words and numbers only
         "",
-        f"Base `{md(base_sha)}` ({md(base_rev)}) vs {head_words}"
-        + (f" on {md(doc['device'])}" if doc.get("device") else " (static only)"),
+        f"Base `{md(base_sha)}` ({md(base_rev)}) vs {head_words} {md(where_text(doc))}",
         "",
     ]
     if note := timing_note(doc):

@@ -26,6 +26,7 @@ from kperf_ci.report.ab_view import (
     static_summary,
     times_text,
     timing_note,
+    where_text,
 )
 from kperf_ci.report.html import render_page
 from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
@@ -191,7 +192,7 @@ def render_html(doc: dict[str, Any]) -> str:
         base_rev=base_rev,
         head_sha=head_sha,
         same=same,
-        device=doc.get("device"),
+        where=where_text(doc),
         timing_note=timing_note(doc),
         floor=fmt_value(floor, "ms"),
         timed=timed,

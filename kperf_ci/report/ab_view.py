@@ -200,6 +200,19 @@ def timing_note(doc: dict[str, Any]) -> str:
     return f"Times: {words}, L2 flushed before each call, base and head interleaved."
 
 
+def was_timed(doc: dict[str, Any]) -> bool:
+    """Whether anything of the document was timed on a GPU: its timed rows (or, in a slimmed
+    document, its kernels), never its device name, which a run may not have recorded."""
+    return bool(doc.get("timed") or doc.get("kernels"))
+
+
+def where_text(doc: dict[str, Any]) -> str:
+    """ "on NVIDIA H100 80GB HBM3", "on a GPU (its name was not recorded)" or "(static only)"."""
+    if doc.get("device"):
+        return f"on {doc['device']}"
+    return "on a GPU (its name was not recorded)" if was_timed(doc) else "(static only)"
+
+
 def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
 
