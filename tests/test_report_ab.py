@@ -440,3 +440,64 @@ def test_static_only_is_decided_by_what_was_timed_not_by_the_device_name():
         assert "static only" not in text and "on a GPU (its name was not recorded)" in text
         assert "(static only)" in render(static)
     assert "on NVIDIA H100 80GB HBM3" in ab.render_markdown(nine_launches())
+
+
+# ------------------------------------------------------------------------- the static gate
+
+
+def static_entry(kernel: str, reason: str, *, test: str = "t.py::test_a", n: int = 4096) -> dict[str, Any]:
+    """One entry of the static verdict (judge/static_verdict.py) as the document stores it."""
+    return {"kernel": kernel, "arch": "sm_90", "test": test, "reason": reason, "site": f"ops.py::{kernel}",
+            "args": {"x": f"fp32[{n}]", "n": str(n)}, "grid": [4, 1, 1],
+            "config": "num_warps=2,num_stages=3"}  # fmt: skip
+
+
+def test_the_static_gate_reads_regressed_improved_or_changed():
+    """One vocabulary for the static gate, in its own column: a change that got better (fewer
+    spills, a higher occupancy) reads "improved", in the comment, the HTML and the timed table."""
+    doc = document([row("timed_kernel", "t.py::test_t", "faster", 0.95, 0.02, launch=launch(0),
+                        site="ops.py::timed_kernel")])  # fmt: skip
+    doc["tests"] = [
+        {"test": "t.py::test_a", "status": "changed", "changes": [],
+         "launches": [{"site": f"ops.py::{k}", "status": "changed", "changes": ["num_warps 4 -> 2"]}
+                      for k in ("spill_kernel", "fast_kernel", "busy_kernel", "timed_kernel")]},
+    ]  # fmt: skip
+    doc["static_regressions"] = [static_entry("spill_kernel", "spills +16 bytes > 0 bytes allowed (default)")]
+    doc["static_kernels"] = None
+    doc["static_improved"] = [
+        static_entry("fast_kernel", "spills 184 bytes -> 0 bytes"),
+        static_entry("timed_kernel", "occupancy 25% -> 50% (registers 128 -> 64)", n=64),
+    ]
+    doc["static_changed"] = [static_entry("busy_kernel", "sass.instructions 100 -> 120 (+20.0%)")]
+    assert ab.static_gate(doc) == {
+        "ops.py::spill_kernel": "regressed",
+        "ops.py::fast_kernel": "improved",
+        "ops.py::busy_kernel": "changed",
+        "ops.py::timed_kernel": "improved",
+    }
+    text = ab.render_markdown(doc)
+    gates = ("| 🔴 regressed", "| 🟢 improved", "| ⚪ changed")
+    table = [line for line in text.splitlines() if line.startswith(gates)]
+    assert [line.split(" | ")[0] for line in table] == [
+        "| 🔴 regressed",
+        "| 🟢 improved",
+        "| 🟢 improved",
+        "| ⚪ changed",
+    ]
+    fast = next(line for line in table if "fast\\_kernel" in line)
+    # the cause: the launch's option change first, then what the verdict says moved
+    assert (
+        "num\\_warps 4 -&gt; 2; spills 184 bytes -&gt; 0 bytes" in fast and "1 of 1 launches improved" in fast
+    )
+    timed_row = next(line for line in text.splitlines() if line.startswith("| 🟢 faster | timed\\_kernel"))
+    assert "| improved |" in timed_row  # the timed table's static column, in the same words
+    html = ab.render_html(doc)
+    for word in ("regressed", "improved", "changed"):
+        assert f'<span class="badge {word}">{word}</span>' in html
+    assert "kernels improved (static)" in html
+    # kperf ab stores the verdict's improved and changed launches with the document
+    from kperf_ci.prcheck.document import ABReport, check_ab_document
+
+    stored = ABReport("HEAD~1", "b" * 40, static_improved=doc["static_improved"]).to_dict()
+    assert check_ab_document(stored, "ab.json")["static_improved"] == doc["static_improved"]
+    assert ab.static_gate(stored) == {"ops.py::fast_kernel": "improved", "ops.py::timed_kernel": "improved"}

@@ -28,6 +28,9 @@ class ABReport:
     timed: list[dict[str, Any]] = field(default_factory=list)  # one per variant with an A/B verdict
     messages: list[str] = field(default_factory=list)
     static_regressions: list[dict[str, Any]] = field(default_factory=list)
+    # launches not timed whose code got better, or moved without failing (StaticVerdict's)
+    static_improved: list[dict[str, Any]] = field(default_factory=list)
+    static_changed: list[dict[str, Any]] = field(default_factory=list)
     device: str | None = None
     gpu_seconds: float = 0.0
     wall_s: float = 0.0
@@ -88,6 +91,8 @@ class ABReport:
             "kernels": kernels,
             "static_regressions": self.static_regressions,
             "static_kernels": static_groups(self.static_regressions),
+            "static_improved": self.static_improved,
+            "static_changed": self.static_changed,
             "messages": self.messages,
             "gpu_seconds": self.gpu_seconds,
             "wall_s": self.wall_s,
@@ -198,6 +203,8 @@ _ROWS: dict[str, dict[str, tuple[type, ...]]] = {
                 "changes": (list,), "ratio_min": _NUM, "ratio_max": _NUM},
     "tests": {"test": (str,), "status": (str,), "changes": (list,)},
     "static_regressions": {"kernel": (str,), "arch": (str,), "test": (str,), "reason": (str,)},
+    "static_improved": {"kernel": (str,), "arch": (str,), "test": (str,), "reason": (str,)},
+    "static_changed": {"kernel": (str,), "arch": (str,), "test": (str,), "reason": (str,)},
     "static_kernels": {"kernel": (str,), "arch": (str,), "site": (str,), "reasons": (list,),
                        "launches": (list,), "tests": (list,)},
 }  # fmt: skip

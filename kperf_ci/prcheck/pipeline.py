@@ -158,6 +158,7 @@ def run_ab(
         # ones only for the metrics a test's marker or [tool.kperf] asked to gate
         verdict = _static_regressions(settings, tests, _timed_keys(report.timed))
         report.static_regressions = verdict.regressions
+        report.static_improved, report.static_changed = verdict.improved, verdict.changed
         _echo_static_regressions(verdict, echo)
         report.wall_s = time.monotonic() - t_start
         echo(
@@ -264,15 +265,21 @@ def _timing_pass(
 
 
 def _echo_static_regressions(verdict: StaticVerdict, echo: Any) -> None:
-    """Step 3's output: one line per kernel with a static regression, its launches below (an
-    autotuned call once, as its worst config); then, the same way, the launches not timed whose
-    code moved without failing the check (instruction counts, registers or shared memory that
-    left the occupancy as it was): shown, so that a reviewer sees them, and how to gate them."""
-    for word, entries in (("static regression", verdict.regressions), ("static changed", verdict.changed)):
+    """Step 3's output, in the static gate's words: one line per kernel with a static regression
+    ("static regressed"), its launches below (an autotuned call once, as its worst config); then,
+    the same way, the launches not timed whose code got better ("static improved": fewer spills,
+    a higher occupancy) and those whose code moved without either ("static changed": instruction
+    counts, registers or shared memory that left the occupancy as it was): shown, so that a
+    reviewer sees them, and how to gate them."""
+    words = (
+        ("static regressed", "regress", verdict.regressions),
+        ("static improved", "improved", verdict.improved),
+        ("static changed", "changed", verdict.changed),
+    )
+    for word, alike, entries in words:
         for g in static_groups(entries):
             echo(safe(f"  {word}: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
             for x in g["launches"]:
-                alike = "regress" if word == "static regression" else "changed"
                 echo(safe(f"      {static_launch_text(x, alike)}: {', '.join(x['tests'])}"))
     if verdict.changed:
         echo(

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kperf_ci.judge.group import static_launch_text
 from kperf_ci.report.ab_html import render_html, script_sweeps
 from kperf_ci.report.ab_view import (
     cause_text,
@@ -30,6 +29,7 @@ from kperf_ci.report.ab_view import (
     slower_count,
     static_gate,
     static_kernels_of,
+    static_rows,
     static_summary,
     terminal_lines,
     times_text,
@@ -160,24 +160,55 @@ def _launch_fold(out: CommentBudget, kernels: list[dict[str, Any]], cut: _Cut) -
     out.close_fold()
 
 
-def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None:
-    """Static regressions (launches not timed), then the static diff per test, folded."""
-    groups = static_kernels_of(doc)
-    if groups and out.add_if_fits("**Static regressions** (launches not timed)"):
-        out.add("")
-        for i, g in enumerate(groups):
-            line = f"- {md(g['kernel'])} ({md(g['site'])}) {md(g['arch'])}: {md(static_summary(g))}"
+_STATIC_TOP = ["static", "kernel", "arch", "worst launch", "cause", "launches"]
+_GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
+
+
+def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> None:
+    """The launches not timed, one row per kernel and arch in the static gate's words (capped
+    as the timed table is), then each launch with its own word, folded."""
+    if not out.add_if_fits("**Static verdict per kernel** (launches not timed)"):
+        cut("static kernels", len(rows))
+        return
+    out.add("")
+    out.add("\n".join(table_lines([], _STATIC_TOP)))
+    shown = 0
+    for k in rows[:MAX_KERNEL_ROWS]:
+        where = f" in {md(k['file'])}" if k["file"] else ""
+        cells = [
+            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(k["kernel"]) + where,
+            md(k["arch"]), md(k["shape"]), md(k["cause"]), md(k["count"]),
+        ]  # fmt: skip
+        if not out.add_if_fits(table_lines([cells], _STATIC_TOP)[2]):
+            break
+        shown += 1
+    if shown < len(rows):
+        out.add(table_lines([["", f"… {len(rows) - shown} more", "", "", "", ""]], _STATIC_TOP)[2])
+    cut("static kernels", len(rows) - shown)
+    out.add("")
+    n = sum(len(k["launches"]) for k in rows)
+    lines = [
+        f"- {md(k['kernel'])} {md(k['arch'])}: {_GATE_ICON.get(x['gate'], '')} {md(x['gate'])}: "
+        f"{md(x.get('reason'))}; {md(x['launch']) or '-'} ({md(', '.join(x.get('tests') or []))})"
+        for k in rows
+        for x in k["launches"]
+    ]
+    if lines and out.open_fold(f"<details><summary>Each launch not timed ({n})</summary>", lines[0]):
+        for i, line in enumerate(lines):
             if not out.add_if_fits(line):
-                cut("static regressions", len(groups) - i)
+                cut("launches not timed", len(lines) - i)
                 break
-            for x in g["launches"][:8]:
-                tests = ", ".join(x["tests"][:3]) + (" …" if len(x["tests"]) > 3 else "")
-                what = md(static_launch_text(x)) or "-"
-                if not out.add_if_fits(f"  - {what}: {md(x['reason'])} ({md(tests)})"):
-                    break
-        out.add("")
+        out.close_fold()
     else:
-        cut("static regressions", len(groups))
+        cut("launches not timed", len(lines))
+
+
+def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None:
+    """The launches not timed per kernel, in the static gate's words, then the static diff per
+    test, folded."""
+    rows = static_rows(doc)
+    if rows:
+        _static_table(out, rows, cut)
     diffs = [
         "\n".join([f"- **{md(t['status'])}** {md(t['test'])}", *(f"  - {md(c)}" for c in t["changes"] or [])])
         for t in changed_tests(doc)

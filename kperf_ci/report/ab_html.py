@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from kperf_ci.config import Settings
-from kperf_ci.judge.group import severity, static_launch_text
+from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
     cause_text,
     change_text,
@@ -23,7 +23,7 @@ from kperf_ci.report.ab_view import (
     slower_count,
     static_gate,
     static_kernels_of,
-    static_summary,
+    static_rows,
     times_text,
     timing_note,
     where_text,
@@ -81,6 +81,10 @@ def _tiles(
         tiles.append(
             {"cls": "worse", "n": len({g["site"] for g in regs}), "label": "kernels regressed (static)"}
         )
+    if improved := {g["site"] for g in static_groups(doc.get("static_improved") or [])} - {
+        g["site"] for g in regs
+    }:
+        tiles.append({"cls": "better", "n": len(improved), "label": "kernels improved (static)"})
     for status, label in (("changed", "tests changed"), ("identical", "tests identical, not timed")):
         if c.get(status):
             tiles.append({"cls": status, "n": int(c[status]), "label": label})
@@ -168,18 +172,17 @@ def render_html(doc: dict[str, Any]) -> str:
                 ],
             }
         )
-    regs = [
+    regs = static_kernels_of(doc)
+    static = [
         {
-            "kernel": str(g["kernel"]),
-            "arch": str(g["arch"]),
-            "site": str(g["site"]),
-            "summary": static_summary(g),
+            **{f: str(k[f]) for f in ("gate", "kernel", "site", "arch", "shape", "cause", "count")},
             "launches": [
-                {"launch": static_launch_text(x), "reason": str(x["reason"])} for x in g["launches"]
+                {"gate": str(x["gate"]), "launch": str(x["launch"]), "reason": str(x.get("reason") or "")}
+                for x in k["launches"]
             ],
-            "tests": [str(t) for t in g["tests"]],
+            "tests": [str(t) for t in k["tests"]],
         }
-        for g in static_kernels_of(doc)
+        for k in static_rows(doc)
     ]
     base_sha, base_rev, head_sha, same = sides(doc)
     return render_page(
@@ -198,7 +201,7 @@ def render_html(doc: dict[str, Any]) -> str:
         timed=timed,
         kernels=kernels,
         sweeps=script_sweeps(doc),
-        regs=regs,
+        static=static,
         tests=sorted(
             (
                 {
