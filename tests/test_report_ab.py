@@ -240,6 +240,9 @@ def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_time
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", terminal), (effect, terminal)
         assert effect in html and f"{base} → {head}" in html, effect
     assert "3 launch(es) in 3 test(s)" in terminal
+    # a callable that launches several kernels is keyed by an internal id: never shown
+    multi = document([{**t, "config": "callable:311ceb2d"} for t in timed])
+    assert "callable:" not in ab.render_markdown(multi) + ab.render_html(multi)
     assert html.count('class="chart ab-intervals"') == 1 and html.count("#3 ") >= 1  # three intervals
     # the top table: one row for the kernel, its worst launch, "N of M launches slower"
     top = [line for line in text.splitlines() if line.startswith("| 🔴 slower | vector\\_add")]

@@ -184,7 +184,10 @@ def launch_label(t: dict[str, Any]) -> str:
     and test: "vector_add; num_warps=4,num_stages=3; in tests/test_add.py::test_add[1024]"."""
     if t.get("launch"):
         return str(t["launch"])
-    bits = [str(t.get("kernel") or ""), str(t.get("config") or ""), f"in {t.get('test')}"]
+    config = str(t.get("config") or "")
+    if config.startswith("callable:"):  # a multi-kernel callable's internal key, never shown
+        config = ""
+    bits = [str(t.get("kernel") or ""), config, f"in {t.get('test')}"]
     return "; ".join(b for b in bits if b)
 
 
