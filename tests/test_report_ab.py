@@ -504,3 +504,21 @@ def test_the_static_gate_reads_regressed_improved_or_changed():
     stored = ABReport("HEAD~1", "b" * 40, static_improved=doc["static_improved"]).to_dict()
     assert check_ab_document(stored, "ab.json")["static_improved"] == doc["static_improved"]
     assert ab.static_gate(stored) == {"ops.py::fast_kernel": "improved", "ops.py::timed_kernel": "improved"}
+
+
+def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
+    """Found by the reviewer walk (docs/reviewer-walk/): a document that records no revisions
+    read "Base `` () vs head ``"; a kernel cell said the kernel's name twice (its site)."""
+    doc = {k: v for k, v in nine_launches().items() if k not in ("base", "head")}
+    for text in (ab.render_markdown(doc), ab.render_html(doc)):
+        assert "``" not in text and "()" not in text and "<code></code>" not in text
+        assert "not recorded in this document" in text
+    top = next(line for line in ab.render_markdown(doc).splitlines() if line.startswith("| 🔴 slower |"))
+    assert "softmax\\_kernel (ops.py) |" in top and "ops.py::softmax" not in top
+    assert ">ops.py</code>" in ab.render_html(doc)
+    # each timed launch says its own cause before its arguments
+    one = document(
+        [row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0), changes=["num_warps 4 -> 1"])]
+    )
+    line = next(x for x in ab.render_markdown(one).splitlines() if x.startswith("  - 🔴 slower +5.00%"))
+    assert "µs: num\\_warps 4 -&gt; 1 · x=fp32\\[1024x1024\\]" in line, line

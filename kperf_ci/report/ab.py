@@ -26,6 +26,7 @@ from kperf_ci.report.ab_view import (
     pct,
     shape_text,
     sides,
+    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
@@ -77,7 +78,7 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
     verdict = str(k.get("verdict"))
     return [
         f"{_ICON.get(verdict, '')} {md(verdict)}",
-        f"{md(k['kernel'])} ({md(k['site'])})",
+        f"{md(k['kernel'])} ({md(site_text(k))})",
         md(shape_text(w)),
         md(times_text(w)),
         md(kernel_change(k)),
@@ -94,9 +95,11 @@ def _launch_line(x: dict[str, Any]) -> str:
     same = identical_notes(x)
     if same:  # the tests whose identical launch this one stands for
         more += f"; {same[0]}" + (f" (and {len(same) - 1} more test(s))" if len(same) > 1 else "")
+    # the launch's own cause (its option and code changes), before its arguments
+    cause = f"{md('; '.join(str(c) for c in x['changes']))} · " if x.get("changes") else ""
     return (
         f"  - {_ICON.get(str(x['verdict']), '')} {md(x['verdict'])} {md(change_text(x))}, "
-        f"{md(times_text(x))}{why}: {md(x['launch']) or '-'} ({md(tests)}{md(more)})"
+        f"{md(times_text(x))}{why}: {cause}{md(x['launch']) or '-'} ({md(tests)}{md(more)})"
     )
 
 
@@ -228,13 +231,22 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
     (markdown.CommentBudget): every fold closed, and the timing note, the link and the
     truncation notice outside every fold."""
     base_sha, base_rev, head_sha, same = sides(doc)
-    head_words = f"the working tree of `{md(head_sha)}`" if same else f"head `{md(head_sha)}`"
+    # a slimmed document may not record the revisions: said, never an empty `` ()
+    base_words = " ".join(
+        filter(None, [f"`{md(base_sha)}`" if base_sha else "", f"({md(base_rev)})" if base_rev else ""])
+    )
+    if not head_sha:
+        head_words = "head"
+    else:
+        head_words = f"the working tree of `{md(head_sha)}`" if same else f"head `{md(head_sha)}`"
+    if not base_sha and not head_sha:
+        base_words, head_words = "(revisions not recorded in this document)", "head"
     out = CommentBudget(max_chars, reserve=_RESERVE)
     head = [
         MARKER,
         "## kperf ab: " + headline(doc),  # our own words and numbers only
         "",
-        f"Base `{md(base_sha)}` ({md(base_rev)}) vs {head_words} {md(where_text(doc))}",
+        f"Base {base_words or '(not recorded)'} vs {head_words} {md(where_text(doc))}",
         "",
     ]
     if note := timing_note(doc):

@@ -20,6 +20,7 @@ from kperf_ci.report.ab_view import (
     number,
     shape_text,
     sides,
+    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
@@ -149,7 +150,7 @@ def render_html(doc: dict[str, Any]) -> str:
             {
                 "verdict": str(k["verdict"]),
                 "kernel": str(k["kernel"]),
-                "site": str(k["site"]),
+                "site": site_text(k),
                 "shape": shape_text(w),
                 "times": times_text(w),
                 "change": kernel_change(k),

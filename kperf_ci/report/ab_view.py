@@ -133,6 +133,14 @@ def shape_text(x: dict[str, Any]) -> str:
     return "; ".join(bits) or (launch[:60] if launch else "-")
 
 
+def site_text(k: dict[str, Any]) -> str:
+    """Where the kernel lives, without saying its name twice: "src/ops/geglu.py" for the site
+    "src/ops/geglu.py::_geglu_kernel" of _geglu_kernel; the whole site when the names differ."""
+    site, kernel = str(k.get("site") or ""), str(k.get("kernel") or "")
+    path, _, qualname = site.rpartition("::")
+    return path if path and qualname == kernel else site
+
+
 def slower_count(k: dict[str, Any]) -> str:
     launches = k.get("launches") or []
     n = sum(1 for x in launches if x.get("verdict") == "slower")
