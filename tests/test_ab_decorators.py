@@ -362,5 +362,6 @@ def test_a_launch_compiled_on_neither_side_is_unknown_never_changed():
     # autotuned: every config of both sides failed to compile
     c = [_row(1, 64, "", {"index": 0, "count": 2}), _row(2, 128, "", {"index": 1, "count": 2})]
     bad = [{**r, "code": err} for r in c]
-    (t,) = diff_tests({"t": bad}, {"t": [bad[0], {**bad[1], "config": "num_warps=4,num_stages=3,num_ctas=1"}]})
+    head = [bad[0], {**bad[1], "config": "num_warps=4,num_stages=3,num_ctas=1"}]
+    (t,) = diff_tests({"t": bad}, {"t": head})
     assert t.launches[0].status == "unknown", t.to_dict()

@@ -178,7 +178,9 @@ def repo(tmp_path: Path) -> Path:
 
 def kperf_ab(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict, list]:
     log = tmp_path / "launches.jsonl"
-    env = dict(os.environ, KPERF_TEST_FAKE_GPU=str(log), TRITON_INTERPRET="1", PYTHONPATH=str(repo))
+    # the repository first, then the caller's path (the kperf_ci under test, where it is not installed)
+    path = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, KPERF_TEST_FAKE_GPU=str(log), TRITON_INTERPRET="1", PYTHONPATH=path)
     env.pop("KPERF_DB", None)
     out = tmp_path / "ab.json"
     r = subprocess.run(
@@ -227,13 +229,11 @@ def test_changed_launches_are_timed_against_the_base_launch(repo, tmp_path):
     assert len(kernel["launches"]) == 2 and len(kernel["tests"]) == 2
     comment = (repo / "reports" / "ab" / "comment.md").read_text()
     assert "1 kernel(s) slower than the base revision" in comment
+    # the faked device records no name: timed all the same, so never "static only"
+    assert doc["device"] is None and "static only" not in comment, comment[:600]
     # markdown-escaped: one row for the kernel (its worst launch, base -> head, "2 of 2 launches
     # slower"), then each timed launch with its own effect and times
-    rows = [
-        r
-        for r in comment.splitlines()
-        if r.startswith("| 🔴 slower | scale\\_kernel (abkern/ops.py::scale\\_kernel) |")
-    ]
+    rows = [r for r in comment.splitlines() if r.startswith("| 🔴 slower | scale\\_kernel (abkern/ops.py) |")]
     assert len(rows) == 1, comment
     assert "+10.00%" in rows[0] and "2 of 2 launches slower" in rows[0] and " → " in rows[0]
     assert comment.count("- 🔴 slower +10.00%") == 2
@@ -281,6 +281,35 @@ def test_run_from_a_subdirectory_pairs_the_launches_by_repository_paths(repo, tm
     assert by_test["tests/test_ops.py::test_copy"]["status"] == "identical"
     (lc,) = by_test["tests/test_ops.py::test_scale[1000]"]["launches"]
     assert lc["site"] == "abkern/ops.py::scale_kernel" and "num_warps 4 -> 2" in lc["changes"]
+
+
+TWIN_TESTS = (
+    TESTS
+    + """
+
+@pytest.mark.parametrize("n", [1000])
+def test_scale_again(n):
+    x = torch.rand(n)
+    torch.testing.assert_close(scale(x).float(), x * 2)
+"""
+)
+
+
+@pytest.mark.slow
+def test_a_launch_identical_to_another_tests_says_where_it_was_timed(tmp_path):
+    """test_scale[1000] and test_scale_again[1000] make the identical launch: one stored variant.
+    The test whose row the store replaced says where its launch was timed, never that it failed."""
+    repo = two_commit_repo(tmp_path, {"tests/test_ops.py": TWIN_TESTS})
+    r, doc, _ = kperf_ab(repo, tmp_path)
+    assert doc, r.stdout + r.stderr
+    twins = {"tests/test_ops.py::test_scale[1000]", "tests/test_ops.py::test_scale_again[1000]"}
+    (row,) = [t for t in doc["timed"] if t["test"] in twins]
+    (other,) = twins - {row["test"]}
+    assert row["identical_in"] == [other]
+    said = f"{other}: timed as an identical launch in test {row['test']}"
+    assert said in doc["messages"] and said in r.stdout, doc["messages"]
+    assert not any("no changed launch was replayed" in m for m in doc["messages"]), doc["messages"]
+    assert "timed as an identical launch in test" in (repo / "reports" / "ab" / "comment.md").read_text()
 
 
 def test_only_float_tensors_are_made_fresh():

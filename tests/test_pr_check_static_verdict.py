@@ -169,7 +169,7 @@ def test_registers_that_lower_the_occupancy_fail_with_the_occupancy_line(harmful
     (reg,) = _regressions(doc, "test_occupancy")
     # sm_90, 4 warps a CTA: 18 registers fit 16 CTAs (64 of 64 warps), 56 fit 9 (36 warps)
     assert reg["reason"] == "occupancy 100% -> 56.2% (registers 18 -> 56)", reg
-    assert "static regression: occupancy sm_90 (kernels.py::occupancy): occupancy 100% -> 56.2%" in p.stdout
+    assert "static regressed: occupancy sm_90 (kernels.py::occupancy): occupancy 100% -> 56.2%" in p.stdout
 
 
 def test_spills_still_fail_and_registers_are_judged_by_occupancy(harmful):

@@ -211,26 +211,60 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
 # ------------------------------------------------------------------------- what the comment says
 
 
-def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_times():
+THREE_EFFECTS = (
+    ("slower", 1.0713, 0.0066, "+7.13%", "6.6 µs", "7.071 µs"),
+    ("slower", 1.0208, 0.0120, "+2.08%", "12 µs", "12.25 µs"),
+    ("faster", 0.9795, 0.0480, "-2.05%", "48 µs", "47.02 µs"),
+)
+
+
+@pytest.mark.parametrize("spec", [True, False], ids=["with-spec", "document-without-spec"])
+def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_times(spec):
     """`kperf.bench` rows carry no launch text: three shapes of one kernel are three launches,
-    never one row under an empty label with the worst effect only."""
-    timed = [
-        row("vector_add", "tests/test_add.py::test_add[1024]", "slower", 1.0713, 0.0066),
-        row("vector_add", "tests/test_add.py::test_add[4096]", "slower", 1.0208, 0.0120),
-        row("vector_add", "tests/test_add.py::test_add[65536]", "faster", 0.9795, 0.0480),
-    ]
-    text = ab.render_markdown(document(timed))
-    for effect, base, head in (
-        ("+7.13%", "6.6 µs", "7.071 µs"),
-        ("+2.08%", "12 µs", "12.25 µs"),
-        ("-2.05%", "48 µs", "47.02 µs"),
-    ):
+    never one row under an empty label with the worst effect only, in the stored document's
+    kernels, the terminal of `kperf ab`, the comment and the HTML page."""
+    timed = []
+    for i, (verdict, ratio, base, *_) in enumerate(THREE_EFFECTS):
+        r = row("vector_add", f"tests/test_add.py::test_add[{4**i}]", verdict, ratio, base)
+        if spec:  # the stored variant's specialization, with the test's shape id
+            r["spec"] = f"*fp32:16, *fp32:16, i32 @ {4**i}"
+        timed.append(r)
+    doc = document(timed)
+    (k,) = doc["kernels"]  # the stored grouping: one kernel, three launches
+    assert [x["ratio"] for x in k["launches"]] == [1.0713, 1.0208, 0.9795]
+    text = ab.render_markdown(doc)
+    terminal = "\n".join(ab.terminal_lines(doc))
+    html = ab.render_html(doc)
+    for _v, _r, _b, effect, base, head in THREE_EFFECTS:
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", text), (effect, text)
+        assert re.search(rf"{re.escape(effect)} .*{base} → {head}", terminal), (effect, terminal)
+        assert effect in html and f"{base} → {head}" in html, effect
+    assert "3 launch(es) in 3 test(s)" in terminal
+    # a callable that launches several kernels is keyed by an internal id: never shown
+    multi = document([{**t, "config": "callable:311ceb2d"} for t in timed])
+    assert "callable:" not in ab.render_markdown(multi) + ab.render_html(multi)
+    assert html.count('class="chart ab-intervals"') == 1 and html.count("#3 ") >= 1  # three intervals
     # the top table: one row for the kernel, its worst launch, "N of M launches slower"
     top = [line for line in text.splitlines() if line.startswith("| 🔴 slower | vector\\_add")]
     assert len(top) == 1 and "2 of 3 launches slower" in top[0] and "6.6 µs → 7.071 µs" in top[0]
     assert "+7.13% \\[+6.73%, +7.53%\\]" in top[0]  # the worst launch's interval, not a range
     assert "-2.05% .. " not in text
+
+
+def test_one_launch_made_by_two_tests_is_one_launch_and_a_slimmed_document_reads_as_stored():
+    """Rows with the same launch text are one launch with both tests; a document that holds only
+    "kernels" (slimmed: no timed rows) renders its stored launches."""
+    timed = [
+        row("k", "t.py::test_a", "slower", 1.05, 0.01, launch=launch(0)),
+        row("k", "t.py::test_b", "slower", 1.04, 0.01, launch=launch(0)),
+        row("k", "t.py::test_c", "faster", 0.95, 0.01, launch=launch(1)),
+    ]
+    doc = document(timed)
+    (k,) = doc["kernels"]
+    assert [x["tests"] for x in k["launches"]] == [["t.py::test_a", "t.py::test_b"], ["t.py::test_c"]]
+    slim = {**doc, "timed": []}
+    assert ab.kernels_of(slim)[0]["launches"][1]["verdict"] == "faster"
+    assert "-5.00%" in ab.render_markdown(slim)
 
 
 def test_an_unchanged_launch_says_why():
@@ -345,5 +379,146 @@ def test_real_h100_documents_render_in_every_format_and_size(tmp_path, path):
         lines = r.stdout.rstrip("\n").splitlines()
         if any("truncated" in line for line in lines):
             assert "truncated" in lines[-1]
+    r = report("--ab", str(doc), "--format", "summary")
+    assert r.exit_code == 0 and ab.MARKER not in r.stdout, r.output
     r = report("--ab", str(doc), "--format", "html", "-o", str(tmp_path / "site"))
     assert r.exit_code == 0 and (tmp_path / "site/index.html").is_file(), r.output
+
+
+# ------------------------------------------------------------------- a deduplicated launch
+
+
+def test_a_launch_stored_as_another_tests_identical_launch_names_that_test():
+    """Two tests that make the identical launch (same kernel, specialization with the same shape
+    id, options) are one stored variant, the last test's. The other test reads "timed as an
+    identical launch in test X", never the failure message, in the document's row, the messages,
+    the comment and the HTML."""
+    from kperf_ci.model import Metric, VariantKey, VariantResult
+    from kperf_ci.prcheck.document import _ab_rows, identical_elsewhere
+    from kperf_ci.prcheck.pipeline import not_timed_messages
+
+    first, kept = "t.py::test_softmax[dtype0-shape0]", "t.py::test_softmax_functional[dtype0-shape0]"
+    spec = "*fp32, i32 @ dtype0-shape0"  # the shape id is the tests' parameter id: the same in both
+    key = VariantKey("softmax_kernel", "H100", spec=spec, config="num_warps=4", test=kept)
+    stored = VariantResult(
+        key=key,
+        tags=["ab:slower"],
+        metrics=[Metric("ab.ratio", 1.07), Metric("ab.ci_low", 1.06), Metric("ab.ci_high", 1.08)],
+        artifacts={"launch": json.dumps({"site": "ops.py::softmax_kernel", "args": {"x": "fp32[64x4096]"}})},
+    )
+    results = [
+        [first, key.label(), "slower +7%", "slower", key.id],  # timed, then replaced in the store
+        [kept, key.label(), "slower +7%", "slower", key.id],
+        ["t.py::test_other", "k H100", "no base version found", "no-base"],  # a 4-field line still reads
+    ]
+    rows = _ab_rows([stored], identical_elsewhere([stored], results))
+    assert [r["identical_in"] for r in rows] == [[first]]
+    messages = not_timed_messages([first, kept, "t.py::test_gone"], rows, results)
+    said = f"{first}: timed as an identical launch in test {kept}"
+    assert said in messages
+    assert not any(first in m and "no changed launch was replayed" in m for m in messages)
+    assert any("t.py::test_gone" in m and "no changed launch was replayed" in m for m in messages)
+    doc = document(rows, messages=messages)
+    (x,) = doc["kernels"][0]["launches"]
+    assert x["tests"] == [kept] and x["identical_in"] == [first]
+    assert doc["kernels"][0]["tests"] == [kept, first]
+    text = ab.render_markdown(doc)
+    launch_line = next(line for line in text.splitlines() if line.startswith("  - 🔴 slower +7.00%"))
+    assert "timed as an identical launch in test" in launch_line and "test\\_softmax\\[" in launch_line
+    html = ab.render_html(doc)
+    assert html.count(f"{first}: timed as an identical launch in test {kept}") == 2  # launch, notes
+
+
+# --------------------------------------------------------------------------- the header's side
+
+
+def test_static_only_is_decided_by_what_was_timed_not_by_the_device_name():
+    """A timing pass whose run recorded no device name (a faked device, a machine without NVML)
+    timed launches all the same: its header never says "static only"; a run that timed nothing
+    does, whatever device it names."""
+    timed_no_name = {**nine_launches(), "device": None}
+    static = {**document([]), "timed": [], "kernels": [], "device": None}
+    for render in (ab.render_markdown, ab.render_summary, ab.render_html):
+        text = render(timed_no_name)
+        assert "static only" not in text and "on a GPU (its name was not recorded)" in text
+        assert "(static only)" in render(static)
+    assert "on NVIDIA H100 80GB HBM3" in ab.render_markdown(nine_launches())
+
+
+# ------------------------------------------------------------------------- the static gate
+
+
+def static_entry(kernel: str, reason: str, *, test: str = "t.py::test_a", n: int = 4096) -> dict[str, Any]:
+    """One entry of the static verdict (judge/static_verdict.py) as the document stores it."""
+    return {"kernel": kernel, "arch": "sm_90", "test": test, "reason": reason, "site": f"ops.py::{kernel}",
+            "args": {"x": f"fp32[{n}]", "n": str(n)}, "grid": [4, 1, 1],
+            "config": "num_warps=2,num_stages=3"}  # fmt: skip
+
+
+def test_the_static_gate_reads_regressed_improved_or_changed():
+    """One vocabulary for the static gate, in its own column: a change that got better (fewer
+    spills, a higher occupancy) reads "improved", in the comment, the HTML and the timed table."""
+    doc = document([row("timed_kernel", "t.py::test_t", "faster", 0.95, 0.02, launch=launch(0),
+                        site="ops.py::timed_kernel")])  # fmt: skip
+    doc["tests"] = [
+        {"test": "t.py::test_a", "status": "changed", "changes": [],
+         "launches": [{"site": f"ops.py::{k}", "status": "changed", "changes": ["num_warps 4 -> 2"]}
+                      for k in ("spill_kernel", "fast_kernel", "busy_kernel", "timed_kernel")]},
+    ]  # fmt: skip
+    doc["static_regressions"] = [static_entry("spill_kernel", "spills +16 bytes > 0 bytes allowed (default)")]
+    doc["static_kernels"] = None
+    doc["static_improved"] = [
+        static_entry("fast_kernel", "spills 184 bytes -> 0 bytes"),
+        static_entry("timed_kernel", "occupancy 25% -> 50% (registers 128 -> 64)", n=64),
+    ]
+    doc["static_changed"] = [static_entry("busy_kernel", "sass.instructions 100 -> 120 (+20.0%)")]
+    assert ab.static_gate(doc) == {
+        "ops.py::spill_kernel": "regressed",
+        "ops.py::fast_kernel": "improved",
+        "ops.py::busy_kernel": "changed",
+        "ops.py::timed_kernel": "improved",
+    }
+    text = ab.render_markdown(doc)
+    gates = ("| 🔴 regressed", "| 🟢 improved", "| ⚪ changed")
+    table = [line for line in text.splitlines() if line.startswith(gates)]
+    assert [line.split(" | ")[0] for line in table] == [
+        "| 🔴 regressed",
+        "| 🟢 improved",
+        "| 🟢 improved",
+        "| ⚪ changed",
+    ]
+    fast = next(line for line in table if "fast\\_kernel" in line)
+    # the cause: the launch's option change first, then what the verdict says moved
+    assert (
+        "num\\_warps 4 -&gt; 2; spills 184 bytes -&gt; 0 bytes" in fast and "1 of 1 launches improved" in fast
+    )
+    timed_row = next(line for line in text.splitlines() if line.startswith("| 🟢 faster | timed\\_kernel"))
+    assert "| improved |" in timed_row  # the timed table's static column, in the same words
+    html = ab.render_html(doc)
+    for word in ("regressed", "improved", "changed"):
+        assert f'<span class="badge {word}">{word}</span>' in html
+    assert "kernels improved (static)" in html
+    # kperf ab stores the verdict's improved and changed launches with the document
+    from kperf_ci.prcheck.document import ABReport, check_ab_document
+
+    stored = ABReport("HEAD~1", "b" * 40, static_improved=doc["static_improved"]).to_dict()
+    assert check_ab_document(stored, "ab.json")["static_improved"] == doc["static_improved"]
+    assert ab.static_gate(stored) == {"ops.py::fast_kernel": "improved", "ops.py::timed_kernel": "improved"}
+
+
+def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
+    """Found by the reviewer walk (docs/reviewer-walk/): a document that records no revisions
+    read "Base `` () vs head ``"; a kernel cell said the kernel's name twice (its site)."""
+    doc = {k: v for k, v in nine_launches().items() if k not in ("base", "head")}
+    for text in (ab.render_markdown(doc), ab.render_html(doc)):
+        assert "``" not in text and "()" not in text and "<code></code>" not in text
+        assert "not recorded in this document" in text
+    top = next(line for line in ab.render_markdown(doc).splitlines() if line.startswith("| 🔴 slower |"))
+    assert "softmax\\_kernel (ops.py) |" in top and "ops.py::softmax" not in top
+    assert ">ops.py</code>" in ab.render_html(doc)
+    # each timed launch says its own cause before its arguments
+    one = document(
+        [row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0), changes=["num_warps 4 -> 1"])]
+    )
+    line = next(x for x in ab.render_markdown(one).splitlines() if x.startswith("  - 🔴 slower +5.00%"))
+    assert "µs: num\\_warps 4 -&gt; 1 · x=fp32\\[1024x1024\\]" in line, line

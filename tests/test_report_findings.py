@@ -55,11 +55,15 @@ def _hostile(findings: list[Finding]) -> list[Finding]:
     ]
 
 
-def _with_findings(run: RunRecord, index: int, findings: list[Finding]) -> None:
-    """Give the run's variant ``index`` these findings, as the GPU plugin stores them."""
+def _with_findings(run: RunRecord, index: int, findings: list[Finding], *, touched: bool = True) -> None:
+    """Give the run's variant ``index`` these findings, as the GPU plugin stores them; with
+    ``touched`` its compiled code also differs from the baseline's (a kernel the change touched,
+    whose findings a PR comment lists)."""
     r = run.results[index]
     r.artifacts[ARTIFACT] = findings_to_json(findings)
     r.metrics[:] = [m for m in r.metrics if m.kind != "analysis"] + to_metrics(findings)
+    if touched:
+        r.sass_hash = f"changed-{index}"
 
 
 def _save(root: Path, bases: list[RunRecord], cur: RunRecord) -> tuple[Path, Path]:
@@ -263,11 +267,11 @@ def test_markdown_lists_flagged_findings_escaped():
     bases, cur = synthetic_runs(12)
     _with_findings(cur, 0, _hostile(_tail_findings()))
     report = _report(bases, cur)
-    n = len(report.flagged_findings)
+    n = len(report.pr_findings)
     text = render_markdown(report)
     _check_tables(text)
     _check_details(text)
-    assert f"### Analysis findings ({report.flagged_total} flagged in " in text
+    assert f"### Analysis findings ({report.pr_flagged_total} flagged in " in text
     # After the regressions, before the verdict sections.
     assert text.index("### Regressions") < text.index("### Analysis findings") < text.index("<details")
     rows = _findings_table(text)[2:]
@@ -289,8 +293,8 @@ def test_markdown_findings_are_capped_with_a_count():
     for i in range(8, 30):  # 22 more variants with a wave tail: far more flags than the cap
         _with_findings(cur, i, _tail_findings())
     report = _report(bases, cur)
-    n = report.flagged_total  # the notes count every flagged finding, over the per-kernel cap too
-    assert len(report.flagged_findings) > MAX_FINDINGS + 5 and n > len(report.flagged_findings)
+    n = report.pr_flagged_total  # the notes count every flagged finding, over the per-kernel cap too
+    assert len(report.pr_findings) > MAX_FINDINGS + 5 and n > len(report.pr_findings)
     text = render_markdown(report)
     _check_tables(text)
     assert len(_findings_table(text)) - 2 == MAX_FINDINGS
@@ -331,16 +335,40 @@ def test_cli_markdown_reads_findings_from_the_database(tmp_path):
     common = ["report", "--db", str(run_db), "--baseline", str(base_db)]
     comment = _kperf(*common, "--format", "markdown").output
     summary = _kperf(*common, "--format", "summary").output
+    report = _report(bases, cur)  # the comment lists the kernels the change touched
     expected = sum(
         f.flagged
         for r in cur.results
         if ARTIFACT in r.artifacts
         for f in findings_from_json(r.artifacts[ARTIFACT])
     )
-    assert expected > 0
+    assert expected > report.pr_flagged_total > 0
+    untouched = expected - report.pr_flagged_total
     for text in (comment, summary):
-        assert f"### Analysis findings ({expected} flagged in " in text
+        assert f"### Analysis findings ({report.pr_flagged_total} flagged in " in text
         assert "memory\\_exposed\\_fraction" in text
+        assert f"_{untouched} more flagged findings on kernels this change did not touch" in text
+
+
+def test_a_pr_comment_lists_no_finding_of_a_kernel_the_change_did_not_touch():
+    """Findings that pre-date the change, on kernels it left alone (same verdict, same code),
+    are not the change's: the comment and summary count them in one line; the HTML report, the
+    full report, still lists them. A kernel whose code changed lists its findings."""
+    bases, cur = synthetic_runs(12)
+    for r in cur.results:
+        r.artifacts.pop(ARTIFACT, None)
+    i = next(i for i, r in enumerate(cur.results) if r.key.kernel == "add_kernel")
+    _with_findings(cur, i, _tail_findings(), touched=False)
+    report = _report(bases, cur)
+    (v,) = [v for v in report.variants if v.findings]
+    assert v.verdict == "unchanged" and not v.touched and v.flagged_findings
+    n = len(v.flagged_findings)
+    for text in (render_markdown(report), render_summary(report)):
+        assert "### Analysis findings" not in text and "wave\\_tail" not in text
+        assert f"_{n} more flagged findings on kernels this change did not touch" in text
+    cur.results[i].sass_hash = "changed"  # the change recompiled it: its findings are listed
+    report = _report(bases, cur)
+    assert "### Analysis findings" in render_markdown(report) and "wave\\_tail" in render_markdown(report)
 
 
 def test_cli_show_prints_flagged_findings(tmp_path):

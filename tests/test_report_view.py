@@ -49,6 +49,28 @@ def test_verdicts_follow_the_comparison():
     assert "epilogue" in regs[0].summary
 
 
+def test_headline_places_carry_no_internal_ids_or_moves_that_read_alike(tmp_path):
+    """A multi-kernel callable's timing is keyed "callable:<hash>": its row shows no such id; a
+    metric whose two values print alike ("0.1 -> 0.1") is no "what moved"."""
+    from kperf_ci.report import render_markdown
+
+    base, cur = _pair(
+        {"registers": 32, "analysis.epilogue_fraction": 0.10001},
+        {"registers": 40, "analysis.epilogue_fraction": 0.10004},
+        config="callable:311ceb2d",
+    )
+    report = build_report(cur, base, compare_runs(base, cur))
+    (v,) = report.variants
+    assert v.shown_config == "" and v.key.config == "callable:311ceb2d"
+    assert v.summary == "registers 32 -> 40", v.summary
+    text = render_markdown(report)
+    assert "callable:" not in text and "epilogue" not in text
+    write_site(report, tmp_path, jobs=1)
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    table = index.split('id="variants"')[1].split("</table>")[0]
+    assert "callable:" not in re.sub(r'data-text="[^"]*"', "", table)  # the filter still finds it
+
+
 def test_static_mode_verdicts_are_worse_better_unchanged():
     base, cur = _pair({"registers": 32, "spills": 0}, {"registers": 40, "spills": 0})
     report = build_report(cur, base, compare_runs(base, cur))

@@ -116,6 +116,29 @@ def test_spills_still_fail():
     assert reg["reason"] == "spills +16 bytes > 0 bytes allowed (default)"
 
 
+def _verdict(*lcs: LaunchChange, policy: ThresholdPolicy | None = None):
+    return judge([ABTestDiff("t.py::t", "changed", list(lcs))], policy or ThresholdPolicy())
+
+
+def test_fewer_spills_and_a_higher_occupancy_read_improved():
+    """The static gate's words are regressed / improved / changed: a change that gets better is
+    improved, never merely changed (and never a regression)."""
+    # fewer spills (with more instructions beside them: still improved, the rest is said too)
+    v = _verdict(_lc(_code(spills=184), _code(spills=0, **{"sass.instructions": 120})))
+    (x,) = v.improved
+    assert v.regressions == [] and v.changed == []
+    assert x["reason"] == "spills 184 bytes -> 0 bytes, sass.instructions 100 -> 120 (+20.0%)"
+    # fewer registers that raise the occupancy: 128 -> 64 at 4 warps is 25% -> 50%
+    (x,) = _verdict(_lc(_code(registers=128), _code(registers=64))).improved
+    assert x["reason"] == "occupancy 25% -> 50% (registers 128 -> 64)"
+    # fewer registers that leave it as it was (16 CTAs of 4 warps either way) are changed
+    v = _verdict(_lc(_code(registers=32), _code(registers=24)))
+    assert v.improved == [] and [c["reason"] for c in v.changed] == ["registers 32 -> 24"]
+    # a regression beside an improvement is a regression, listed once
+    v = _verdict(_lc(_code(spills=184), _code(spills=0, registers=128)))
+    assert len(v.regressions) == 1 and v.improved == [] and v.changed == []
+
+
 def test_an_arch_without_per_sm_limits_shows_registers_as_changed():
     lc = _lc(_code(registers=32), _code(registers=128), arch="sm_120")
     assert _regs(lc) == []

@@ -76,7 +76,9 @@ class Measurement:
     variants: list[VariantResult] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one line)
     blobs: list[tuple[str, str, bytes]] = field(default_factory=list)  # (variant id, name, data)
-    ab_results: list[tuple[str, str, str, str]] = field(default_factory=list)
+    # (nodeid, label, description, verdict[, variant id]): the id, for a timed variant, lets kperf
+    # ab tell a launch whose identical variant another test stored (the store keeps one per run)
+    ab_results: list[tuple[str, ...]] = field(default_factory=list)
     findings: list[tuple[str, str, Any]] = field(default_factory=list)  # (nodeid, variant, Finding)
 
     def warn(self, message: str) -> None:
@@ -381,7 +383,9 @@ def _attach_timing(
                 "warnings": ab.warnings,
             }
         )
-        out.ab_results.append((req.nodeid, timed_variant.key.label(), ab.describe(), ab.verdict))
+        out.ab_results.append(
+            (req.nodeid, timed_variant.key.label(), ab.describe(), ab.verdict, timed_variant.key.id)
+        )
 
 
 def region_findings(out: Measurement, name: str, info: Any, region: Any, sm_count: int) -> list:

@@ -21,7 +21,10 @@ from ..model import VariantKey, VariantResult, canonical_json
 __all__ = [
     "KernelIndex",
     "kernel_groups",
+    "launch_identity",
+    "launch_label",
     "launch_text",
+    "severity",
     "static_groups",
     "count_words",
     "distinct_spec_labels",
@@ -149,48 +152,87 @@ def static_launch_text(x: dict[str, Any], alike: str = "regress") -> str:
     return text
 
 
-_VERDICT_ORDER = {"slower": 0, "inconclusive": 1, "faster": 2, "unchanged": 3}
+#: verdict order, worst first: what the reader should look at first comes first
+_SEVERITY = {"slower": 0, "inconclusive": 1, "no-base": 2, "faster": 3, "unchanged": 4, "identical": 5}
 
 
-def _worst_first(r: dict[str, Any]) -> tuple[int, float]:
-    return _VERDICT_ORDER.get(r["verdict"], 9), -(r.get("ratio") or 0)
+def severity(x: dict[str, Any]) -> tuple[int, float]:
+    """Worst first: slower before inconclusive before faster before unchanged; among slower
+    rows the largest slowdown first, among faster ones the largest speedup first."""
+    ratio = x.get("ratio")
+    r = float(ratio) if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) else 1.0
+    return _SEVERITY.get(str(x.get("verdict")), 9), (-r if x.get("verdict") != "faster" else r)
+
+
+def launch_identity(t: dict[str, Any]) -> tuple[str, ...]:
+    """What makes two timed rows one launch: its kernel, shapes, options and constexprs. A
+    replayed launch carries them as its launch text. A `kperf.bench` callable's row (or a
+    do_bench call's) carries none: its stored variant stands in (kernel, arch, specialization
+    with the test's shape id, options), and for a document that lacks the specialization the
+    row's test, so distinct launches are never merged under an empty label."""
+    launch = str(t.get("launch") or "")
+    if launch:
+        return ("launch", str(t.get("site") or ""), launch)
+    kernel, config = str(t.get("kernel") or ""), str(t.get("config") or "")
+    if t.get("spec"):
+        return ("variant", kernel, str(t.get("arch") or ""), str(t["spec"]), config)
+    return ("variant", kernel, config, str(t.get("test") or ""))
+
+
+def launch_label(t: dict[str, Any]) -> str:
+    """The launch in words: its launch text, else (a callable's row) its stored name, options
+    and test: "vector_add; num_warps=4,num_stages=3; in tests/test_add.py::test_add[1024]"."""
+    if t.get("launch"):
+        return str(t["launch"])
+    config = str(t.get("config") or "")
+    if config.startswith("callable:"):  # a multi-kernel callable's internal key, never shown
+        config = ""
+    bits = [str(t.get("kernel") or ""), config, f"in {t.get('test')}"]
+    return "; ".join(b for b in bits if b)
+
+
+def _launch_entry(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One launch of a kernel from its timed rows (several when tests made the same launch):
+    the worst row's verdict, effect, interval and times, and every test that made it."""
+    runs = sorted(runs, key=severity)
+    w = runs[0]
+    tests = list(dict.fromkeys(str(r["test"]) for r in runs))
+    identical = [str(x) for r in runs for x in r.get("identical_in") or [] if str(x) not in tests]
+    return {
+        "launch": launch_label(w),
+        "verdict": str(w["verdict"]),
+        "ratio": w.get("ratio"),
+        "ci_low": w.get("ci_low"),
+        "ci_high": w.get("ci_high"),
+        "threshold": w.get("threshold"),
+        "base_ms": w.get("base_median_ms"),
+        "head_ms": w.get("head_median_ms"),
+        "tests": tests,
+        # tests that made the identical launch, timed as this one (the run stores one variant)
+        "identical_in": list(dict.fromkeys(identical)),
+        "changes": [str(c) for c in [*(w.get("changes") or []), *(w.get("regions_moved") or [])]],
+        "base_launch": w.get("base_launch") or "",
+    }
 
 
 def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The timed rows as one entry per Triton kernel: its worst verdict, the range of its changes,
-    and its launches (each distinct launch once, with the tests that made it) as attributes."""
+    """The timed rows as one entry per Triton kernel, worst first: its worst verdict, the range
+    of its changes, and its launches, each distinct launch once (:func:`launch_identity`) with
+    the tests that made it, worst first. The stored document's ``kernels``, the terminal of
+    `kperf ab` and every A/B report read this one grouping."""
     groups: dict[str, dict[str, Any]] = {}
     for t in timed:
         name = str(t["kernel"]).split("#", 1)[0]
         site = str(t.get("site") or name)
         g = groups.setdefault(site, {"kernel": name, "site": site, "launches": {}, "tests": []})
-        if t["test"] not in g["tests"]:
-            g["tests"].append(t["test"])
-        launch = g["launches"].setdefault(
-            str(t.get("launch") or ""), {"launch": t.get("launch") or "", "runs": []}
-        )
-        launch["runs"].append(t)
+        for test in [t["test"], *(t.get("identical_in") or [])]:
+            if test not in g["tests"]:
+                g["tests"].append(test)
+        g["launches"].setdefault(launch_identity(t), []).append(t)
     out = []
     for g in groups.values():
-        launches = []
-        for entry in g["launches"].values():
-            runs = sorted(entry["runs"], key=_worst_first)
-            worst = runs[0]
-            launches.append(
-                {
-                    "launch": entry["launch"],
-                    "verdict": worst["verdict"],
-                    "ratio": worst.get("ratio"),
-                    "ci_low": worst.get("ci_low"),
-                    "ci_high": worst.get("ci_high"),
-                    "tests": [r["test"] for r in runs],
-                    "changes": worst.get("changes") or [],
-                    "base_launch": worst.get("base_launch") or "",
-                }
-            )
-        launches.sort(key=_worst_first)
-        ratios = [x["ratio"] for x in launches if x.get("ratio") is not None]
-        changes = list(dict.fromkeys(c for x in launches for c in x["changes"]))
+        launches = sorted((_launch_entry(runs) for runs in g["launches"].values()), key=severity)
+        ratios = [float(x["ratio"]) for x in launches if isinstance(x.get("ratio"), (int, float))]
         out.append(
             {
                 "kernel": g["kernel"],
@@ -200,10 +242,10 @@ def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ratio_max": max(ratios) if ratios else None,
                 "launches": launches,
                 "tests": g["tests"],
-                "changes": changes,
+                "changes": list(dict.fromkeys(c for x in launches for c in x["changes"])),
             }
         )
-    out.sort(key=lambda k: (_VERDICT_ORDER.get(k["verdict"], 9), -(k.get("ratio_max") or 0)))
+    out.sort(key=lambda k: severity(k["launches"][0]))
     return out
 
 

@@ -12,6 +12,10 @@ user named it:
   "occupancy 50% -> 25% (registers 64 -> 128)"; otherwise they are shown as changed;
 * instruction counts are shown as changed, never failed.
 
+What moved the other way is "improved": a gated metric that got better (fewer spills; a named
+metric below its base), fewer registers or less shared memory that raise the launch's occupancy.
+The static gate's words are regressed / improved / changed, nothing else.
+
 Why: on a real repository (issue 33) the old rule, `kperf compare`'s relative thresholds, failed
 an arithmetic-only change on "sass.instructions +15.0%" whose measured time moved -0.5%, and a
 change that made a kernel 16% faster on "registers +54.5%".
@@ -58,10 +62,12 @@ _RESOURCES = ("registers", "shared_bytes")
 @dataclass
 class StaticVerdict:
     """Per launch and arch, one entry per call of a kernel (autotune configs collapsed):
-    ``regressions`` fail the check; ``changed`` moved without failing it (shown, not judged)."""
+    ``regressions`` fail the check; ``improved`` got better (fewer spills, higher occupancy) and
+    nothing failed; ``changed`` moved without either (shown, not judged)."""
 
     regressions: list[dict[str, Any]] = field(default_factory=list)
     changed: list[dict[str, Any]] = field(default_factory=list)
+    improved: list[dict[str, Any]] = field(default_factory=list)
 
 
 def metric_moved(name: str, b: Any, h: Any) -> str:
@@ -126,6 +132,7 @@ def _pct(x: float) -> str:
 class _Found:
     reasons: list[tuple[str, float]] = field(default_factory=list)  # (text, severity)
     changed: list[str] = field(default_factory=list)
+    improved: list[str] = field(default_factory=list)
 
 
 def _occupancy_verdict(
@@ -155,13 +162,37 @@ def _occupancy_verdict(
     return f"{moved} (occupancy {_pct(fb)} -> {_pct(fh)}: not lowered by {' or '.join(names)})"
 
 
+def _occupancy_gain(
+    x: dict[str, Any],
+    y: dict[str, Any],
+    names: list[str],
+    b_warps: int | None,
+    h_warps: int | None,
+    arch: str,
+) -> str | None:
+    """ "occupancy 43.8% -> 100% (registers 72 -> 27)" when the occupancy metrics in ``names``,
+    which decreased, raise the launch's occupancy by themselves (not through num_warps alone);
+    else None."""
+    have = tuple(n for n in _RESOURCES if _number(x.get(n)) and _number(y.get(n)))
+    ob = launch_occupancy(x, b_warps, arch, have)
+    oh = launch_occupancy(y, h_warps, arch, have)
+    ohb = launch_occupancy(x, h_warps, arch, have)  # the head's launch with the base's resources
+    if ob is None or oh is None or ohb is None or None in (ob.fraction, oh.fraction, ohb.fraction):
+        return None
+    fb, fh, fhb = float(ob.fraction or 0), float(oh.fraction or 0), float(ohb.fraction or 0)
+    if fh > fb and fh > fhb:
+        return f"occupancy {_pct(fb)} -> {_pct(fh)} ({', '.join(metric_moved(n, x[n], y[n]) for n in names)})"
+    return None
+
+
 def _judge_arch(
     lc: LaunchChange, arch: str, key: VariantKey, policy: Any, marker: dict[str, Any], is_timed: bool
 ) -> _Found:
     assert lc.base is not None and lc.head is not None
     x, y = lc.base["code"][arch], lc.head["code"][arch]
     out = _Found()
-    by_occupancy: list[str] = []
+    by_occupancy: list[str] = []  # occupancy resources that increased
+    fewer: list[str] = []  # and those that decreased
     for name in MOVED_METRICS:  # in the order what moved lists them
         bx, hy = x.get(name), y.get(name)
         if not _number(bx) or not _number(hy):
@@ -176,6 +207,8 @@ def _judge_arch(
             change = _static_change(metric(name, bx), metric(name, hy), key, policy, marker)
             if change.regression:
                 out.reasons.append((change.reason, math.inf if change.rel is None else change.rel))
+            elif change.direction == "better" and hy != bx:  # fewer spills, a named metric lower
+                out.improved.append(metric_moved(name, bx, hy))
             continue
         if hy == bx:
             continue
@@ -186,12 +219,17 @@ def _judge_arch(
             elif hy > bx:
                 by_occupancy.append(name)
             else:
-                out.changed.append(metric_moved(name, bx, hy))
+                fewer.append(name)
             continue
         rel = f" ({(hy - bx) / bx:+.1%})" if bx else ""
         out.changed.append(metric_moved(name, bx, hy) + rel)
+    b_warps, h_warps = _num_warps(lc.base.get("config")), _num_warps(lc.head.get("config"))
+    gain = _occupancy_gain(x, y, fewer, b_warps, h_warps, arch) if fewer and not by_occupancy else None
+    if gain:
+        out.improved.append(gain)
+    else:
+        out.changed += [metric_moved(n, x[n], y[n]) for n in fewer]
     if by_occupancy:
-        b_warps, h_warps = _num_warps(lc.base.get("config")), _num_warps(lc.head.get("config"))
         verdict = _occupancy_verdict(x, y, by_occupancy, b_warps, h_warps, arch)
         if isinstance(verdict, tuple):
             out.reasons.append(verdict)
@@ -272,6 +310,7 @@ def judge(tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | N
     a static metric fails one only when the user named it."""
     bad: list[tuple[tuple[str, int, str], float, dict[str, Any], int]] = []
     moved: list[tuple[tuple[str, int, str], float, dict[str, Any], int]] = []
+    better: list[tuple[tuple[str, int, str], float, dict[str, Any], int]] = []
     for t in tests:
         calls = _calls(t.launches)
         for lc in t.launches:
@@ -299,11 +338,20 @@ def judge(tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | N
                         severity = len(f.reasons) * 1e6 + min(max(s for _r, s in f.reasons), 1e5)
                         text = "; ".join(r for r, _s in f.reasons)
                         bad.append((group, severity, _entry(t, one, arch, text), configs))
+                    elif f.improved:
+                        text = ", ".join(f.improved + f.changed)
+                        better.append((group, float(len(f.improved)), _entry(t, one, arch, text), configs))
                     elif f.changed:
                         moved.append((group, 0.0, _entry(t, one, arch, ", ".join(f.changed)), configs))
-    # a call listed as a regression is not listed again as changed for its other configs
+    # a call listed as a regression is not listed again as improved or changed for its other
+    # configs, nor one listed as improved again as changed
     failed = {group for group, *_ in bad}
-    return StaticVerdict(_collapse(bad), _collapse([m for m in moved if m[0] not in failed]))
+    gained = {group for group, *_ in better} - failed
+    return StaticVerdict(
+        _collapse(bad),
+        _collapse([m for m in moved if m[0] not in failed | gained]),
+        _collapse([b for b in better if b[0] not in failed]),
+    )
 
 
 def static_regressions(

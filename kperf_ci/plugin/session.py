@@ -56,7 +56,7 @@ class KperfSession:
     copier: LaunchCopier | None = None  # GPU mode: copies of each launch's arguments, for replay
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one line)
     blobs: list[tuple[str, str, bytes]] = field(default_factory=list)  # (variant id, name, data)
-    ab_results: list[tuple[str, str, str, str]] = field(default_factory=list)
+    ab_results: list[tuple[str, ...]] = field(default_factory=list)  # Measurement.ab_results
     findings: list[tuple[str, str, Any]] = field(default_factory=list)  # (nodeid, variant, flagged Finding)
     # static mode: marked tests that passed, and how many of them launched a Triton kernel that
     # was captured; all-zero is an error (a capture that silently saw nothing passes everything)

@@ -28,6 +28,9 @@ class ABReport:
     timed: list[dict[str, Any]] = field(default_factory=list)  # one per variant with an A/B verdict
     messages: list[str] = field(default_factory=list)
     static_regressions: list[dict[str, Any]] = field(default_factory=list)
+    # launches not timed whose code got better, or moved without failing (StaticVerdict's)
+    static_improved: list[dict[str, Any]] = field(default_factory=list)
+    static_changed: list[dict[str, Any]] = field(default_factory=list)
     device: str | None = None
     gpu_seconds: float = 0.0
     wall_s: float = 0.0
@@ -89,6 +92,8 @@ class ABReport:
             "kernels": kernels,
             "static_regressions": self.static_regressions,
             "static_kernels": static_groups(self.static_regressions),
+            "static_improved": self.static_improved,
+            "static_changed": self.static_changed,
             "messages": self.messages,
             "gpu_seconds": self.gpu_seconds,
             "wall_s": self.wall_s,
@@ -112,7 +117,25 @@ def _region_moves(base: dict[str, dict[str, float]], metrics: dict[str, float], 
     return out
 
 
-def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
+def identical_elsewhere(results: list[Any], plan_results: list[list[str]]) -> dict[str, list[str]]:
+    """Per stored variant id, the other tests whose launch was that same variant (kernel, arch,
+    specialization with the shape id, options), read from the timing pass's results file: the
+    run stores one variant per id, the last test's, so the others' rows would be missing, and
+    their tests would read as never timed."""
+    stored = {r.key.id: r.key.test for r in results}
+    out: dict[str, list[str]] = {}
+    for row in plan_results:
+        if len(row) < 5 or row[3] in ("not-timed", "no-base"):
+            continue
+        test, vid = row[0], row[4]
+        if vid in stored and stored[vid] != test and test not in out.get(vid, []):
+            out.setdefault(vid, []).append(test)
+    return out
+
+
+def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """The timed rows of the document, one per stored variant with an A/B verdict; ``identical``
+    (:func:`identical_elsewhere`) names the tests whose identical launch the row stands for."""
     rows = []
     for r in results:
         verdict = next((t.split(":", 1)[1] for t in r.tags if t.startswith("ab:")), None)
@@ -142,6 +165,8 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
                 "head_pick": launch.get("head_pick"),
                 "arch": r.key.arch,
                 "config": r.key.config,
+                # with the test's shape id: a callable's launch (no launch text) is told by it
+                "spec": r.key.spec,
                 "test": r.key.test,
                 "verdict": verdict,
                 "ratio": m.get("ab.ratio"),
@@ -154,6 +179,7 @@ def _ab_rows(results: list[Any]) -> list[dict[str, Any]]:
                 "base_median_ms": sorted(base_ms)[len(base_ms) // 2] if base_ms else None,
                 "head_median_ms": sorted(head_ms)[len(head_ms) // 2] if head_ms else None,
                 "regions_moved": _region_moves(extra.get("base_regions") or {}, m, kernel_name),
+                "identical_in": list((identical or {}).get(r.key.id, [])),
             }
         )
     return rows
@@ -178,6 +204,8 @@ _ROWS: dict[str, dict[str, tuple[type, ...]]] = {
                 "changes": (list,), "ratio_min": _NUM, "ratio_max": _NUM},
     "tests": {"test": (str,), "status": (str,), "changes": (list,)},
     "static_regressions": {"kernel": (str,), "arch": (str,), "test": (str,), "reason": (str,)},
+    "static_improved": {"kernel": (str,), "arch": (str,), "test": (str,), "reason": (str,)},
+    "static_changed": {"kernel": (str,), "arch": (str,), "test": (str,), "reason": (str,)},
     "static_kernels": {"kernel": (str,), "arch": (str,), "site": (str,), "reasons": (list,),
                        "launches": (list,), "tests": (list,)},
 }  # fmt: skip

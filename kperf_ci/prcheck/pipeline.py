@@ -18,13 +18,13 @@ from kperf_ci.capture.launches.base_tree import materialize, resolve_rev
 from kperf_ci.capture.static.repo import ABError, repo_root
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
-from kperf_ci.judge.group import kernel_groups, static_groups, static_launch_text
+from kperf_ci.judge.group import static_groups, static_launch_text
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import StaticVerdict, judge
-from kperf_ci.report.ab import change_text, kernel_change, static_summary, timing_note
+from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
 from kperf_ci.report.safe_text import terminal_safe as safe
 
-from .document import AB_BLOB, ABReport, _ab_rows
+from .document import AB_BLOB, ABReport, _ab_rows, identical_elsewhere
 from .passes import StaticSide, _fail, _pytest, _tail, check_bench_script, static_pass
 
 
@@ -56,7 +56,7 @@ def _plan_results(plan: Path) -> list[list[str]]:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, list) and len(row) == 4:
+        if isinstance(row, list) and len(row) in (4, 5):  # 5: with the timed variant's id
             out.append([str(x) for x in row])
     return out
 
@@ -64,17 +64,26 @@ def _plan_results(plan: Path) -> list[list[str]]:
 def not_timed_messages(
     to_time: list[str], timed: list[dict[str, Any]], results: list[list[str]]
 ) -> list[str]:
-    """One line per launch the timing pass did not time, with its reason, and one per test it
-    timed nothing of and said nothing about (it failed, or launched no kernel, on the GPU)."""
+    """One line per launch the timing pass did not time, with its reason; one per test whose
+    launches were all stored as the identical launch of another test (``identical_in`` of a
+    timed row), naming it; and one per test it timed nothing of and said nothing about (it
+    failed, or launched no kernel, on the GPU)."""
     out = []
     said = set()
-    for test, name, description, verdict in results:
+    for test, name, description, verdict, *_id in results:
         if verdict in ("not-timed", "no-base"):
             out.append(f"not timed: {name} in {test}: {description.removeprefix('not timed: ')}")
             said.add(test)
     timed_tests = {t["test"] for t in timed}
+    timed_as: dict[str, list[str]] = {}
+    for t in timed:
+        for other in t.get("identical_in") or []:
+            timed_as.setdefault(other, []).append(t["test"])
     for test in to_time:
-        if test not in timed_tests and test not in said:
+        if test not in timed_tests and test in timed_as:
+            where = ", ".join(dict.fromkeys(timed_as[test]))
+            out.append(f"{test}: timed as an identical launch in test {where}")
+        elif test not in timed_tests and test not in said:
             out.append(
                 f"not timed: {test} (no changed launch was replayed on the GPU: the test failed or "
                 "skipped there, or launched no Triton kernel; see the log)"
@@ -154,6 +163,7 @@ def run_ab(
         # ones only for the metrics a test's marker or [tool.kperf] asked to gate
         verdict = _static_regressions(settings, tests, _timed_keys(report.timed))
         report.static_regressions = verdict.regressions
+        report.static_improved, report.static_changed = verdict.improved, verdict.changed
         _echo_static_regressions(verdict, echo)
         report.wall_s = time.monotonic() - t_start
         echo(
@@ -247,9 +257,10 @@ def _timing_pass(
         _fail(f"A/B timing stored no run (pytest exit {rc})", out)
     timed_run = store.load_run(timed_db, artifacts=("ab", "launch"))
     report.device = timed_run.info.fingerprint.gpu
-    report.timed = _ab_rows(timed_run.results)
+    results = _plan_results(plan)
+    report.timed = _ab_rows(timed_run.results, identical_elsewhere(timed_run.results, results))
     report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
-    for msg in not_timed_messages(to_time, report.timed, _plan_results(plan)):
+    for msg in not_timed_messages(to_time, report.timed, results):
         report.messages.append(msg)
         echo(f"  {safe(msg)}")
     if rc not in (0, 1):
@@ -257,28 +268,27 @@ def _timing_pass(
         echo(f"  timing pass: pytest exit {rc}\n{_tail(out)}")
     if report.timed:
         echo(f"  {timing_note({'timed': report.timed})}")
-    for k in kernel_groups(report.timed):  # one line per Triton kernel, its launches below
-        echo(
-            safe(
-                f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
-                f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
-            )
-        )
-        for x in k["launches"]:
-            echo(safe(f"      {x['verdict']:<12} {change_text(x)}  {x['launch']}"))
+    for line in terminal_lines({"timed": report.timed}):  # per Triton kernel, its launches below
+        echo(safe(line))
     return timed_db
 
 
 def _echo_static_regressions(verdict: StaticVerdict, echo: Any) -> None:
-    """Step 3's output: one line per kernel with a static regression, its launches below (an
-    autotuned call once, as its worst config); then, the same way, the launches not timed whose
-    code moved without failing the check (instruction counts, registers or shared memory that
-    left the occupancy as it was): shown, so that a reviewer sees them, and how to gate them."""
-    for word, entries in (("static regression", verdict.regressions), ("static changed", verdict.changed)):
+    """Step 3's output, in the static gate's words: one line per kernel with a static regression
+    ("static regressed"), its launches below (an autotuned call once, as its worst config); then,
+    the same way, the launches not timed whose code got better ("static improved": fewer spills,
+    a higher occupancy) and those whose code moved without either ("static changed": instruction
+    counts, registers or shared memory that left the occupancy as it was): shown, so that a
+    reviewer sees them, and how to gate them."""
+    words = (
+        ("static regressed", "regress", verdict.regressions),
+        ("static improved", "improved", verdict.improved),
+        ("static changed", "changed", verdict.changed),
+    )
+    for word, alike, entries in words:
         for g in static_groups(entries):
             echo(safe(f"  {word}: {g['kernel']} {g['arch']} ({g['site']}): {static_summary(g)}"))
             for x in g["launches"]:
-                alike = "regress" if word == "static regression" else "changed"
                 echo(safe(f"      {static_launch_text(x, alike)}: {', '.join(x['tests'])}"))
     if verdict.changed:
         echo(

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kperf_ci.judge.group import static_launch_text
 from kperf_ci.report.ab_html import render_html, script_sweeps
 from kperf_ci.report.ab_view import (
     cause_text,
@@ -21,18 +20,22 @@ from kperf_ci.report.ab_view import (
     changed_tests,
     floor_ms,
     headline,
+    identical_notes,
     kernel_change,
     kernels_of,
-    launch_identity,
     pct,
     shape_text,
     sides,
+    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
+    static_rows,
     static_summary,
+    terminal_lines,
     times_text,
     timing_note,
+    where_text,
     why_not_called,
 )
 from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
@@ -40,9 +43,9 @@ from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
 #: what other modules import from here (the comment's module was the A/B reports' only one)
 __all__ = [
     "MARKER", "MAX_CHARS", "cause_text", "change_text", "floor_ms", "headline", "kernel_change",
-    "kernels_of", "launch_identity", "pct", "render_html", "render_markdown", "render_summary",
+    "kernels_of", "pct", "render_html", "render_markdown", "render_summary",
     "script_sweeps", "shape_text", "slower_count", "static_kernels_of", "static_summary",
-    "times_text", "timing_note", "why_not_called", "write_ab_reports",
+    "terminal_lines", "times_text", "timing_note", "why_not_called", "write_ab_reports",
 ]  # fmt: skip
 
 MARKER = "<!-- kperf-ab -->"  # lets a bot find and edit its own comment
@@ -75,7 +78,7 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
     verdict = str(k.get("verdict"))
     return [
         f"{_ICON.get(verdict, '')} {md(verdict)}",
-        f"{md(k['kernel'])} ({md(k['site'])})",
+        f"{md(k['kernel'])} ({md(site_text(k))})",
         md(shape_text(w)),
         md(times_text(w)),
         md(kernel_change(k)),
@@ -89,9 +92,14 @@ def _launch_line(x: dict[str, Any]) -> str:
     why = f" ({md(x['why'])})" if x.get("why") else ""
     tests = ", ".join(str(t) for t in (x.get("tests") or [])[:3])
     more = f" +{len(x['tests']) - 3} more" if len(x.get("tests") or []) > 3 else ""
+    same = identical_notes(x)
+    if same:  # the tests whose identical launch this one stands for
+        more += f"; {same[0]}" + (f" (and {len(same) - 1} more test(s))" if len(same) > 1 else "")
+    # the launch's own cause (its option and code changes), before its arguments
+    cause = f"{md('; '.join(str(c) for c in x['changes']))} · " if x.get("changes") else ""
     return (
         f"  - {_ICON.get(str(x['verdict']), '')} {md(x['verdict'])} {md(change_text(x))}, "
-        f"{md(times_text(x))}{why}: {md(x['launch']) or '-'} ({md(tests)}{md(more)})"
+        f"{md(times_text(x))}{why}: {cause}{md(x['launch']) or '-'} ({md(tests)}{md(more)})"
     )
 
 
@@ -155,24 +163,55 @@ def _launch_fold(out: CommentBudget, kernels: list[dict[str, Any]], cut: _Cut) -
     out.close_fold()
 
 
-def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None:
-    """Static regressions (launches not timed), then the static diff per test, folded."""
-    groups = static_kernels_of(doc)
-    if groups and out.add_if_fits("**Static regressions** (launches not timed)"):
-        out.add("")
-        for i, g in enumerate(groups):
-            line = f"- {md(g['kernel'])} ({md(g['site'])}) {md(g['arch'])}: {md(static_summary(g))}"
+_STATIC_TOP = ["static", "kernel", "arch", "worst launch", "cause", "launches"]
+_GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
+
+
+def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> None:
+    """The launches not timed, one row per kernel and arch in the static gate's words (capped
+    as the timed table is), then each launch with its own word, folded."""
+    if not out.add_if_fits("**Static verdict per kernel** (launches not timed)"):
+        cut("static kernels", len(rows))
+        return
+    out.add("")
+    out.add("\n".join(table_lines([], _STATIC_TOP)))
+    shown = 0
+    for k in rows[:MAX_KERNEL_ROWS]:
+        where = f" in {md(k['file'])}" if k["file"] else ""
+        cells = [
+            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(k["kernel"]) + where,
+            md(k["arch"]), md(k["shape"]), md(k["cause"]), md(k["count"]),
+        ]  # fmt: skip
+        if not out.add_if_fits(table_lines([cells], _STATIC_TOP)[2]):
+            break
+        shown += 1
+    if shown < len(rows):
+        out.add(table_lines([["", f"… {len(rows) - shown} more", "", "", "", ""]], _STATIC_TOP)[2])
+    cut("static kernels", len(rows) - shown)
+    out.add("")
+    n = sum(len(k["launches"]) for k in rows)
+    lines = [
+        f"- {md(k['kernel'])} {md(k['arch'])}: {_GATE_ICON.get(x['gate'], '')} {md(x['gate'])}: "
+        f"{md(x.get('reason'))}; {md(x['launch']) or '-'} ({md(', '.join(x.get('tests') or []))})"
+        for k in rows
+        for x in k["launches"]
+    ]
+    if lines and out.open_fold(f"<details><summary>Each launch not timed ({n})</summary>", lines[0]):
+        for i, line in enumerate(lines):
             if not out.add_if_fits(line):
-                cut("static regressions", len(groups) - i)
+                cut("launches not timed", len(lines) - i)
                 break
-            for x in g["launches"][:8]:
-                tests = ", ".join(x["tests"][:3]) + (" …" if len(x["tests"]) > 3 else "")
-                what = md(static_launch_text(x)) or "-"
-                if not out.add_if_fits(f"  - {what}: {md(x['reason'])} ({md(tests)})"):
-                    break
-        out.add("")
+        out.close_fold()
     else:
-        cut("static regressions", len(groups))
+        cut("launches not timed", len(lines))
+
+
+def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None:
+    """The launches not timed per kernel, in the static gate's words, then the static diff per
+    test, folded."""
+    rows = static_rows(doc)
+    if rows:
+        _static_table(out, rows, cut)
     diffs = [
         "\n".join([f"- **{md(t['status'])}** {md(t['test'])}", *(f"  - {md(c)}" for c in t["changes"] or [])])
         for t in changed_tests(doc)
@@ -192,14 +231,22 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
     (markdown.CommentBudget): every fold closed, and the timing note, the link and the
     truncation notice outside every fold."""
     base_sha, base_rev, head_sha, same = sides(doc)
-    head_words = f"the working tree of `{md(head_sha)}`" if same else f"head `{md(head_sha)}`"
+    # a slimmed document may not record the revisions: said, never an empty `` ()
+    base_words = " ".join(
+        filter(None, [f"`{md(base_sha)}`" if base_sha else "", f"({md(base_rev)})" if base_rev else ""])
+    )
+    if not head_sha:
+        head_words = "head"
+    else:
+        head_words = f"the working tree of `{md(head_sha)}`" if same else f"head `{md(head_sha)}`"
+    if not base_sha and not head_sha:
+        base_words, head_words = "(revisions not recorded in this document)", "head"
     out = CommentBudget(max_chars, reserve=_RESERVE)
     head = [
         MARKER,
         "## kperf ab: " + headline(doc),  # our own words and numbers only
         "",
-        f"Base `{md(base_sha)}` ({md(base_rev)}) vs {head_words}"
-        + (f" on {md(doc['device'])}" if doc.get("device") else " (static only)"),
+        f"Base {base_words or '(not recorded)'} vs {head_words} {md(where_text(doc))}",
         "",
     ]
     if note := timing_note(doc):

@@ -8,24 +8,26 @@ import re
 from typing import Any
 
 from kperf_ci.config import Settings
-from kperf_ci.judge.group import static_launch_text
+from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
     cause_text,
     change_text,
     floor_ms,
     headline,
+    identical_notes,
     kernel_change,
     kernels_of,
     number,
-    severity,
     shape_text,
     sides,
+    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
-    static_summary,
+    static_rows,
     times_text,
     timing_note,
+    where_text,
 )
 from kperf_ci.report.html import render_page
 from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
@@ -80,6 +82,10 @@ def _tiles(
         tiles.append(
             {"cls": "worse", "n": len({g["site"] for g in regs}), "label": "kernels regressed (static)"}
         )
+    if improved := {g["site"] for g in static_groups(doc.get("static_improved") or [])} - {
+        g["site"] for g in regs
+    }:
+        tiles.append({"cls": "better", "n": len(improved), "label": "kernels improved (static)"})
     for status, label in (("changed", "tests changed"), ("identical", "tests identical, not timed")):
         if c.get(status):
             tiles.append({"cls": status, "n": int(c[status]), "label": label})
@@ -144,7 +150,7 @@ def render_html(doc: dict[str, Any]) -> str:
             {
                 "verdict": str(k["verdict"]),
                 "kernel": str(k["kernel"]),
-                "site": str(k["site"]),
+                "site": site_text(k),
                 "shape": shape_text(w),
                 "times": times_text(w),
                 "change": kernel_change(k),
@@ -161,24 +167,23 @@ def render_html(doc: dict[str, Any]) -> str:
                         "why": str(x.get("why") or ""),
                         "launch": str(x.get("launch") or ""),
                         "changes": [str(c) for c in x.get("changes") or []],
-                        "tests": [str(t) for t in x.get("tests") or []],
+                        "tests": [str(t) for t in x.get("tests") or []] + identical_notes(x),
                     }
                     for x in k.get("launches") or []
                 ],
             }
         )
-    regs = [
+    regs = static_kernels_of(doc)
+    static = [
         {
-            "kernel": str(g["kernel"]),
-            "arch": str(g["arch"]),
-            "site": str(g["site"]),
-            "summary": static_summary(g),
+            **{f: str(k[f]) for f in ("gate", "kernel", "site", "arch", "shape", "cause", "count")},
             "launches": [
-                {"launch": static_launch_text(x), "reason": str(x["reason"])} for x in g["launches"]
+                {"gate": str(x["gate"]), "launch": str(x["launch"]), "reason": str(x.get("reason") or "")}
+                for x in k["launches"]
             ],
-            "tests": [str(t) for t in g["tests"]],
+            "tests": [str(t) for t in k["tests"]],
         }
-        for g in static_kernels_of(doc)
+        for k in static_rows(doc)
     ]
     base_sha, base_rev, head_sha, same = sides(doc)
     return render_page(
@@ -191,13 +196,13 @@ def render_html(doc: dict[str, Any]) -> str:
         base_rev=base_rev,
         head_sha=head_sha,
         same=same,
-        device=doc.get("device"),
+        where=where_text(doc),
         timing_note=timing_note(doc),
         floor=fmt_value(floor, "ms"),
         timed=timed,
         kernels=kernels,
         sweeps=script_sweeps(doc),
-        regs=regs,
+        static=static,
         tests=sorted(
             (
                 {

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from kperf_ci.config import Settings
-from kperf_ci.judge.group import launch_text, static_groups
+from kperf_ci.judge.group import kernel_groups, launch_text, severity, static_groups, static_launch_text
 from kperf_ci.units import fmt_value
 
 
@@ -26,17 +26,6 @@ def change_text(t: dict[str, Any]) -> str:
         return "?"
     ci = "" if t.get("ci_low") is None else f" [{pct(t['ci_low'])}, {pct(t['ci_high'])}]"
     return f"{pct(t['ratio'])}{ci}"
-
-
-#: verdict order, worst first: what the reader should look at first comes first
-_SEVERITY = {"slower": 0, "inconclusive": 1, "no-base": 2, "faster": 3, "unchanged": 4, "identical": 5}
-
-
-def severity(x: dict[str, Any]) -> tuple[int, float]:
-    ratio = x.get("ratio")
-    r = float(ratio) if isinstance(ratio, (int, float)) else 1.0
-    # slower: the largest slowdown first; faster: the largest speedup first
-    return _SEVERITY.get(str(x.get("verdict")), 9), (-r if x.get("verdict") != "faster" else r)
 
 
 def floor_ms(doc: dict[str, Any]) -> float:
@@ -71,88 +60,42 @@ def why_not_called(x: dict[str, Any], floor: float) -> str:
     return "the 99% interval includes zero"
 
 
-def launch_identity(t: dict[str, Any]) -> tuple[str, ...]:
-    """What makes two timed rows one launch: its kernel, shapes, options and constexprs (the
-    launch text). A `kperf.bench` callable's row carries no launch text; its stored name (with
-    its shape suffix), options and test stand in, so distinct launches are never merged under
-    an empty label."""
-    launch = str(t.get("launch") or "")
-    if launch:
-        return ("launch", launch)
-    return ("variant", str(t.get("kernel") or ""), str(t.get("config") or ""), str(t.get("test") or ""))
-
-
-def _launch_label(t: dict[str, Any]) -> str:
-    if t.get("launch"):
-        return str(t["launch"])
-    bits = [str(t.get("kernel") or ""), str(t.get("config") or ""), f"in {t.get('test')}"]
-    return "; ".join(b for b in bits if b)
-
-
-def _kernels_from_timed(timed: list[dict[str, Any]], floor: float) -> list[dict[str, Any]]:
-    groups: dict[str, dict[str, Any]] = {}
-    for t in timed:
-        name = str(t["kernel"]).split("#", 1)[0]
-        site = str(t.get("site") or name)
-        g = groups.setdefault(site, {"kernel": name, "site": site, "launches": {}, "tests": []})
-        if t["test"] not in g["tests"]:
-            g["tests"].append(t["test"])
-        g["launches"].setdefault(launch_identity(t), []).append(t)
-    out = []
-    for g in groups.values():
-        launches = []
-        for runs in g["launches"].values():
-            runs = sorted(runs, key=severity)
-            w = runs[0]
-            x = {
-                "launch": _launch_label(w),
-                "verdict": str(w["verdict"]),
-                "ratio": w.get("ratio"),
-                "ci_low": w.get("ci_low"),
-                "ci_high": w.get("ci_high"),
-                "threshold": w.get("threshold"),
-                "base_ms": w.get("base_median_ms"),
-                "head_ms": w.get("head_median_ms"),
-                "tests": list(dict.fromkeys(str(r["test"]) for r in runs)),
-                "changes": [str(c) for c in (w.get("changes") or [])]
-                + [str(c) for c in (w.get("regions_moved") or [])],
-            }
-            x["why"] = why_not_called(x, floor)
-            launches.append(x)
-        launches.sort(key=severity)
-        out.append(_kernel_row(g["kernel"], g["site"], launches, g["tests"]))
-    out.sort(key=lambda k: severity(k["launches"][0]) if k["launches"] else (9, 0.0))
-    return out
-
-
-def _kernel_row(kernel: str, site: str, launches: list[dict[str, Any]], tests: list[str]) -> dict[str, Any]:
-    ratios = [r for x in launches if (r := number(x.get("ratio"))) is not None]
-    return {
-        "kernel": kernel,
-        "site": site,
-        "verdict": launches[0]["verdict"] if launches else "?",
-        "ratio_min": min(ratios) if ratios else None,
-        "ratio_max": max(ratios) if ratios else None,
-        "launches": launches,
-        "tests": tests,
-        "changes": list(dict.fromkeys(c for x in launches for c in x.get("changes") or [])),
-    }
-
-
 def kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The timed launches per Triton kernel, worst first, each launch once (its identity:
-    :func:`launch_identity`) with its base and head times and why it was not called slower.
-    Built from the document's timed rows; a document that holds only ``kernels`` (a slimmed
-    one) is read as it is."""
+    """The timed launches per Triton kernel, worst first, each launch once (the judge's
+    grouping, :func:`kperf_ci.judge.group.kernel_groups`) with its base and head times and why
+    it was not called slower. Grouped again from the document's timed rows, so that a document
+    stored before launches had their identity reads as today's; a document that holds only
+    ``kernels`` (a slimmed one) is read as it is."""
     floor = floor_ms(doc)
     timed = doc.get("timed")
-    if isinstance(timed, list) and timed:
-        return _kernels_from_timed(timed, floor)
-    kernels = doc.get("kernels")
+    kernels = kernel_groups(timed) if isinstance(timed, list) and timed else doc.get("kernels")
     out = []
     for k in kernels if isinstance(kernels, list) else []:
         launches = [{**x, "why": why_not_called(x, floor)} for x in k.get("launches") or []]
         out.append({**k, "launches": sorted(launches, key=severity)})
+    return out
+
+
+def identical_notes(x: dict[str, Any]) -> list[str]:
+    """Tests whose launch was the identical launch of this one, and so timed as it: "t.py::b:
+    timed as an identical launch in test t.py::a" (the run stores one variant per launch)."""
+    where = ", ".join(str(t) for t in (x.get("tests") or [])[:1]) or "?"
+    return [f"{t}: timed as an identical launch in test {where}" for t in x.get("identical_in") or []]
+
+
+def terminal_lines(doc: dict[str, Any]) -> list[str]:
+    """`kperf ab`'s terminal: one line per Triton kernel, each distinct launch below it with its
+    effect, base → head times and why it was not called slower (not yet escaped: the caller
+    writes them through terminal_safe)."""
+    out = []
+    for k in kernels_of(doc):
+        out.append(
+            f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
+            f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
+        )
+        for x in k["launches"]:
+            why = f" ({x['why']})" if x.get("why") else ""
+            out.append(f"      {x['verdict']:<12} {change_text(x)}, {times_text(x)}{why}  {x['launch']}")
     return out
 
 
@@ -188,6 +131,14 @@ def shape_text(x: dict[str, Any]) -> str:
     if grid:
         bits.append(f"grid {grid.group(1)}")
     return "; ".join(bits) or (launch[:60] if launch else "-")
+
+
+def site_text(k: dict[str, Any]) -> str:
+    """Where the kernel lives, without saying its name twice: "src/ops/geglu.py" for the site
+    "src/ops/geglu.py::_geglu_kernel" of _geglu_kernel; the whole site when the names differ."""
+    site, kernel = str(k.get("site") or ""), str(k.get("kernel") or "")
+    path, _, qualname = site.rpartition("::")
+    return path if path and qualname == kernel else site
 
 
 def slower_count(k: dict[str, Any]) -> str:
@@ -257,6 +208,19 @@ def timing_note(doc: dict[str, Any]) -> str:
     return f"Times: {words}, L2 flushed before each call, base and head interleaved."
 
 
+def was_timed(doc: dict[str, Any]) -> bool:
+    """Whether anything of the document was timed on a GPU: its timed rows (or, in a slimmed
+    document, its kernels), never its device name, which a run may not have recorded."""
+    return bool(doc.get("timed") or doc.get("kernels"))
+
+
+def where_text(doc: dict[str, Any]) -> str:
+    """ "on NVIDIA H100 80GB HBM3", "on a GPU (its name was not recorded)" or "(static only)"."""
+    if doc.get("device"):
+        return f"on {doc['device']}"
+    return "on a GPU (its name was not recorded)" if was_timed(doc) else "(static only)"
+
+
 def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
 
@@ -269,17 +233,80 @@ def sides(doc: dict[str, Any]) -> tuple[str, str, str, bool]:
     return base_sha, str(base.get("rev", "")), head_sha, bool(head_sha) and head_sha == base_sha
 
 
+#: the static gate's words, worst first (never a time verdict's)
+GATE_WORDS = ("regressed", "improved", "changed")
+
+
 def static_gate(doc: dict[str, Any]) -> dict[str, str]:
-    """Per kernel site, the static gate's word (its own column, never a time verdict):
-    regressed (a static regression of a launch not timed) or changed (its code changed)."""
+    """Per kernel site, the static gate's word (its own column, never a time verdict): regressed
+    (a static regression of a launch not timed), improved (fewer spills, a higher occupancy, and
+    nothing regressed) or changed (its code changed)."""
     out: dict[str, str] = {}
     for t in doc.get("tests") or []:
         for lc in t.get("launches") or [] if isinstance(t, dict) else []:
             if isinstance(lc, dict) and lc.get("status") == "changed":
                 out.setdefault(str(lc.get("site") or lc.get("name") or ""), "changed")
+    for g in static_groups(_entries(doc, "static_improved")):
+        out[str(g["site"])] = "improved"
     for g in static_kernels_of(doc):
         out[str(g["site"])] = "regressed"
     return out
+
+
+def _entries(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    rows = doc.get(name)
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def _option_changes(doc: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
+    """(test, kernel site) -> what the launch diff says changed besides the compiled code: its
+    options, constexprs and work ("num_warps 4 -> 1"), the cause a reviewer looks for first."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for t in doc.get("tests") or []:
+        for lc in t.get("launches") or [] if isinstance(t, dict) else []:
+            if isinstance(lc, dict) and lc.get("status") == "changed":
+                changes = [str(c) for c in lc.get("changes") or [] if "SASS changed" not in str(c)]
+                out.setdefault((str(t.get("test")), str(lc.get("site"))), changes)
+    return out
+
+
+def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The launches not timed, one row per Triton kernel and arch, worst first, in the static
+    gate's words: its worst launch (shapes and grid), the cause (option changes, then what the
+    verdict says moved), "N of M launches regressed", and every launch with its own word."""
+    options = _option_changes(doc)
+    kernels: dict[tuple[str, str], dict[str, Any]] = {}
+    groups = (
+        ("regressed", static_kernels_of(doc)),
+        ("improved", static_groups(_entries(doc, "static_improved"))),
+        ("changed", static_groups(_entries(doc, "static_changed"))),
+    )
+    for gate, gs in groups:
+        for g in gs:
+            k = kernels.setdefault(
+                (str(g["site"]), str(g["arch"])),
+                {"gate": gate, "kernel": str(g["kernel"]), "site": str(g["site"]), "arch": str(g["arch"]),
+                 "launches": [], "tests": []},
+            )  # fmt: skip
+            k["tests"] += [str(t) for t in g.get("tests") or [] if str(t) not in k["tests"]]
+            for x in g.get("launches") or []:
+                text = static_launch_text(x, "regress" if gate == "regressed" else gate)
+                moved = options.get((str((x.get("tests") or [""])[0]), str(g["site"])), [])
+                k["launches"].append({**x, "gate": gate, "launch": text, "options": moved})
+    out = []
+    for k in kernels.values():
+        w = k["launches"][0]
+        n = sum(1 for x in k["launches"] if x["gate"] == k["gate"])
+        out.append(
+            {
+                **k,
+                "shape": shape_text(w),
+                "file": k["site"].split("::", 1)[0] if "::" in k["site"] else "",
+                "cause": "; ".join([*w["options"], str(w.get("reason") or "")]).strip("; ") or "-",
+                "count": f"{n} of {len(k['launches'])} launches {k['gate']}",
+            }
+        )
+    return sorted(out, key=lambda k: GATE_WORDS.index(k["gate"]))
 
 
 def static_kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:

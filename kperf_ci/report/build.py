@@ -15,6 +15,7 @@ from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
 from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, findings_from_json
 from ..metrics import direction_of, headline, row_verdict_of_timing, variant_verdict_of_time_row
 from ..model import Metric, RunRecord, VariantResult
+from ..units import fmt_value
 from .kernels import fold_kernels, label_specs
 from .safe_text import terminal_safe
 from .view import STATIC_HEADLINE, BlobFn, HistoryFn, MetricRow, Report, VariantView, describe_row
@@ -131,8 +132,17 @@ def _summary(rows: Iterable[MetricRow], limit: int = 3) -> str:
         and r.verdict in ("worse", "better")
         and r.name not in ("time.mean", "time.min", "time.ci_low", "time.ci_high", "time.iqr")
         and not r.name.endswith((".fraction", ".ms"))
+        and not _reads_equal(r)
     ]
     return "; ".join(describe_row(r) for r in moved[:limit])
+
+
+def _reads_equal(r: MetricRow) -> bool:
+    """A row whose two values print alike ("analysis.epilogue_fraction 0.1 -> 0.1"): it moved
+    below what a reader can see, so it is no "what moved" for them (time and regions say %)."""
+    if r.kind in ("time", "region") or r.base is None or r.cur is None:
+        return False
+    return fmt_value(r.base) == fmt_value(r.cur)
 
 
 def _score(rows: list[MetricRow]) -> float:

@@ -81,7 +81,7 @@ def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None],
         "❌" if v.regression else _ICON.get(v.verdict, ""),
         name,
         md_field(v.key.arch),
-        md_field(" · ".join(x for x in (v.key.config, v.short_spec) if x)),
+        md_field(" · ".join(x for x in (v.shown_config, v.short_spec) if x)),
         md_field(v.headline_text),
         md_field(what, 2 * FIELD_CHARS),
     ]
@@ -163,11 +163,22 @@ _FINDINGS_HEADER = ["", "kernel", "finding", "value", "explanation", "suggestion
 
 
 def _findings_head(report: Report) -> str:
-    pairs = report.flagged_findings
+    """The section's title, over the kernels the change touched (a PR comment lists no finding
+    that pre-dates the change on a kernel it left alone; they are counted, in the full report)."""
+    pairs = report.pr_findings
     n_var = len({id(v) for v, _f in pairs})
-    total = report.flagged_total
+    total = report.pr_flagged_total
     cap = f"; the {report.findings_per_kernel} costliest per kernel listed" if total > len(pairs) else ""
     return f"### Analysis findings ({total} flagged in {n_var} kernel{'s' if n_var != 1 else ''}{cap})"
+
+
+def _untouched_line(report: Report) -> str:
+    """ "_12 more flagged findings on kernels this change did not touch: in the full report._" """
+    n = report.flagged_total - report.pr_flagged_total
+    if not n:
+        return ""
+    what = f"{n} more flagged finding{'s' if n != 1 else ''}"
+    return f"_{what} on kernels this change did not touch: in the full report._"
 
 
 def _findings_rows(report: Report, link: Callable[[VariantView], str | None]) -> list[list[str]]:
@@ -175,12 +186,12 @@ def _findings_rows(report: Report, link: Callable[[VariantView], str | None]) ->
     (same variant) already gave is not repeated: the wave findings of one grid share theirs."""
     rows = []
     prev: tuple[int, str] | None = None
-    for v, f in report.flagged_findings:
+    for v, f in report.pr_findings:
         name = md_field(v.key.kernel)
         href = link(v)
         if href:
             name = f"[{name}]({href}#findings)"
-        variant = md_field(" · ".join(x for x in (v.key.config, v.short_spec) if x))
+        variant = md_field(" · ".join(x for x in (v.shown_config, v.short_spec) if x))
         if variant:
             name += f"<br><sub>{variant}</sub>"
         value = md_field(fmt_value(f.value, f.unit))
@@ -206,13 +217,14 @@ def findings_lines(report: Report, max_rows: int = MAX_FINDINGS) -> list[str]:
     """The "Analysis findings" section of the current run (empty when nothing is flagged):
     at most ``max_rows`` rows, then how many more the full report has."""
     rows = _findings_rows(report, _link_fn(report))
+    untouched = _untouched_line(report)
     if not rows:
-        return []
+        return [untouched, ""] if untouched else []
     out = [_findings_head(report), "", *table_lines(rows[:max_rows], _FINDINGS_HEADER)]
     shown = min(len(rows), max_rows)
-    if report.flagged_total > shown:
-        out += ["", f"_… {report.flagged_total - shown} more flagged findings; see the full report._"]
-    return out + [""]
+    if report.pr_flagged_total > shown:
+        out += ["", f"_… {report.pr_flagged_total - shown} more flagged findings; see the full report._"]
+    return out + ([""] + [untouched] if untouched else []) + [""]
 
 
 class CommentBudget:
@@ -346,11 +358,14 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
                 out.add(row)
                 n += 1
             out.add("")
-            if n < report.flagged_total:
-                out.add(f"_… {report.flagged_total - n} more flagged findings; see the full report._")
+            if n < report.pr_flagged_total:
+                out.add(f"_… {report.pr_flagged_total - n} more flagged findings; see the full report._")
                 out.add("")
         else:
-            omitted.append(f"analysis findings ({report.flagged_total} flagged)")
+            omitted.append(f"analysis findings ({report.pr_flagged_total} flagged)")
+    if (untouched := _untouched_line(report)) and out.fits(untouched, reserve):
+        out.add(untouched)
+        out.add("")
     shown = {id(v) for v in regs}
     for verdict, title, is_open in _SECTIONS:
         vs = [v for v in report.variants if v.verdict == verdict and id(v) not in shown]

@@ -230,7 +230,7 @@ def write_summary(ks: Any, tr: Any) -> None:
     else:
         tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}{_counts(ks.results)}")
     write_status(ks, tr)
-    for _nodeid, label, description, verdict in ks.ab_results:
+    for _nodeid, label, description, verdict, *_id in ks.ab_results:
         tr.write_line(f"kperf A/B {t(label)}: {t(verdict)}: {t(description)}", red=verdict == "slower")
     write_findings(ks.findings, tr, db=ks.saved_to)
     for nodeid, message in ks.warnings:

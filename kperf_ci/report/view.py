@@ -143,6 +143,21 @@ class VariantView:
         return describe_row(h)
 
     @property
+    def shown_config(self) -> str:
+        """The launch options as a headline shows them: a multi-kernel callable's timing is keyed
+        by an internal "callable:<hash>" (its kernels are rows of their own), never shown."""
+        return "" if self.key.config.startswith("callable:") else self.key.config
+
+    @property
+    def touched(self) -> bool:
+        """Whether the change touched this kernel: a verdict other than unchanged (slower, worse,
+        new, ...; without a baseline every kernel is new), or compiled code that differs."""
+        if self.verdict not in ("unchanged", "same"):
+            return True
+        b, c = self.base, self.cur
+        return b is not None and c is not None and b.sass_hash != c.sass_hash
+
+    @property
     def short_spec(self) -> str:
         """What tells variants of one kernel apart at a glance: the constexpr and specialised
         values of the signature (``BLOCK_M=128, stride_k=1``), else its end; with what tells it
@@ -210,6 +225,16 @@ class Report:
     def flagged_total(self) -> int:
         """Every flagged finding of the current run, the ones over the per-kernel cap included."""
         return sum(len(v.flagged_findings) for v in self.variants)
+
+    @property
+    def pr_findings(self) -> list[tuple[VariantView, Finding]]:
+        """What a pull-request comment lists: the flagged findings of kernels the change touched
+        (:attr:`VariantView.touched`); those of kernels it left alone pre-date it (full report)."""
+        return [(v, f) for v, f in self.flagged_findings if v.touched]
+
+    @property
+    def pr_flagged_total(self) -> int:
+        return sum(len(v.flagged_findings) for v in self.variants if v.touched)
 
     @property
     def fingerprint_rows(self) -> list[tuple[str, str, str, bool]]:
