@@ -475,7 +475,8 @@ def run_case(spec: Repo, case: Case, repo: Path, work: Path, python: str) -> dic
     status, what, n = _launch_status(doc, case.kernel)
     if case.expected_exit is not None:
         right = r["rc"] == case.expected_exit
-        status = status if doc else f"no document (exit {r['rc']})"
+        # no A/B document on exit 2: nothing was compared, so nothing is known of the launches
+        status, what = (status, what) if doc else ("unknown", f"no A/B document (kperf ab exit {r['rc']})")
     else:
         right = status == case.expected and (not case.expect_text or case.expect_text in what)
     lines = r["out"].rstrip().splitlines()
