@@ -176,3 +176,37 @@ def test_no_baseline():
     assert all(v.verdict == "new" for v in report.variants)
     _check_tables(text)
     _check_details(text)
+
+
+def test_a_report_against_the_previous_run_is_not_a_gate(tmp_path):
+    """A new user's `kperf run` without baselines/main.db: the run exited 0 (nothing gated it) while
+    its comment read "❌ kperf: 1 regressed kernel", compared with the run before it in the same
+    database. The previous run stands in for the baseline: what moved is shown, the headline
+    says it was not gated, and no ❌. With a baseline database the same change is a ❌ regression."""
+    import subprocess
+    import sys
+
+    from conftest import make_info, make_result
+
+    from kperf_ci import store
+
+    db, base_db = tmp_path / "run.db", tmp_path / "base.db"
+    older, newer = make_info("older"), make_info("newer")
+    store.save_run(str(db), older, [make_result(registers=32, spills=0)])
+    store.save_run(str(db), newer, [make_result(registers=32, spills=64)])
+    store.save_run(str(base_db), older, [make_result(registers=32, spills=0)])
+
+    def comment(*extra: str) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "kperf_ci", "report", "--db", str(db), "--format", "markdown", *extra],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    implicit = comment()
+    head = implicit.splitlines()[0] if not implicit.startswith("<!--") else implicit.splitlines()[1]
+    assert "❌" not in head and "⚠️" in head, head
+    assert "since the previous run (no baseline database: not gated)" in head, head
+    gated = comment("--baseline", str(base_db))
+    assert "## ❌ kperf: 1 regressed kernel" in gated, gated[:400]

@@ -103,6 +103,8 @@ def report_cmd(
             blob=blob_reader(settings.db, current, base_path, base),
             link=link,
             findings_per_kernel=settings.findings_per_kernel,
+            # the run before this one stands in for a missing baseline database: shown, not a gate
+            previous_run=base is not None and not base_run and not _exists(settings.baseline),
         )
     if fmt == "html":
         out = Path(output or settings.report)
@@ -185,6 +187,10 @@ def _write_error(e: OSError, where: Path) -> KperfError:
         f"{path}: cannot write the report ({e.strerror or type(e).__name__}); "
         "pass a directory you can write with -o"
     )
+
+
+def _exists(path: str | None) -> bool:
+    return bool(path) and Path(str(path)).exists()
 
 
 def load_pair(

@@ -186,6 +186,7 @@ def build_report(
     link: str | None = None,
     generated_at: str | None = None,
     findings_per_kernel: int = DEFAULT_PER_KERNEL,
+    previous_run: bool = False,
 ) -> Report:
     """Join the two runs by variant and apply the comparison (``kperf_ci.judge.comparison.Comparison``).
 
@@ -253,6 +254,7 @@ def build_report(
         comparison_status=status,
         comparison_line=getattr(comparison, "status_line", ""),
         findings_per_kernel=findings_per_kernel,
+        previous_run=previous_run,
     )
 
 

@@ -187,6 +187,9 @@ class Report:
     comparison_line: str = ""
     #: flagged findings listed per kernel in summaries (the kernel page lists all, costliest first)
     findings_per_kernel: int = DEFAULT_PER_KERNEL
+    #: the baseline is the run before this one, standing in for a missing baseline database
+    #: (`kperf run` without baselines/main.db): what moved is shown, but nothing gated the run
+    previous_run: bool = False
 
     @property
     def regressions(self) -> list[VariantView]:
@@ -260,7 +263,12 @@ class Report:
     @property
     def verdict_line(self) -> str:
         if self.regressions:
-            return count_words(self.regressed_kernels, self.removed_kernels)
+            words = count_words(self.regressed_kernels, self.removed_kernels)
+            return (
+                f"{words} since the previous run (no baseline database: not gated)"
+                if self.previous_run
+                else words
+            )
         if self.baseline is None:
             return "no baseline to compare with"
         if not self.comparable:
@@ -273,7 +281,7 @@ class Report:
         baseline, or none comparable), "good" (compared, no regressions). Only "good" gets a
         check mark."""
         if self.regressions:
-            return "bad"
+            return "warn" if self.previous_run else "bad"
         return "good" if self.comparable else "warn"
 
 
