@@ -53,6 +53,11 @@ def breakable(text: Any) -> Markup:
     )
 
 
+def arrows(text: Any) -> Markup:
+    """``text`` escaped, each "->" kept whole (Chromium would break "375 -|> 1,252")."""
+    return Markup(str(escape(str(text))).replace("-&gt;", '<span class="nw">-&gt;</span>'))
+
+
 def _cell(text: str) -> str:
     """A time or change cell that wraps only before its interval: "6.05 µs → 7.97 µs" and
     "+32.18%" / "[+31.70%, +32.64%]" each stay whole (the tables fit the page at 1400 px)."""
@@ -146,6 +151,28 @@ def _plot(k: dict[str, Any], floor: float) -> Any:
     return ab_intervals_svg(rows, Settings.ab_threshold, f"{k['kernel']}: change per launch")
 
 
+def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The static table's rows (report/ab_view.static_rows), escaped and breakable for the page."""
+    return [
+        {
+            **{f: str(k[f]) for f in ("gate", "arch", "shape", "count")},
+            "cause": arrows(k["cause"]),
+            "kernel": breakable(k["kernel"]),
+            "site": breakable(k["site"]),
+            "launches": [
+                {
+                    "gate": str(x["gate"]),
+                    "launch": breakable(x["launch"]),
+                    "reason": arrows(x.get("reason") or ""),
+                }
+                for x in k["launches"]
+            ],
+            "tests": [breakable(t) for t in k["tests"]],
+        }
+        for k in static_rows(doc)
+    ]
+
+
 def render_html(doc: dict[str, Any]) -> str:
     """The A/B page: the run report's design (its stylesheet, banner and tiles), wide tables
     scrolling inside their box, kernels worst first, one interval plot per kernel."""
@@ -160,8 +187,8 @@ def render_html(doc: dict[str, Any]) -> str:
                 times_text({"base_ms": t.get("base_median_ms"), "head_ms": t.get("head_median_ms")})
             ),
             "pairs": int(t.get("pairs") or 0),
-            "moved": [str(m) for m in (t.get("regions_moved") or [])]
-            + [str(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
+            "moved": [arrows(m) for m in (t.get("regions_moved") or [])]
+            + [arrows(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
         }
         for t in sorted(doc.get("timed") or [], key=severity)
     ]
@@ -181,14 +208,14 @@ def render_html(doc: dict[str, Any]) -> str:
                 "change": _cell(kernel_change(k)),
                 "count": slower_count(k),
                 "gate": gate.get(str(k["site"]), ""),
-                "cause": cause_text(k),
+                "cause": arrows(cause_text(k)),
                 "svg": svg,
                 "launches": [
                     {
                         "verdict": str(x["verdict"]),
                         "change": _cell(change_text(x)),
                         "times": _cell(times_text(x)),
-                        "cause": [str(c) for c in x.get("changes") or []]
+                        "cause": [arrows(c) for c in x.get("changes") or []]
                         + ([str(x["why"])] if x.get("why") else []),
                         "launch": breakable(x.get("launch") or ""),
                         "tests": [breakable(t) for t in [*(x.get("tests") or []), *identical_notes(x)]],
@@ -198,23 +225,7 @@ def render_html(doc: dict[str, Any]) -> str:
             }
         )
     regs = static_kernels_of(doc)
-    static = [
-        {
-            **{f: str(k[f]) for f in ("gate", "arch", "shape", "cause", "count")},
-            "kernel": breakable(k["kernel"]),
-            "site": breakable(k["site"]),
-            "launches": [
-                {
-                    "gate": str(x["gate"]),
-                    "launch": breakable(x["launch"]),
-                    "reason": str(x.get("reason") or ""),
-                }
-                for x in k["launches"]
-            ],
-            "tests": [breakable(t) for t in k["tests"]],
-        }
-        for k in static_rows(doc)
-    ]
+    static = _static(doc)
     base_sha, base_rev, head_sha, same = sides(doc)
     return render_page(
         "ab.html.j2",
@@ -238,7 +249,7 @@ def render_html(doc: dict[str, Any]) -> str:
             {
                 "test": breakable(t["test"]),
                 "status": test_status(t["status"]),
-                "changes": [str(c) for c in t.get("changes") or []],
+                "changes": [arrows(c) for c in t.get("changes") or []],
             }
             for t in doc.get("tests") or []
             if t.get("status") != "identical"
