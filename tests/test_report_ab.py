@@ -212,9 +212,9 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
 
 
 THREE_EFFECTS = (
-    ("slower", 1.0713, 0.0066, "+7.13%", "6.6 µs", "7.071 µs"),
-    ("slower", 1.0208, 0.0120, "+2.08%", "12 µs", "12.25 µs"),
-    ("faster", 0.9795, 0.0480, "-2.05%", "48 µs", "47.02 µs"),
+    ("slower", 1.0713, 0.0066, "+7.13%", "6.60 µs", "7.07 µs"),
+    ("slower", 1.0208, 0.0120, "+2.08%", "12.0 µs", "12.2 µs"),
+    ("faster", 0.9795, 0.0480, "-2.05%", "48.0 µs", "47.0 µs"),
 )
 
 
@@ -232,9 +232,9 @@ def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_time
     doc = document(timed)
     (k,) = doc["kernels"]  # the stored grouping: one kernel, three launches
     assert [x["ratio"] for x in k["launches"]] == [1.0713, 1.0208, 0.9795]
-    text = ab.render_markdown(doc)
+    text = ab.render_markdown(doc).replace("\u00a0", " ")  # times are kept on one line
     terminal = "\n".join(ab.terminal_lines(doc))
-    html = ab.render_html(doc)
+    html = ab.render_html(doc).replace("\u00a0", " ")
     for _v, _r, _b, effect, base, head in THREE_EFFECTS:
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", text), (effect, text)
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", terminal), (effect, terminal)
@@ -246,7 +246,7 @@ def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_time
     assert html.count('class="chart ab-intervals"') == 1 and html.count("#3 ") >= 1  # three intervals
     # the top table: one row for the kernel, its worst launch, "N of M launches slower"
     top = [line for line in text.splitlines() if line.startswith("| 🔴 slower | vector\\_add")]
-    assert len(top) == 1 and "2 of 3 launches slower" in top[0] and "6.6 µs → 7.071 µs" in top[0]
+    assert len(top) == 1 and "2 of 3 launches slower" in top[0] and "6.60 µs → 7.07 µs" in top[0]
     assert "+7.13% \\[+6.73%, +7.53%\\]" in top[0]  # the worst launch's interval, not a range
     assert "-2.05% .. " not in text
 
@@ -277,7 +277,11 @@ def test_an_unchanged_launch_says_why():
     text = ab.render_markdown(document(timed))
     assert "below the floor: 20 ns &lt; 100 ns" in text
     assert "the 99% interval includes zero" in text
-    assert "- ⚪ 2 launch(es) unchanged: below the floor" in text  # folded into a count
+    # one line per unchanged launch, with its shapes and its own reason (never two merged)
+    lines = [x for x in text.splitlines() if x.startswith("  - ⚪ unchanged")]
+    assert len(lines) == 2 and "launch(es) unchanged" not in text
+    assert lines[0].endswith("fp32\\[2048x2048\\]; grid 2048x1x1; below the floor: 20 ns &lt; 100 ns"), lines
+    assert lines[1].endswith("fp32\\[3072x3072\\]; grid 3072x1x1; the 99% interval includes zero"), lines
 
 
 def test_a_static_only_run_never_counts_zero_times(tmp_path):
@@ -426,7 +430,8 @@ def test_a_launch_stored_as_another_tests_identical_launch_names_that_test():
     launch_line = next(line for line in text.splitlines() if line.startswith("  - 🔴 slower +7.00%"))
     assert "timed as an identical launch in test" in launch_line and "test\\_softmax\\[" in launch_line
     html = ab.render_html(doc)
-    assert html.count(f"{first}: timed as an identical launch in test {kept}") == 2  # launch, notes
+    note = f"{first}: timed as an identical launch in test {kept}"
+    assert html.replace("<wbr>", "").count(note) == 2  # launch, notes (names wrap at <wbr>)
 
 
 # --------------------------------------------------------------------------- the header's side
@@ -490,7 +495,8 @@ def test_the_static_gate_reads_regressed_improved_or_changed():
     fast = next(line for line in table if "fast\\_kernel" in line)
     # the cause: the launch's option change first, then what the verdict says moved
     assert (
-        "num\\_warps 4 -&gt; 2; spills 184 bytes -&gt; 0 bytes" in fast and "1 of 1 launches improved" in fast
+        "num\\_warps 4 -&gt; 2; spills 184 bytes -&gt; 0 bytes" in fast
+        and "1 of 1 changed launch improved" in fast
     )
     timed_row = next(line for line in text.splitlines() if line.startswith("| 🟢 faster | timed\\_kernel"))
     assert "| improved |" in timed_row  # the timed table's static column, in the same words
@@ -521,4 +527,4 @@ def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
         [row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0), changes=["num_warps 4 -> 1"])]
     )
     line = next(x for x in ab.render_markdown(one).splitlines() if x.startswith("  - 🔴 slower +5.00%"))
-    assert "µs: num\\_warps 4 -&gt; 1 · x=fp32\\[1024x1024\\]" in line, line
+    assert "µs; cause: num\\_warps 4 -&gt; 1; launch: x=fp32\\[1024x1024\\]" in line, line

@@ -23,6 +23,7 @@ from kperf_ci.report.ab_view import (
     identical_notes,
     kernel_change,
     kernels_of,
+    launch_cause,
     pct,
     shape_text,
     sides,
@@ -33,6 +34,7 @@ from kperf_ci.report.ab_view import (
     static_rows,
     static_summary,
     terminal_lines,
+    test_status,
     times_text,
     timing_note,
     where_text,
@@ -70,7 +72,7 @@ def md(text: Any) -> str:
 MAX_KERNEL_ROWS = 30
 #: room kept for the rows and lines that close a cut section and for the truncation notice
 _RESERVE = 300
-_TOP = ["", "kernel", "worst launch", "base → head", "change [99% CI]", "launches", "static", "cause"]
+_TOP = ["time", "kernel", "worst launch", "base → head", "change [99% CI]", "launches", "static", "cause"]
 
 
 def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
@@ -80,7 +82,7 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
         f"{_ICON.get(verdict, '')} {md(verdict)}",
         f"{md(k['kernel'])} ({md(site_text(k))})",
         md(shape_text(w)),
-        md(times_text(w)),
+        _nbsp(md(times_text(w))),
         md(kernel_change(k)),
         md(slower_count(k)),
         md(gate.get(str(k["site"]), "-")),
@@ -88,26 +90,32 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
     ]
 
 
+def _nbsp(text: str) -> str:
+    """ "6.05 µs → 7.97 µs" kept on one line in a narrow table cell (a number never apart from
+    its unit or from its arrow)."""
+    return text.replace(" ", "\u00a0")
+
+
 def _launch_line(x: dict[str, Any]) -> str:
-    why = f" ({md(x['why'])})" if x.get("why") else ""
     tests = ", ".join(str(t) for t in (x.get("tests") or [])[:3])
     more = f" +{len(x['tests']) - 3} more" if len(x.get("tests") or []) > 3 else ""
     same = identical_notes(x)
     if same:  # the tests whose identical launch this one stands for
         more += f"; {same[0]}" + (f" (and {len(same) - 1} more test(s))" if len(same) > 1 else "")
-    # the launch's own cause (its option and code changes), before its arguments
-    cause = f"{md('; '.join(str(c) for c in x['changes']))} · " if x.get("changes") else ""
+    # the launch's own cause (its option and code changes, why it was not called slower)
+    cause = f"cause: {md(launch_cause(x))}; " if launch_cause(x) else ""
     return (
         f"  - {_ICON.get(str(x['verdict']), '')} {md(x['verdict'])} {md(change_text(x))}, "
-        f"{md(times_text(x))}{why}: {cause}{md(x['launch']) or '-'} ({md(tests)}{md(more)})"
+        f"{_nbsp(md(times_text(x)))}; {cause}launch: {md(x['launch']) or '-'} ({md(tests)}{md(more)})"
     )
 
 
-def _folded_line(rest: list[dict[str, Any]]) -> str:
-    """Launches that did not move, folded into a count with why (the reasons, each once)."""
-    whys = list(dict.fromkeys(str(x.get("why") or x.get("verdict")) for x in rest))
-    shown = "; ".join(whys[:3]) + ("; …" if len(whys) > 3 else "")
-    return f"  - ⚪ {len(rest)} launch(es) unchanged: {md(shown)}"
+def _unchanged_line(x: dict[str, Any]) -> str:
+    """A launch that did not move, on one short line: its shapes and its own reason."""
+    return (
+        f"  - ⚪ unchanged {md(change_text(x))}, {_nbsp(md(times_text(x)))}: "
+        f"{md(shape_text(x))}; {md(x.get('why') or '-')}"
+    )
 
 
 class _Cut(dict):
@@ -158,8 +166,10 @@ def _launch_fold(out: CommentBudget, kernels: list[dict[str, Any]], cut: _Cut) -
                 cut("launches", len(moved) - j + len(rest))
                 rest = []
                 break
-        if rest and not out.add_if_fits(_folded_line(rest)):
-            cut("launches", len(rest))
+        for j, x in enumerate(rest):
+            if not out.add_if_fits(_unchanged_line(x)):
+                cut("launches", len(rest) - j)
+                break
     out.close_fold()
 
 
@@ -213,10 +223,15 @@ def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None
     if rows:
         _static_table(out, rows, cut)
     diffs = [
-        "\n".join([f"- **{md(t['status'])}** {md(t['test'])}", *(f"  - {md(c)}" for c in t["changes"] or [])])
+        "\n".join(
+            [
+                f"- **{md(test_status(t['status']))}** {md(t['test'])}",
+                *(f"  - {md(c)}" for c in t["changes"] or []),
+            ]
+        )
         for t in changed_tests(doc)
     ]
-    if diffs and out.open_fold("<details><summary>Static diff: what changed per test</summary>", diffs[0]):
+    if diffs and out.open_fold("<details><summary>Static diff per test (cause)</summary>", diffs[0]):
         for i, text in enumerate(diffs):
             if not out.add_if_fits(text):
                 cut("changed tests", len(diffs) - i)

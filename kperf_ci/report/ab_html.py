@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
@@ -25,6 +27,7 @@ from kperf_ci.report.ab_view import (
     static_gate,
     static_kernels_of,
     static_rows,
+    test_status,
     times_text,
     timing_note,
     where_text,
@@ -33,6 +36,33 @@ from kperf_ci.report.html import render_page
 from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
 from kperf_ci.report.sweeps import MAX_SWEEPS
 from kperf_ci.units import fmt_value
+
+#: where a long name may wrap: after a path's "/", a qualname's "::", a parameter id's "[" or
+#: "-" (never the "-" of "->"), a list's ","; nowhere inside a word
+_BREAK = re.compile(r"(/|::|\[|,|-(?!>))")
+
+
+def breakable(text: Any) -> Markup:
+    """``text`` escaped, with a line-break opportunity (<wbr>) only where a reader expects one
+    (:data:`_BREAK`): the page wraps "src/ops/|geglu.py" and "[dtype0-|1.0-...]" where it has
+    to, and never "_geglu_tanh_forw|ard_kernel" (the stylesheet wraps at spaces, not anywhere)."""
+    return Markup("").join(
+        Markup(escape(part)) + (Markup("<wbr>") if _BREAK.fullmatch(part) else Markup(""))
+        for part in _BREAK.split(str(text))
+        if part
+    )
+
+
+def arrows(text: Any) -> Markup:
+    """``text`` escaped, each "->" kept whole (Chromium would break "375 -|> 1,252")."""
+    return Markup(str(escape(str(text))).replace("-&gt;", '<span class="nw">-&gt;</span>'))
+
+
+def _cell(text: str) -> str:
+    """A time or change cell that wraps only before its interval: "6.05 µs → 7.97 µs" and
+    "+32.18%" / "[+31.70%, +32.64%]" each stay whole (the tables fit the page at 1400 px)."""
+    value, bracket, rest = text.partition(" [")
+    return value.replace(" ", "\u00a0") + (f" [{rest.replace(' ', chr(0xA0))}" if bracket else "")
 
 
 def _ms(v: Any) -> str:
@@ -86,9 +116,9 @@ def _tiles(
         g["site"] for g in regs
     }:
         tiles.append({"cls": "better", "n": len(improved), "label": "kernels improved (static)"})
-    for status, label in (("changed", "tests changed"), ("identical", "tests identical, not timed")):
+    for status, label in (("changed", "tests differ"), ("identical", "tests identical, not timed")):
         if c.get(status):
-            tiles.append({"cls": status, "n": int(c[status]), "label": label})
+            tiles.append({"cls": test_status(status), "n": int(c[status]), "label": label})
     return tiles
 
 
@@ -115,12 +145,32 @@ def _plot(k: dict[str, Any], floor: float) -> Any:
                 None if lo is None else lo - 1,
                 None if hi is None else hi - 1,
                 floor / base if base else None,
+                number(x.get("threshold")),
             )
         )
-    th = next(
-        (t for x in k["launches"] if (t := number(x.get("threshold"))) is not None), Settings.ab_threshold
-    )
-    return ab_intervals_svg(rows, th, f"{k['kernel']}: change per launch"), th
+    return ab_intervals_svg(rows, Settings.ab_threshold, f"{k['kernel']}: change per launch")
+
+
+def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The static table's rows (report/ab_view.static_rows), escaped and breakable for the page."""
+    return [
+        {
+            **{f: str(k[f]) for f in ("gate", "arch", "shape", "count")},
+            "cause": arrows(k["cause"]),
+            "kernel": breakable(k["kernel"]),
+            "site": breakable(k["site"]),
+            "launches": [
+                {
+                    "gate": str(x["gate"]),
+                    "launch": breakable(x["launch"]),
+                    "reason": arrows(x.get("reason") or ""),
+                }
+                for x in k["launches"]
+            ],
+            "tests": [breakable(t) for t in k["tests"]],
+        }
+        for k in static_rows(doc)
+    ]
 
 
 def render_html(doc: dict[str, Any]) -> str:
@@ -130,13 +180,15 @@ def render_html(doc: dict[str, Any]) -> str:
     timed = [
         {
             "verdict": str(t["verdict"]),
-            "kernel": str(t["kernel"]),
-            "test": str(t["test"]),
-            "change": change_text(t),
-            "medians": times_text({"base_ms": t.get("base_median_ms"), "head_ms": t.get("head_median_ms")}),
+            "kernel": breakable(t["kernel"]),
+            "test": breakable(t["test"]),
+            "change": _cell(change_text(t)),
+            "medians": _cell(
+                times_text({"base_ms": t.get("base_median_ms"), "head_ms": t.get("head_median_ms")})
+            ),
             "pairs": int(t.get("pairs") or 0),
-            "moved": [str(m) for m in (t.get("regions_moved") or [])]
-            + [str(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
+            "moved": [arrows(m) for m in (t.get("regions_moved") or [])]
+            + [arrows(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
         }
         for t in sorted(doc.get("timed") or [], key=severity)
     ]
@@ -144,47 +196,36 @@ def render_html(doc: dict[str, Any]) -> str:
     gate = static_gate(doc)
     kernels = []
     for k in kernels_of(doc):
-        svg, th = _plot(k, floor)
+        svg = _plot(k, floor)
         w = (k.get("launches") or [{}])[0]
         kernels.append(
             {
                 "verdict": str(k["verdict"]),
-                "kernel": str(k["kernel"]),
-                "site": site_text(k),
+                "kernel": breakable(k["kernel"]),
+                "site": breakable(site_text(k)),
                 "shape": shape_text(w),
-                "times": times_text(w),
-                "change": kernel_change(k),
+                "times": _cell(times_text(w)),
+                "change": _cell(kernel_change(k)),
                 "count": slower_count(k),
                 "gate": gate.get(str(k["site"]), ""),
-                "cause": cause_text(k),
+                "cause": arrows(cause_text(k)),
                 "svg": svg,
-                "threshold": f"{th:.2%}",
                 "launches": [
                     {
                         "verdict": str(x["verdict"]),
-                        "change": change_text(x),
-                        "times": times_text(x),
-                        "why": str(x.get("why") or ""),
-                        "launch": str(x.get("launch") or ""),
-                        "changes": [str(c) for c in x.get("changes") or []],
-                        "tests": [str(t) for t in x.get("tests") or []] + identical_notes(x),
+                        "change": _cell(change_text(x)),
+                        "times": _cell(times_text(x)),
+                        "cause": [arrows(c) for c in x.get("changes") or []]
+                        + ([str(x["why"])] if x.get("why") else []),
+                        "launch": breakable(x.get("launch") or ""),
+                        "tests": [breakable(t) for t in [*(x.get("tests") or []), *identical_notes(x)]],
                     }
                     for x in k.get("launches") or []
                 ],
             }
         )
     regs = static_kernels_of(doc)
-    static = [
-        {
-            **{f: str(k[f]) for f in ("gate", "kernel", "site", "arch", "shape", "cause", "count")},
-            "launches": [
-                {"gate": str(x["gate"]), "launch": str(x["launch"]), "reason": str(x.get("reason") or "")}
-                for x in k["launches"]
-            ],
-            "tests": [str(t) for t in k["tests"]],
-        }
-        for k in static_rows(doc)
-    ]
+    static = _static(doc)
     base_sha, base_rev, head_sha, same = sides(doc)
     return render_page(
         "ab.html.j2",
@@ -203,16 +244,16 @@ def render_html(doc: dict[str, Any]) -> str:
         kernels=kernels,
         sweeps=script_sweeps(doc),
         static=static,
-        tests=sorted(
-            (
-                {
-                    "test": str(t["test"]),
-                    "status": str(t["status"]),
-                    "changes": [str(c) for c in t.get("changes") or []],
-                }
-                for t in doc.get("tests") or []
-            ),
-            key=lambda t: t["status"] == "identical",  # changed tests first
-        ),
+        # the tests whose launches differ, each with its cause; the identical ones as a count
+        tests=[
+            {
+                "test": breakable(t["test"]),
+                "status": test_status(t["status"]),
+                "changes": [arrows(c) for c in t.get("changes") or []],
+            }
+            for t in doc.get("tests") or []
+            if t.get("status") != "identical"
+        ],
+        identical=sum(1 for t in doc.get("tests") or [] if t.get("status") == "identical"),
         messages=[str(m) for m in doc.get("messages") or []],
     )

@@ -9,6 +9,7 @@ renderer escapes for its own medium.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -111,12 +112,23 @@ def kernel_change(k: dict[str, Any]) -> str:
     return pct(lo) if lo == hi else f"{pct(lo)} .. {pct(hi)}"
 
 
+def time_text(v: float | None) -> str:
+    """One A/B time at one precision rule, 3 significant digits with their trailing zeros
+    ("1.60 µs", "6.05 µs", "36.8 µs"), never "1.6 µs" beside "6.048 µs" (units: kperf_ci.units)."""
+    if v is None or v == 0 or not math.isfinite(v):
+        return fmt_value(v, "ms")
+    unit = fmt_value(v, "ms").rsplit(" ", 1)[-1]
+    scaled = v / {"s": 1e3, "ms": 1.0, "µs": 1e-3, "ns": 1e-6}.get(unit, 1.0)
+    digits = max(0, 2 - math.floor(math.log10(abs(scaled))))
+    return f"{scaled:.{digits}f} {unit}"
+
+
 def times_text(x: dict[str, Any]) -> str:
-    """ "6.62 µs → 7.09 µs": the medians of base and head (units: kperf_ci.units)."""
+    """ "6.62 µs → 7.09 µs": the medians of base and head, 3 significant digits each."""
     b, h = number(x.get("base_ms")), number(x.get("head_ms"))
     if b is None and h is None:
         return "-"
-    return f"{fmt_value(b, 'ms')} → {fmt_value(h, 'ms')}"
+    return f"{time_text(b)} → {time_text(h)}"
 
 
 _SHAPE = re.compile(r"\b[a-z]+\d*\[[0-9x]*\]")
@@ -142,9 +154,10 @@ def site_text(k: dict[str, Any]) -> str:
 
 
 def slower_count(k: dict[str, Any]) -> str:
+    """ "7 of 9 launches slower": over every timed launch of the kernel."""
     launches = k.get("launches") or []
     n = sum(1 for x in launches if x.get("verdict") == "slower")
-    return f"{n} of {len(launches)} launches slower"
+    return f"{n} of {len(launches)} {'launch' if len(launches) == 1 else 'launches'} slower"
 
 
 def cause_text(k: dict[str, Any]) -> str:
@@ -176,7 +189,7 @@ def headline(doc: dict[str, Any]) -> str:
         per = f" ({n} launches)" if n != static_reg else ""
         head = f"🔴 {static_reg} kernel(s) with static regressions{per} in changed launches"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
-        head = f"🟡 {int(c['changed'])} test(s) changed; not timed (no GPU on this runner)"
+        head = f"🟡 {int(c['changed'])} test(s) {test_status('changed')}; not timed (no GPU on this runner)"
     elif int(c.get("inconclusive", 0)):
         head = f"🟡 {int(c['inconclusive'])} kernel(s) inconclusive; none slower with confidence"
     else:
@@ -219,6 +232,21 @@ def where_text(doc: dict[str, Any]) -> str:
     if doc.get("device"):
         return f"on {doc['device']}"
     return "on a GPU (its name was not recorded)" if was_timed(doc) else "(static only)"
+
+
+#: a test's status in the A/B reports' words: "changed" is the static gate's word (its own
+#: column), so a test whose launches differ from the base's reads "differs"
+_TEST_STATUS = {"changed": "differs"}
+
+
+def test_status(status: Any) -> str:
+    return _TEST_STATUS.get(str(status), str(status))
+
+
+def launch_cause(x: dict[str, Any]) -> str:
+    """A timed launch's cause in words: what its launch diff says changed (options,
+    constexprs, registers, regions), then why it was not called slower; "" when neither."""
+    return "; ".join([*(str(c) for c in x.get("changes") or []), *([str(x["why"])] if x.get("why") else [])])
 
 
 def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -303,7 +331,10 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "shape": shape_text(w),
                 "file": k["site"].split("::", 1)[0] if "::" in k["site"] else "",
                 "cause": "; ".join([*w["options"], str(w.get("reason") or "")]).strip("; ") or "-",
-                "count": f"{n} of {len(k['launches'])} launches {k['gate']}",
+                # only the launches whose code changed are listed: said, never "1 of 1" for a
+                # kernel whose other launch is identical
+                "count": f"{n} of {len(k['launches'])} changed "
+                f"{'launch' if len(k['launches']) == 1 else 'launches'} {k['gate']}",
             }
         )
     return sorted(out, key=lambda k: GATE_WORDS.index(k["gate"]))

@@ -398,41 +398,43 @@ def sweep_svg(
 
 
 def ab_intervals_svg(
-    launches: Sequence[tuple[str, str, float, float | None, float | None, float | None]],
+    launches: Sequence[tuple[str, str, float, float | None, float | None, float | None, float | None]],
     threshold: float,
     title: str = "",
 ) -> Markup | None:
     """One A/B kernel's launches as a forest plot: per launch (label, verdict, change, interval
-    low, interval high, floor), all relative to the base (0.0123 = +1.23%); the interval of each
-    against zero, the threshold band (+-``threshold``) across all rows and each launch's floor
-    band (the absolute floor over its base time) on its own row. None when nothing has a change.
-
-    Why this picture: whether a launch is called slower depends on its interval clearing zero,
-    the threshold and the floor at once, which a table of numbers leaves to the reader."""
-    rows = [r for r in launches if math.isfinite(r[2])]
-    if not rows:
+    low, interval high, floor, threshold), all relative to the base (0.0123 = +1.23%); the
+    interval of each against zero, and on its own row the threshold it was judged with (the
+    relative threshold or the floor over its base time, the larger; ``threshold`` where the row
+    has none) shaded, its floor band (the absolute floor over its base time) in grey; labels
+    whole, no band under them. None when nothing has a change. Why: a launch is called slower
+    when its interval clears zero, the threshold and the floor at once."""
+    if not (rows := [r for r in launches if math.isfinite(r[2])]):
         return None
-    w, left, right, top, row_h = 640, 170, 16, 8, 18
+    left = min(360, max(120, int(max(len(r[0]) for r in rows) * 6.2) + 14))
+    w, right, top, row_h = left + 560, 16, 8, 18
     ends = [0.0, threshold, -threshold]
-    for _l, _v, mid, lo, hi, _f in rows:
+    for _l, _v, mid, lo, hi, _f, _t in rows:
         ends += [mid] + [x for x in (lo, hi) if x is not None and math.isfinite(x)]
     lo_d, hi_d = min(ends), max(ends)
     pad = (hi_d - lo_d) * 0.08 or 0.01
     ticks = nice_ticks(lo_d - pad, hi_d + pad, 6)
     sx = _Scale(min([lo_d - pad, *ticks]), max([hi_d + pad, *ticks]), left, w - right)
     y_axis = top + row_h * len(rows) + 4
-    h = int(y_axis + 34)
-    body = [
-        _rect("band threshold", sx(-threshold), top, sx(threshold) - sx(-threshold), y_axis - top,
-              f"threshold ±{threshold:.2%}"),
-    ]  # fmt: skip
-    for i, (label, verdict, mid, lo, hi, floor) in enumerate(rows):
+    h = int(y_axis + 34)  # the labels' column (left) fits the longest label, 6.2 px a character
+
+    def band(cls: str, half: float, y: float, inset: float, title: str) -> str:
+        x0, x1 = max(left, sx(-half)), min(w - right, sx(half))  # never under the labels
+        return _rect(cls, x0, y - row_h / 2 + inset, max(0.0, x1 - x0), row_h - 2 * inset, title)
+
+    body = []
+    for i, (label, verdict, mid, lo, hi, floor, th) in enumerate(rows):
         y = top + row_h * i + row_h / 2
+        th = th if th is not None and math.isfinite(th) else threshold
+        body.append(band("band threshold", th, y, 1, f"threshold ±{th:.2%} for this launch"))
         if floor is not None and math.isfinite(floor) and floor > 0:
-            body.append(_rect("band floor", sx(-floor), y - row_h / 2 + 2, sx(floor) - sx(-floor), row_h - 4,
-                              f"floor ±{floor:.2%} of this launch's base time"))  # fmt: skip
-        short = label if len(label) <= 26 else label[:25] + "…"
-        body.append(_text("tick", left - 6, y + 4, short, "end"))
+            body.append(band("band floor", floor, y, 5, f"floor ±{floor:.2%} of this launch's base time"))
+        body.append(_text("tick", left - 6, y + 4, label, "end"))
         if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
             body.append(
                 f'<line class="ci {escape(verdict)}" x1="{_fmt(sx(lo))}" x2="{_fmt(sx(hi))}" '
