@@ -133,7 +133,9 @@ REPOS = [
                 ),
                 "identical",
                 "",
-                [L + "test_layer_norm.py"],
+                # bf16 layer norms fail under Triton's interpreter with or without kperf-ci, and
+                # kperf ab refuses a head whose tests fail: deselected, as the README says
+                [L + "test_layer_norm.py", "-k", "not dtype1"],
             ),
         ],
     ),
