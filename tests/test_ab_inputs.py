@@ -127,7 +127,7 @@ def test_kperf_ab_json_unwritable_is_found_before_both_passes(tmp_path, where):
     "File exists". Found by the walk after: as root, os.access says /proc and /sys are writable,
     and the write failed after both passes; a file created there proves it, root or not."""
     if where in ("proc", "sys"):
-        target, words = f"/{where}/kperf/ab.json", f"/{where} cannot be written"
+        target, words = f"/{where}/kperf/ab.json", f"/{where} is not a writable directory"
     else:
         (tmp_path / "afile").write_text("")
         target, words = "afile/ab.json", "afile is a file, not a directory"
