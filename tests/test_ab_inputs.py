@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +24,28 @@ from kperf_ci.capture.launches.ab_launch import PLAN_VERSION
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _run_or_kill(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    """The command run to its end; one that hangs fails the test, and its whole process group
+    (kperf run and the pytest it started) is killed rather than left blocked."""
+    p = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw
+    )
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail(f"{cmd[3:]} still ran after 120 s")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
 def test_a_bad_plan_is_one_line_and_exit_2_in_static_mode(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     (tmp_path / "binary.json").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "shape.json").write_text(json.dumps({"version": PLAN_VERSION, "tests": {"t": 3}}))
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    # the second fresh walk of issue 37: a FIFO was opened for reading, and the run hung for good
+    os.mkfifo(tmp_path / "fifo.json")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
     env.update(KPERF_NO_REPORT="1", PYTHONPATH=str(ROOT))
     for plan, words in (
@@ -35,11 +53,12 @@ def test_a_bad_plan_is_one_line_and_exit_2_in_static_mode(tmp_path):
         ("binary.json", "not JSON text"),
         ("shape.json", "not a list"),
         ("deep.json", "not JSON text"),
+        ("fifo.json", "not a regular file"),
     ):
-        r = subprocess.run(
+        r = _run_or_kill(
             [sys.executable, "-m", "kperf_ci", "run", "-p", "no:hypothesispytest", "-p", "no:cacheprovider",
              "--kperf-mode", "static", "--kperf-db", "run.db", "--kperf-ab-plan", plan, "test_x.py"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+            cwd=tmp_path, env=env,
         )  # fmt: skip
         assert r.returncode == 2, (plan, r.returncode, r.stdout[-2000:], r.stderr[-2000:])
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -108,7 +127,7 @@ def test_kperf_ab_json_unwritable_is_found_before_both_passes(tmp_path, where):
     "File exists". Found by the walk after: as root, os.access says /proc and /sys are writable,
     and the write failed after both passes; a file created there proves it, root or not."""
     if where in ("proc", "sys"):
-        target, words = f"/{where}/kperf/ab.json", f"/{where} cannot be written"
+        target, words = f"/{where}/kperf/ab.json", f"/{where} is not a writable directory"
     else:
         (tmp_path / "afile").write_text("")
         target, words = "afile/ab.json", "afile is a file, not a directory"

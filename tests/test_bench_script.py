@@ -154,6 +154,43 @@ def test_a_script_outside_the_project_runs_under_the_projects_settings(tmp_path)
     assert f"rootdir: {project}" in r.stdout, r.stdout
 
 
+def test_the_projects_pytest_configuration_decides_not_the_scripts_folders(tmp_path):
+    """Found by the second fresh walk of issue 37: with the rootdir pinned, pytest still took its
+    configuration file from the script's folder upward. A pytest configuration beside the script
+    chose the arch and the label; without one, the project's own addopts were ignored."""
+    project, outside = tmp_path / "proj2", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[tool.kperf]\narch = ["sm_80"]\nmode = "static"\n\n'
+        '[tool.pytest.ini_options]\naddopts = "-p no:cacheprovider --kperf-label fromproject"\n'
+    )
+    (outside / "b.py").write_text("print('the script ran')\n")
+    (outside / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\naddopts = "--kperf-label fromoutside --kperf-arch sm_86"\n'
+    )
+    from kperf_ci import store
+
+    for script_config in (True, False):  # a pytest configuration beside the script, then none
+        if not script_config:
+            (outside / "pyproject.toml").unlink()
+        db = project / f"r{int(script_config)}.db"
+        r = kperf("run", "--kperf-db", db.name, "--bench", "../outside/b.py", cwd=project)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (header,) = [ln for ln in r.stdout.splitlines() if ln.startswith("kperf: mode=")]
+        assert "mode=static arch=sm_80 " in header, header
+        # pytest 8 prints "rootdir: R, configfile: C", pytest 9.2 one line each
+        assert f"rootdir: {project}" in r.stdout
+        assert re.search(r"configfile: pyproject\.toml$", r.stdout, re.M), r.stdout
+        assert store.load_run(str(db)).info.label == "fromproject"
+    # the user's own configuration file still wins
+    (outside / "pytest.ini").write_text("[pytest]\naddopts = --kperf-label mine\n")
+    mine = ("-c", str(outside / "pytest.ini"), "--kperf-db", "u.db")
+    r = kperf("run", *mine, "--bench", "../outside/b.py", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert store.load_run(str(project / "u.db")).info.label == "mine"
+
+
 RAISES = """
 import triton
 

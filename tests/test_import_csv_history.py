@@ -133,6 +133,36 @@ def test_history_in_order_equals_the_union_once(tmp_path: Path) -> None:
     assert len(store.list_runs(tmp_path / "history.db")) == 6
 
 
+def test_concurrent_imports_into_a_new_database_equal_one_after_another(tmp_path: Path) -> None:
+    """Found by the second fresh walk of issue 37: three `kperf import` at once into a database
+    that did not exist yet. Each read the stored runs before taking the write lock: some met the
+    file another had just created ("empty database, holds no runs", exit 2), and the others
+    merged with a stale view of the database (rows of a re-measured sitting lost or doubled)."""
+    versions = _history()
+    for i, text in enumerate(versions):
+        (tmp_path / f"v{i}.csv").write_text(text, encoding="utf-8")
+        assert kperf("import", f"v{i}.csv", "--db", "seq.db", cwd=tmp_path).returncode == 0
+    one_after_another = _dump(tmp_path / "seq.db")
+
+    def argv(i: int, db: str) -> list[str]:
+        return [sys.executable, "-m", "kperf_ci", "import", f"v{i}.csv", "--db", db]
+
+    for attempt in range(4):  # a race: each attempt is another chance for the old code to lose it
+        db = f"cc{attempt}.db"
+        procs = [
+            subprocess.Popen(
+                argv(i, db), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for i in range(len(versions))
+        ]
+        results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+        for p in procs:
+            p.stdout.close()
+            p.stderr.close()
+        assert all(rc == 0 for rc, _ in results), results
+        assert _dump(tmp_path / db) == one_after_another, attempt
+
+
 @pytest.mark.parametrize(
     ("rows", "expect"),
     [

@@ -166,6 +166,37 @@ def test_a_cache_directory_that_is_a_file_is_said_once_end_to_end(project: pytes
     assert len(_registers(project.path / "run.db")) == 4
 
 
+def test_a_directory_at_an_entrys_name_is_recomputed_end_to_end(project: pytest.Pytester) -> None:
+    """Found by the second fresh walk of issue 37: a directory planted at an entry's path was
+    opened, then refused by os.fdopen with a raw ``IsADirectoryError ... : 4``, and the kernel
+    was counted "did not compile" (the run exited 1). It is a bad entry like a FIFO: recomputed,
+    one warning line."""
+    ret, out = _static_run(project, "truth.db", "sm_90")
+    assert ret == 0, out
+    entry = sorted((project.path / "metrics-cache").glob("*.json"))[0]
+    entry.unlink()
+    entry.mkdir()
+    ret, out = _static_run(project, "run.db", "sm_90")
+    assert ret == 0, out
+    assert "IsADirectoryError" not in out and "did not compile" not in out, out
+    (warned,) = _cache_warnings(out)
+    assert f"entry {entry}: not a regular file; recomputed it" in warned, out
+    assert _static_values(project.path / "run.db") == _static_values(project.path / "truth.db")
+
+
+def test_a_cache_directory_that_cannot_be_created_is_said_once_end_to_end(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the second fresh walk of issue 37: KPERF_METRICS_CACHE_DIR=/proc/self/nope turned
+    the cache off without a word (every write failed silently)."""
+    monkeypatch.setenv("KPERF_METRICS_CACHE_DIR", "/proc/self/nope")
+    ret, out = _static_run(project, "run.db")
+    assert ret == 0, out
+    (warned,) = _cache_warnings(out)
+    assert "cache /proc/self/nope: not a writable directory; new metrics are not cached" in warned, out
+    assert len(_registers(project.path / "run.db")) == 4
+
+
 def _static_values(db: Path) -> list[tuple]:
     con = sqlite3.connect(db)
     try:

@@ -175,6 +175,44 @@ def test_settings_errors_of_kperf_run_are_exit_2_not_pytests_4(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("ERROR: kperf: ") and words in lines[0], r.stderr
 
 
+def test_an_unwritable_database_names_the_commands_own_option_and_what_is_wrong(tmp_path):
+    """Found by the second fresh walk of issue 37: the fix said `--db / KPERF_DB` to a user of
+    `kperf run`, whose option is --kperf-db; and a database under /proc was said to be "No such
+    file or directory" (`kperf import`, `kperf merge -o`) or "File exists" (a file as its parent),
+    when the directory is there and takes no file."""
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    cases = [
+        ("/proc/kperf/run.db", "(/proc is not a writable directory)"),
+        ("/proc/1/status/run.db", "(/proc/1/status is a file, not a directory)"),
+    ]
+    for db, words in cases:
+        r = kperf(tmp_path, "--kperf-db", db, "test_x.py")
+        assert r.returncode == 2, (db, r.returncode, r.stderr)
+        (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert words in line and line.endswith("choose a writable path (--kperf-db / KPERF_DB)"), line
+    (tmp_path / "v.csv").write_bytes(
+        (Path(__file__).parent / "data/liger/all_benchmark_data_excerpt.csv").read_bytes()
+    )
+    store.save_run(tmp_path / "in.db", make_info("one"), [make_result(registers=1)])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    for args, words in (
+        (["import", "v.csv", "--db", "/proc/1/run.db"], "(/proc/1 is not a writable directory); "),
+        (
+            ["import", "v.csv", "--db", "/proc/1/status/run.db"],
+            "(/proc/1/status is a file, not a directory); ",
+        ),
+        (["merge", "in.db", "-o", "/proc/1/out.db"], "(/proc/1 is not a writable directory); "),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "kperf_ci", *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        (line,) = r.stderr.splitlines()
+        option = "--output" if args[0] == "merge" else "--db"
+        assert words in line and line.endswith(f"choose a writable path ({option})"), line
+
+
 OVERWRITES_THE_DATABASE = """
 import pytest
 

@@ -35,7 +35,8 @@ from kperf_ci.config import ENV_TRACEBACK, ConfigError, env_switch
 from kperf_ci.hardware import MAX_SMS
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.report.terminal import console  # noqa: F401 - re-exported for the commands
-from kperf_ci.store import StoreError
+from kperf_ci.store import StoreError, same_database
+from kperf_ci.store.errors import DB_OPTION
 from kperf_ci.units import fmt_value  # noqa: F401 - re-exported for the commands
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -100,13 +101,30 @@ def as_user_error(e: BaseException) -> KperfError | None:
     StoreError / ConfigError say file, problem and fix themselves; an OSError that names a file
     (unwritable report directory, a path that is a file where a directory must be) is the
     environment, not a bug."""
-    if isinstance(e, (StoreError, ConfigError, ABError)):  # ABError: a bad revision, a malformed A/B document
+    if isinstance(e, StoreError):
+        return KperfError(e.naming(_option_naming(e.path)))
+    if isinstance(e, (ConfigError, ABError)):  # ABError: a bad revision, a malformed A/B document
         return KperfError(str(e))
     if isinstance(e, OSError) and e.filename is not None:
         what = e.strerror or type(e).__name__
         other = f" -> {e.filename2}" if e.filename2 is not None else ""
         return KperfError(f"{e.filename}{other}: {what}; check the path and its permissions")
     return None
+
+
+def _option_naming(path: str) -> str:
+    """The running command's option that named the database at ``path`` (`kperf merge -o`,
+    `kperf baseline update --baseline`), for its fix to name; else the store's own words
+    (:data:`kperf_ci.store.errors.DB_OPTION`: --db, or KPERF_DB when [tool.kperf] chose it)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return DB_OPTION
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if isinstance(param, click.Option) and isinstance(value, str) and value:
+            if same_database(value, path):
+                return max(param.opts, key=len)
+    return DB_OPTION
 
 
 def user_errors(fn: F) -> F:
@@ -152,7 +170,7 @@ def check_output_file(path: str | os.PathLike[str], option: str) -> None:
         raise KperfError(f"{option} {path}: {p} cannot be written (permissions); choose another path")
     why = store.cannot_create_in(parent)
     if why is not None:
-        raise KperfError(f"{option} {path}: {parent} cannot be written ({why}); choose another path")
+        raise KperfError(f"{option} {path}: {why}; choose another path")
 
 
 def load_settings(**cli: Any) -> Any:

@@ -6,6 +6,7 @@ reads the file, stores what it gives and says what it did.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -92,20 +93,37 @@ def _stored_liger(db: str, records: list[liger_csv.Record]) -> tuple[list[tuple[
 
 def _import_liger_csv(path: Path, db: str | None, label: str | None) -> None:
     with bulk_objects():
-        records = liger_csv.read(path)
         settings = load_settings(db=db)
-        stored, legacy = _stored_liger(settings.db, records)
-        imported = liger_csv.convert(path, records, label=label, kperf_version=_version(), stored=stored)
-        del records, stored
-        held = {rid for rid, _ in legacy.items()}
-        again = sum(1 for info, _ in imported.runs if info.run_id in held)
-        for info, results in imported.runs:  # variants of an older import stay where they were
-            ids = {r.key.id for r in results}
-            results += [v for v in legacy.get(info.run_id, []) if v.key.id not in ids]
-        # runs regrouped into others are deleted, unless they keep variants an older kperf-ci
-        # imported (those are left as they are); all of it in one transaction
-        gone = [rid for rid in imported.replaced if not legacy.get(rid)]
-        store.save_runs(settings.db, imported.runs, delete=gone)
+        records = liger_csv.read(path)
+        # every row checked before the database is touched (a bad file creates no database); the
+        # runs as they are when nothing of the file's GPUs and versions is stored
+        alone = liger_csv.convert(path, records, label=label, kperf_version=_version())
+        # handed to merged(), which drops the rows once merged: not held while the runs are written
+        box: dict[str, Any] = {"records": records, "alone": alone}
+        del records, alone
+
+        def merged() -> store.RunsUpdate:
+            """The file's rows merged with the stored ones, read under the write lock (store.save_runs)."""
+            records, imported = box.pop("records"), box.pop("alone")
+            stored, legacy = _stored_liger(settings.db, records)
+            if stored:
+                imported = liger_csv.convert(
+                    path, records, label=label, kperf_version=_version(), stored=stored
+                )
+            del records, stored
+            held = {rid for rid, _ in legacy.items()}
+            box["again"] = sum(1 for info, _ in imported.runs if info.run_id in held)
+            for info, results in imported.runs:  # variants of an older import stay where they were
+                ids = {r.key.id for r in results}
+                results += [v for v in legacy.get(info.run_id, []) if v.key.id not in ids]
+            # runs regrouped into others are deleted, unless they keep variants an older kperf-ci
+            # imported (those are left as they are); all of it in one transaction
+            box["gone"] = [rid for rid in imported.replaced if not legacy.get(rid)]
+            box["imported"] = imported
+            return imported.runs, box["gone"]
+
+        store.save_runs(settings.db, merged)
+    imported, again, gone = box["imported"], box["again"], box["gone"]
     variants = sum(len(results) for _, results in imported.runs)
     for what, n in sorted(imported.skipped.items()):
         click.echo(

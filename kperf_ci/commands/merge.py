@@ -148,6 +148,9 @@ def merge_cmd(inputs: tuple[str, ...], output: str, shards: bool) -> None:
         stats = merge_into_existing(out, others, shards=shards)
         added = "added"
     else:
+        # a directory that takes no file (/proc) said so, not as the merge's temporary directory
+        # "No such file or directory"
+        store.check_writable(out)
         stats = merge_databases(paths, out, shards=shards)
         added = ""
     click.echo(

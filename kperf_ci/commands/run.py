@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from kperf_ci.commands import EXIT_BAD_INPUT, EXIT_INTERRUPTED, KperfError, load_settings, user_errors
+from kperf_ci.commands.pytest_ini import project_config
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.config import ENV_NO_REPORT, env_switch
 
@@ -183,22 +184,23 @@ def bench_args(args: list[str]) -> list[str]:
 
 
 def project_rootdir(args: list[str]) -> list[str]:
-    """``args`` with ``--rootdir`` set to the working directory when the benchmark script lies
-    outside it and the user named neither a rootdir nor a config file. pytest takes its rootdir
-    from its arguments, so a script elsewhere made the script's folder (or a common ancestor)
-    the rootdir, and the project's [tool.kperf] here was never read; the project in the working
-    directory decides, as for `kperf run` without --bench."""
+    """``args`` with ``--rootdir`` set to the working directory and ``-c`` to the project's pytest
+    configuration file (:func:`kperf_ci.commands.pytest_ini.project_config`) when the benchmark
+    script lies outside it; either one the user named is kept, and a ``-c`` of theirs settles
+    both. pytest takes its rootdir and its configuration file from its arguments, so a script
+    elsewhere made the script's folder (or a common ancestor) the rootdir, the project's
+    [tool.kperf] was never read, and a pytest configuration beside the script set the run's
+    options; the project in the working directory decides, as for `kperf run` without --bench."""
     script = _script_of(args)
-    chosen = any(
-        a.startswith(("--rootdir", "--config-file")) or (a.startswith("-c") and not a.startswith("--"))
-        for a in args
-    )
-    if script is None or chosen:
+    if script is None:
         return args
     here = Path.cwd().resolve()
     if Path(script).resolve().is_relative_to(here):
         return args  # pytest finds the project from the script's folder upward
-    return [f"--rootdir={here}", *args]
+    if any(a.startswith("--config-file") or (a.startswith("-c") and not a.startswith("--")) for a in args):
+        return args  # pytest roots the run at the user's configuration file
+    rootdir = [] if any(a.startswith("--rootdir") for a in args) else [f"--rootdir={here}"]
+    return [*rootdir, "-c", project_config(here), *args]
 
 
 def _module_file(module: str) -> str:

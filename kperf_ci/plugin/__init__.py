@@ -178,7 +178,7 @@ def _check_databases(config: pytest.Config, settings: Settings) -> None:
         for path in paths:
             store.open_db(path).close()  # header, integrity, schema version; nothing written on failure
     except store.StoreError as e:
-        raise pytest.UsageError(f"kperf: {e}") from None
+        raise pytest.UsageError(f"kperf: {e.naming(options.DB_OPTION)}") from None
 
 
 def _create_run(session: KperfSession) -> None:
@@ -193,7 +193,7 @@ def _create_run(session: KperfSession) -> None:
         info = session.run_info()
         store.retry_locked(lambda: store.save_run(str(path), info, [], status=store.RUNNING))
     except store.StoreError as e:
-        raise pytest.UsageError(f"kperf: {e}") from None
+        raise pytest.UsageError(f"kperf: {e.naming(options.DB_OPTION)}") from None
 
 
 @pytest.fixture

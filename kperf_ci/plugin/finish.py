@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from kperf_ci.plugin.options import DB_OPTION
 from kperf_ci.report.terminal import write_findings, write_status, write_summary  # noqa: F401 - the hooks' API
 from kperf_ci.store import RunDivertedError, StoreError
 
@@ -65,7 +66,7 @@ def finish_session(ks: KperfSession) -> int:
         if capture_error:
             ks.error("<capture>", capture_error)
     except StoreError as e:
-        ks.error("<store>", str(e))
+        ks.error("<store>", e.naming(DB_OPTION))
         if isinstance(e, RunDivertedError):
             ks.diverted.append(str(e))
             if ks.is_worker:

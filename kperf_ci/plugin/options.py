@@ -15,6 +15,10 @@ from kperf_ci.config import MAX_JOBS
 
 MODES = ("static", "gpu", "auto")
 
+#: what a run database's fix names for its path here (kperf_ci.store.StoreError.naming): the
+#: store's own words name the commands' --db, an option pytest does not have
+DB_OPTION = "--kperf-db / KPERF_DB"
+
 
 def _mode(value: str) -> str:
     if value not in MODES:

@@ -32,6 +32,7 @@ from .errors import (
 from .locks import RunDivertedError, pending_path, retry_locked, write_or_divert
 from .queries import OperationalError, fold_wal, metric_values
 from .runs import (
+    RunsUpdate,
     add_results,
     copy_run,
     finish_run,
@@ -68,6 +69,7 @@ __all__ = [
     "check_writable",
     "save_run",
     "save_runs",
+    "RunsUpdate",
     "add_results",
     "finish_run",
     "pending_path",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
 import shutil
 import sqlite3
@@ -19,6 +20,7 @@ import sqlite_utils
 
 from . import schema
 from .errors import (
+    DB_OPTION,
     CorruptDatabaseError,
     DatabaseLockedError,
     MissingDatabaseError,
@@ -54,14 +56,21 @@ def _check_header(path: Path) -> bool:
     return False
 
 
+#: errors that say why a directory takes no file; /proc answers ENOENT or EEXIST for a directory
+#: that is there, words that would send the user looking for a missing folder
+_TELLING = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
 def cannot_create_in(directory: str | os.PathLike[str]) -> str | None:
-    """Why no file can be created in ``directory`` (the OS's words), or None when one can: a
-    temporary file is created there and removed. os.access alone says yes to root for /proc and
-    /sys, where creating a file then fails after the work the check was meant to save."""
+    """Why no file can be created in ``directory`` ("/proc is not a writable directory", the
+    OS's words after a colon where they tell why), or None when one can: a temporary file is created there
+    and removed. os.access alone says yes to root for /proc and /sys, where creating a file then
+    fails after the work the check was meant to save."""
     try:
         fd, name = tempfile.mkstemp(dir=directory, prefix=".kperf-probe-")
     except OSError as e:
-        return e.strerror or type(e).__name__
+        why = f": {e.strerror}" if e.errno in _TELLING and e.strerror else ""
+        return f"{directory} is not a writable directory{why}"
     os.close(fd)
     with contextlib.suppress(OSError):  # created by us a moment ago: nothing is left behind
         os.unlink(name)
@@ -78,10 +87,10 @@ def check_writable(path: str | os.PathLike[str]) -> None:
         why = "file is read-only" if not os.access(p, os.W_OK) else cannot_create_in(p.parent)
     else:
         top = next((a for a in p.parents if a.exists()), Path("/"))
-        why = f"{top} is not a directory" if not top.is_dir() else cannot_create_in(top)
+        why = f"{top} is a file, not a directory" if not top.is_dir() else cannot_create_in(top)
     if why is not None:
         raise ReadOnlyDatabaseError(
-            p, f"cannot be written here ({why})", "choose a writable path (--db / KPERF_DB)"
+            p, f"cannot be written here ({why})", f"choose a writable path ({DB_OPTION})"
         )
 
 
@@ -94,6 +103,7 @@ def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
                 "no such run database",
                 "check the path, or create it with `pytest --kperf` / `kperf import`",
             )
+        check_writable(path)  # why not in the user's terms (a file above it, /proc), before any mkdir
         parent = path.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -101,12 +111,8 @@ def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
             raise ReadOnlyDatabaseError(
                 path,
                 f"cannot create directory {parent} ({e.strerror})",
-                "choose a writable path (--db / KPERF_DB)",
+                f"choose a writable path ({DB_OPTION})",
             ) from None
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise ReadOnlyDatabaseError(
-                path, f"directory {parent} is not writable", "choose a writable path (--db / KPERF_DB)"
-            )
     elif path.is_dir():
         raise CorruptDatabaseError(path, "is a directory, not a database file", "give the path of a .db file")
     else:
@@ -115,11 +121,11 @@ def _connect(path: Path, *, write: bool) -> sqlite3.Connection:
             raise ReadOnlyDatabaseError(
                 path,
                 "file is read-only",
-                "make it writable (chmod u+w) or choose another path (--db / KPERF_DB)",
+                f"make it writable (chmod u+w) or choose another path ({DB_OPTION})",
             )
         if write and not os.access(path.parent, os.W_OK | os.X_OK):  # WAL needs its -wal/-shm files
             raise ReadOnlyDatabaseError(
-                path, f"directory {path.parent} is not writable", "choose a writable path (--db / KPERF_DB)"
+                path, f"directory {path.parent} is not writable", f"choose a writable path ({DB_OPTION})"
             )
     check = _VALIDATED.get(str(path.resolve())) != _signature(path)
     try:
@@ -345,9 +351,7 @@ def _translate(e: sqlite3.Error, path: Path) -> Exception:
     """A StoreError for what the environment did (read-only, locked, corrupt); other errors as they are."""
     msg = str(e)
     if _is_readonly_error(e):
-        return ReadOnlyDatabaseError(
-            path, f"cannot write ({msg})", "choose a writable path (--db / KPERF_DB)"
-        )
+        return ReadOnlyDatabaseError(path, f"cannot write ({msg})", f"choose a writable path ({DB_OPTION})")
     if "locked" in msg or "busy" in msg:
         return DatabaseLockedError(
             path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import sqlite_utils
@@ -138,16 +138,21 @@ def save_run(
     return info.run_id
 
 
-def save_runs(
-    path: str | os.PathLike[str],
-    runs: list[tuple[RunInfo, list[VariantResult]]],
-    *,
-    delete: Collection[str] = (),
-) -> None:
-    """Write complete runs (each replacing a run of its id) and delete the runs ``delete`` names,
-    all in one transaction: an import that regroups stored runs is stored whole or not at all."""
+#: runs to write, each with its results, and the ids of stored runs to delete
+RunsUpdate = tuple[list[tuple[RunInfo, list[VariantResult]]], Collection[str]]
+
+
+def save_runs(path: str | os.PathLike[str], make: Callable[[], RunsUpdate]) -> None:
+    """Write complete runs (each replacing a run of its id) and delete the runs named, all in one
+    transaction: an import that regroups stored runs is stored whole or not at all. ``make()``
+    says what, and runs while this process holds the write lock of the database, created and at
+    the current schema by then: what it reads of the stored runs (:func:`list_runs`,
+    :func:`load_run`; WAL readers see every committed run) no other writer changes before this
+    write lands, so imports run side by side merge as if one after another (reading before the
+    lock, two of three concurrent imports into a new file met it half-made, "empty database")."""
     p = Path(path)
     with _opened(p, create=True) as db, _write_txn(db, p):
+        runs, delete = make()
         for run_id in [*delete, *(info.run_id for info, _ in runs)]:
             db.conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))  # cascades
         for info, results in runs:

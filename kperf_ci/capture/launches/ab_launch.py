@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,8 +143,16 @@ class PlanError(ValueError):
 
 
 def _read_plan(path: str | os.PathLike[str]) -> dict[str, Any]:
+    # only a regular file is opened: a FIFO's open() waits for a writer that never comes (the run
+    # hung); checked before the open, and again on the descriptor, opened non-blocking, in case
+    # the path was swapped in between
     try:
-        with open(path, "rb") as f:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise PlanError(f"{path}: not a regular file (a FIFO, a device or a directory)")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise PlanError(f"{path}: not a regular file (a FIFO, a device or a directory)")
             raw = f.read(MAX_PLAN_BYTES + 1)
     except OSError as e:
         raise PlanError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None

@@ -18,7 +18,8 @@ following a symlink and only up to ``MAX_ENTRY_BYTES``, and used only when it is
 (finite numbers, catalogue names, units and kinds, every metric ``static_metrics`` writes) and its
 recorded hashes match the cubin it describes, its SASS and its metric rows. Any other entry is
 recomputed and overwritten, with one warning line. A directory that is a file (or lies under one)
-is one warning per process, and the disk cache is off.
+is one warning per process, and the disk cache is off; so is a directory that cannot take a new
+entry (it cannot be created, or is not writable), and nothing is written to it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ Warn = Callable[[str], None]
 _MEMORY: dict[str, tuple[list[list[Any]], str, str]] = {}
 # cache directories found unusable and said so: one warning per process, not one per entry
 _UNUSABLE: set[str] = set()
+# cache directories that could not take a new entry, said so once
+_UNWRITABLE: set[str] = set()
 
 
 def cache_dir() -> str | None:
@@ -145,16 +148,27 @@ def _usable(d: str, warn: Warn) -> bool:
     return False
 
 
-def _write(d: str, path: str, entry: bytes) -> None:
+def _write(d: str, path: str, entry: bytes, warn: Warn) -> None:
     """Atomically, under a name no one can predict: mkstemp creates the file itself (O_EXCL, so a
     planted symlink is never followed) in the cache directory, and rename replaces whatever the
-    entry's name held (a link is replaced, not written through)."""
+    entry's name held (a link is replaced, not written through). A directory that cannot take
+    a file is said once per process, and not tried again (its entries may still be read: a
+    cache filled by others, read-only here, is still a cache)."""
     if len(entry) > MAX_ENTRY_BYTES:
         return  # a reader would refuse it; such a kernel is recomputed each time
+    if d in _UNWRITABLE:
+        return
     try:
         os.makedirs(d, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".kperf-", suffix=".tmp")
     except OSError:
+        # no errno in the line: under /proc, mkdir says "No such file or directory" of a parent
+        # that exists
+        _UNWRITABLE.add(d)
+        warn(
+            f"static-metrics cache {d}: not a writable directory; new metrics are not cached (each "
+            f"kernel's metrics are computed); point {ENV_METRICS_CACHE_DIR} at a writable directory"
+        )
         return
     try:
         with os.fdopen(fd, "wb") as f:
@@ -191,7 +205,7 @@ def cached_static_metrics(
     metrics, normalized, digest = (fn or sass.static_metrics)(asm, metadata, arch)
     _MEMORY[key] = (_rows(metrics), normalized, digest)
     if path and d:
-        _write(d, path, make_entry(_rows(metrics), normalized, digest, cubin))
+        _write(d, path, make_entry(_rows(metrics), normalized, digest, cubin), warn or _stderr_warning)
     return list(metrics), normalized, digest, False
 
 
@@ -200,3 +214,4 @@ def clear_memory() -> None:
     cache stays)."""
     _MEMORY.clear()
     _UNUSABLE.clear()
+    _UNWRITABLE.clear()

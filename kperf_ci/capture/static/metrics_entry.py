@@ -79,16 +79,26 @@ def read_entry(path: str) -> bytes | None:
         return None
     except OSError as e:  # ELOOP: a symlink planted at the entry's name (never followed)
         raise BadEntry(f"cannot be opened as a plain file ({e.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    # the raw descriptor, never os.fdopen: Python refuses a directory's descriptor there with an
+    # IsADirectoryError naming the descriptor, which reached the run as "did not compile"
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise BadEntry("not a regular file")
         if st.st_size > MAX_ENTRY_BYTES:
             raise BadEntry(f"{st.st_size:,} bytes, over the {MAX_ENTRY_BYTES // 2**20} MiB an entry may hold")
-        data = f.read(MAX_ENTRY_BYTES + 1)
-    if len(data) > MAX_ENTRY_BYTES:  # grew after the stat
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_ENTRY_BYTES and (chunk := os.read(fd, MAX_ENTRY_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise BadEntry(f"cannot be read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > MAX_ENTRY_BYTES:  # grew after the stat
         raise BadEntry(f"over the {MAX_ENTRY_BYTES // 2**20} MiB an entry may hold")
-    return data
+    return b"".join(chunks)
 
 
 def _row(row: Any, cubin: bytes) -> list[Any]:
