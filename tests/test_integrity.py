@@ -336,3 +336,18 @@ def test_a_bad_database_is_reported_before_any_test_runs(pytester: pytest.Pytest
     assert "a test ran" not in result.stdout.str()
     result.stderr.fnmatch_lines(["*kperf: *bad.db: not a SQLite database*"])
     assert bad.read_bytes() == b"not a database at all"
+
+
+def test_a_file_that_is_not_a_database_is_never_to_be_deleted(tmp_path: Path) -> None:
+    """Issue 37's walk: `--kperf-baseline` pointing at a CSV was told to "delete it". The file is
+    the user's; the line names the problem and points the option elsewhere, and leaves it as is."""
+    csv = tmp_path / "base.csv"
+    csv.write_text("kernel,time\nadd,1.0\n" * 20)
+    r = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "show", "--db", str(csv)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "not a SQLite database" in lines[0] and "delete" not in lines[0], lines[0]
+    assert csv.read_text().startswith("kernel,time")

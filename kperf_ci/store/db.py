@@ -49,7 +49,8 @@ def _check_header(path: Path) -> bool:
         raise CorruptDatabaseError(
             path,
             "not a SQLite database (bad header)",
-            "point --db/--baseline at a kperf run database or delete it",
+            # never "delete it": the file is the user's (a CSV passed as --baseline, say)
+            "point the option at a kperf run database; this file is left as it is",
         )
     if len(head) < 100:
         raise CorruptDatabaseError(path, "truncated SQLite file", "restore the file from git or delete it")
