@@ -77,3 +77,24 @@ def test_pytest_usage_error_in_head_is_its_line_and_stops_the_base_pass(tmp_path
     assert "failed" not in last and "base tree" not in last and "memory" not in last
     assert not (room / "whole-suite-ran").exists()  # the base's pass was stopped, not run to its end
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["test_k.py", "-k", "copy", "--db", "F.db"], "--db is an option of kperf ab: put it before"),
+        (["test_k.py", "--json=ab.json"], "--json is an option of kperf ab: put it before"),
+        (["test_k.py", "--db", "F.db", "--report-dir", "D"], "--db, --report-dir are options of kperf ab"),
+    ],
+)
+def test_kperf_ab_options_after_the_pytest_arguments_are_one_line_before_any_pass(tmp_path, args, said):
+    """Everything after the first pytest argument goes to pytest, which refused `--db` in both
+    trees, and the check then blamed the base tree ("stored no run (pytest exit 4)")."""
+    repo = _repo(tmp_path)
+    p = kperf("ab", "--base", "HEAD~1", "--no-gpu", *args, cwd=repo)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], p.stderr
+    assert lines[0].endswith("(kperf ab [OPTIONS] [PYTEST_ARGS]...)")
+    assert "static:" not in p.stdout  # no pass started
+    assert not (repo / "F.db").exists()
