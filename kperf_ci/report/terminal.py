@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from kperf_ci.judge.comparison import COMPARED
-from kperf_ci.judge.group import count_words, plural
+from kperf_ci.judge.group import count_words, plural, triton_kernels
 from kperf_ci.metrics import key_metrics
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
@@ -211,7 +211,7 @@ def _counts(results: list[Any]) -> str:
     not compile is no metric."""
     if not results:
         return ""
-    kernels = len({r.key.kernel for r in results})
+    kernels = triton_kernels(r.key for r in results)  # as kperf show and the reports count them
     failed = sum(1 for r in results if r.error)
     done = f"; {len(results) - failed} compiled, {failed} did not compile" if failed else ""
     return f" ({kernels} kernel(s){done})"
