@@ -1,6 +1,7 @@
 """One run's size in the same words everywhere (issue 35, a maintainer's walk): pytest's summary
 said "6 variant(s) captured ... (1 kernel(s))" while `kperf show` and the run report said
-"6 kernels" for the same run. A real project, pytest and the CLI as subprocesses, CPU only.
+"6 kernels" for the same run; and a session that captured nothing because no test was marked
+says how to mark them. A real project, pytest and the CLI as subprocesses, CPU only.
 """
 
 from __future__ import annotations
@@ -74,3 +75,21 @@ def test_pytest_show_and_the_report_count_variants_and_kernels_alike(tmp_path):
     assert "3 variants of 1 kernel" in index and "<h2>Kernels (" not in index
     for text in (show.stdout, md.stdout, site.stdout, index):
         assert "3 kernels" not in text
+
+
+def test_a_session_with_no_marked_test_says_how_to_mark_them(tmp_path):
+    """`pytest --kperf` on a suite nobody marked said "0 variant(s) captured" and nothing more."""
+    repo = tmp_path / "p"
+    repo.mkdir()
+    (repo / "kernels.py").write_text(KERNELS)
+    (repo / "test_k.py").write_text(TESTS.replace("@pytest.mark.kperf\n", ""))
+    r = pytest_run(repo, "--kperf", "--kperf-no-save")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    i = next(i for i, line in enumerate(lines) if "kperf: 0 variant(s) captured" in line)
+    hint = lines[i + 1]
+    assert hint.startswith("kperf: no test ran marked"), r.stdout
+    assert all(w in hint for w in ("@pytest.mark.kperf", "kperf fixture", "--kperf-all", 'mark = "all"'))
+    # marked through --kperf-all: captured, no hint
+    r = pytest_run(repo, "--kperf", "--kperf-no-save", "--kperf-all")
+    assert "3 variant(s) captured" in r.stdout and "no test ran marked" not in r.stdout, r.stdout[-3000:]

@@ -217,6 +217,14 @@ def _counts(results: list[Any]) -> str:
     return f" ({kernels} kernel(s){done})"
 
 
+#: the summary's hint when no test ran marked: kperf captures marked tests only
+NOTHING_MARKED = (
+    "kperf: no test ran marked, and kperf captures marked tests only: mark tests with "
+    "@pytest.mark.kperf or use the kperf fixture, or mark the whole suite with --kperf-all "
+    '(or [tool.kperf] mark = "all")'
+)
+
+
 def write_summary(ks: Any, tr: Any) -> None:
     """The end of a pytest session with kperf on: what was captured, where it went, A/B
     verdicts, flagged findings, warnings, errors and the comparison with the baseline. ``ks``
@@ -229,6 +237,13 @@ def write_summary(ks: Any, tr: Any) -> None:
         tr.write_line(f"kperf: {ks.mode} mode{arch}; workers stored their variants in run {ks.run_id}")
     else:
         tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}{_counts(ks.results)}")
+        if (
+            not n
+            and not ks.marked_run
+            and not ks.interrupted
+            and not ks.config.getoption("kperf_bench", None)
+        ):
+            tr.write_line(NOTHING_MARKED, yellow=True)  # "0 variant(s)" alone left the user guessing why
     write_status(ks, tr)
     for _nodeid, label, description, verdict, *_id in ks.ab_results:
         tr.write_line(f"kperf A/B {t(label)}: {t(verdict)}: {t(description)}", red=verdict == "slower")
