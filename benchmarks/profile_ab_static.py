@@ -44,7 +44,12 @@ def main() -> None:
         "plain": [sys.executable, "-m", "pytest"],
     }
     for name, head in runs.items():
-        kperf = [] if name == "plain" else ["--kperf-mode", "static", "--kperf-db", str(work / f"{name}.db")]
+        # --kperf: without it the --kperf-* options did nothing, and this profiled plain pytest
+        kperf = (
+            []
+            if name == "plain"
+            else ["--kperf", "--kperf-mode", "static", "--kperf-db", str(work / f"{name}.db")]
+        )
         cmd = [*head, "-q", "-p", "no:cacheprovider", "--durations=8", *case.tests, "--kperf-all", *kperf]
         if name == "plain":
             cmd.remove("--kperf-all")

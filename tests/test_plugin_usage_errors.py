@@ -70,3 +70,56 @@ def test_a_missing_baseline_is_found_before_the_suite(tmp_path):
     r = pytest_run(tmp_path, "--kperf-mode", "static", "--kperf-db", "run.db", "--kperf-baseline", "nope.db")
     usage_error(r, tmp_path, "nope.db", "does not exist", "kperf baseline update")
     assert not (tmp_path / "run.db").exists()
+
+
+def plain_run(tmp_path: Path, *args: str, pyproject: str = "") -> subprocess.CompletedProcess:
+    """pytest as pytest_run runs it, without --kperf (and with this pyproject.toml, if any)."""
+    (tmp_path / "test_it.py").write_text(TEST_FILE)
+    if pyproject:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_it.py", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**clean, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--kperf-all"], "--kperf-all needs --kperf (or kperf run): "),
+        (["--kperf-mode", "static"], "--kperf-mode needs --kperf (or kperf run): "),
+        (["--kperf-db=run.db", "--kperf-all"], "--kperf-db, --kperf-all need --kperf (or kperf run): "),
+    ],
+)
+def test_kperf_options_without_kperf_are_a_usage_error(tmp_path, args, said):
+    """Issue 35, a maintainer's walk: `pytest --kperf-all` without --kperf ran as plain pytest,
+    saying nothing."""
+    usage_error(plain_run(tmp_path, *args), tmp_path, said, "add --kperf")
+
+
+def test_kperf_options_in_addopts_or_with_kperf_or_a_shard_still_work(tmp_path):
+    # addopts may keep the settings of the runs that turn kperf on: a plain run is left alone
+    ini = '[tool.pytest.ini_options]\naddopts = "--kperf-all --kperf-mode static --kperf-no-save"\n'
+    r = plain_run(tmp_path, pyproject=ini)
+    assert r.returncode == 0 and (tmp_path / "TEST-RAN").exists(), r.stdout[-2000:] + r.stderr[-2000:]
+    assert "kperf: mode=static" not in r.stdout  # kperf stayed off
+    r = plain_run(tmp_path, "--kperf", pyproject=ini)  # with --kperf, the same addopts apply
+    assert r.returncode != pytest.ExitCode.USAGE_ERROR and "kperf: mode=static" in r.stdout, r.stderr
+    # a shard is a slice of the suite with kperf off too, and the marks choose what it holds
+    r = plain_run(tmp_path, "--kperf-shard", "1/2", "--kperf-all", "--collect-only", "-q")
+    assert r.returncode == 0 and "test_it.py::test_runs" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    # kperf run passes --kperf itself
+    k = subprocess.run(
+        [sys.executable, "-m", "kperf_ci", "run", "test_it.py", "--kperf-all", "--kperf-no-save"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    assert "needs --kperf" not in k.stdout + k.stderr and "kperf: mode=" in k.stdout, k.stdout + k.stderr

@@ -26,6 +26,8 @@ from kperf_ci.report import build_report, render_markdown, render_summary, write
 SOURCE = "liger_kernel/ops/softmax.py::_softmax_forward_kernel"
 SPEC = "X:*fp32:D, Y:*fp32:D, n_cols:i32:D, BLOCK_SIZE=1024"
 CONFIG = "num_warps=4,num_stages=3,num_ctas=1"
+# the softmax kernel's two tests reach one compiled variant: one row of the tables
+ROWS = " in 3 rows"
 TESTS = (
     "test/transformers/test_softmax.py::test_liger_softmax[2-128-1024]",
     "test/transformers/test_softmax.py::test_liger_softmax_functional[2-128-1024]",
@@ -98,7 +100,7 @@ def test_two_tests_reaching_one_kernel_list_it_once_with_both_tests(tmp_path, mo
     comment = render_markdown(report)
     rows = [ln for ln in comment.splitlines() if "\\_softmax" in ln or "liger\\_softmax" in ln]
     assert len(rows) == 1 and "2 tests" in rows[0]
-    assert "3 kernels (4 variants)" in comment
+    assert f"4 variants of 3 kernels{ROWS}" in comment
 
     site = tmp_path / "site"
     write_site(report, site, jobs=1)
@@ -112,7 +114,7 @@ def test_two_tests_reaching_one_kernel_list_it_once_with_both_tests(tmp_path, mo
     assert re.search(r"liger_softmax │ sm_90 │ w4 s3 │ 2 │ registers │ 32 -> 64", out)
 
     shown = _kperf(tmp_path, monkeypatch, "show", "--db", "run.db", "--run", "cur")
-    assert shown.count("liger_softmax") == 1 and "3 kernels (4 variants)" in shown
+    assert shown.count("liger_softmax") == 1 and f"4 variants of 3 kernels{ROWS}" in shown
 
 
 def test_a_different_specialization_or_sass_is_another_kernel(tmp_path):
@@ -150,7 +152,7 @@ def test_the_regression_count_is_the_same_in_compare_report_comment_and_show(tmp
     assert "2 regressed kernels (3 metric rows over threshold)" in shown
     assert shown.count("REGRESSION") == 2
     written = _kperf(tmp_path, monkeypatch, "report", *args, "-o", "rep", "--jobs", "1")
-    assert "(3 kernels; 2 regressed kernels)" in written
+    assert f"(4 variants of 3 kernels{ROWS}; 2 regressed kernels)" in written
 
 
 def test_no_regression_reads_alike_everywhere(tmp_path, monkeypatch):
@@ -195,12 +197,12 @@ def test_show_is_compact_by_default_and_details_on_request(tmp_path, monkeypatch
     assert len(short) == 1 + 1 + 6 + 1, short
     kernel_lines = [ln for ln in short if re.match(r"\s*k\d ", ln)]
     assert len(kernel_lines) == 6 and all(re.search(r"\b3\b", ln) for ln in kernel_lines)
-    assert "6 kernels (18 variants)" in short[-1] and "--details" in short[-1]
+    assert "18 variants of 6 kernels in 6 rows" in short[-1] and "--details" in short[-1]
     # --details: today's output, every variant (18 of them) with its metric table
     assert sum("id=" in ln for ln in long) == 18 and sum(ln.split()[:1] == ["registers"] for ln in long) == 18
     assert len(long) > 5 * len(short)
     one = compact.invoke(main, ["show", "--db", "run.db", "--kernel", "k1_2"]).output
-    assert "k1" in one and "k2" not in one and "1 kernel (3 variants)" in one
+    assert "k1" in one and "k2" not in one and "3 variants of 1 kernel in 1 row;" in one
 
 
 def test_show_lists_the_costliest_findings_up_to_the_setting(tmp_path, monkeypatch):

@@ -80,6 +80,7 @@ def ab_cmd(
     `--bench SCRIPT [ARGS]` last: an existing benchmark script instead of tests, each of its
     do_bench calls of a changed kernel timed A/B (the script's path relative to here).
     """
+    _refuse_own_options(pytest_args)
     if any(a == "--bench" or a.startswith("--bench=") for a in pytest_args):
         pytest_args = tuple(bench_args(list(pytest_args)))
     if json_path:  # written after both passes: found unwritable now, not after them
@@ -121,3 +122,24 @@ def ab_cmd(
     if no_fail and report.exit_code:
         click.echo(f"kperf ab: exit {report.exit_code} (a regression) suppressed by --no-fail")
     raise SystemExit(0 if no_fail else report.exit_code)
+
+
+def _refuse_own_options(pytest_args: tuple[str, ...]) -> None:
+    """One line, before any pass, for kperf ab's own options written after the pytest arguments:
+    everything after the first of those goes to pytest (`--db F` after a test path), which
+    refused it in both trees and the check blamed the base tree."""
+    ctx = click.get_current_context()
+    own = {o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
+    found = []
+    for a in pytest_args:
+        if a == "--bench" or a.startswith("--bench="):
+            break  # the benchmark script's own arguments follow
+        name = a.split("=", 1)[0]
+        if name in own and name not in found:
+            found.append(name)
+    if found:
+        what = f"{found[0]} is an option" if len(found) == 1 else f"{', '.join(found)} are options"
+        it = "it" if len(found) == 1 else "them"
+        raise KperfError(
+            f"{what} of kperf ab: put {it} before the pytest arguments (kperf ab [OPTIONS] [PYTEST_ARGS]...)"
+        )

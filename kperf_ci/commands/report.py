@@ -113,7 +113,7 @@ def report_cmd(
             index = write_site(report, out, jobs=jobs or settings.jobs)
         except OSError as e:
             raise _write_error(e, out) from None
-        click.echo(f"wrote {index} ({len(report.variants)} kernels; {report.verdict_line})")
+        click.echo(f"wrote {index} ({report.size_words}; {report.verdict_line})")
         return
     text = render_markdown(report, max_chars=max_chars) if fmt == "markdown" else render_summary(report)
     if not output or output == "-":

@@ -11,7 +11,7 @@ import click
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT, capped, flagged, ranked
 from kperf_ci.judge.compare import compare_runs
-from kperf_ci.judge.group import KernelIndex, plural
+from kperf_ci.judge.group import KernelIndex, size_words, triton_kernels
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.metrics import key_metrics, unit_of
 from kperf_ci.model import RunInfo, RunRecord, VariantResult
@@ -120,6 +120,7 @@ def kernel_lines(
                 "tests": index.tests[kid],
                 "names": index.names[kid],
                 "variants": len(rs),
+                "members": rs,
                 "metrics": {name: rep.metric(name) for name, _col, _unit in HEADLINE},
                 "findings": shown,
                 "more_findings": more,
@@ -173,10 +174,12 @@ def print_kernels(
             row.append("[bold red]REGRESSION[/]" if line["verdict"] == "REGRESSION" else s(line["verdict"]))
         t.add_row(*row)
     out.print(t)
+    # counted as the pytest summary counts them: variants as variants, Triton kernels as kernels
+    # (a row is a compiled variant; "6 kernels" here read against pytest's "(1 kernel(s))")
     n_var = sum(line["variants"] for line in lines)
-    of = f" ({plural(n_var, 'variant')})" if n_var != len(lines) else ""
+    kernels = triton_kernels(r.key for line in lines for r in line["members"])
     out.print(
-        f"{plural(len(lines), 'kernel')}{of}; findings: the {cap} costliest flagged per kernel "
+        f"{size_words(n_var, kernels, len(lines))}; findings: the {cap} costliest flagged per row "
         "(findings_per_kernel); --details lists every variant's metrics",
         highlight=False,
     )

@@ -30,6 +30,8 @@ __all__ = [
     "distinct_spec_labels",
     "kernel_id",
     "plural",
+    "size_words",
+    "triton_kernels",
 ]
 
 
@@ -83,6 +85,20 @@ class KernelIndex:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def triton_kernels(keys: Iterable[VariantKey]) -> int:
+    """How many Triton kernels these variants are of: launch sites (the Triton function, over
+    every arch and specialization), else names (a timed callable, an imported benchmark)."""
+    return len({k.source or f"name:{k.kernel}" for k in keys})
+
+
+def size_words(variants: int, kernels: int, rows: int | None = None) -> str:
+    """The one spelling of a run's size, as the pytest summary counts it: "6 variants of 1 kernel"
+    (variants as stored; kernels: :func:`triton_kernels`), and, where a table lists a compiled
+    variant that several tests reach once, how many rows that makes ("in 3 rows")."""
+    folded = f" in {plural(rows, 'row')}" if rows is not None and rows != variants else ""
+    return f"{plural(variants, 'variant')} of {plural(kernels, 'kernel')}{folded}"
 
 
 def count_words(regressed: int, removed: int = 0) -> str:

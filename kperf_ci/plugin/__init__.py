@@ -71,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     overrides = options.cli_overrides(config)
     if not _enabled(config, overrides.get("enabled")):
+        _refuse_options_without_kperf(config)
         return
     from kperf_ci.plugin.session import KperfSession
 
@@ -106,6 +107,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "numprocesses", None):
         # xdist: the controller creates the run row once; workers append their variants to it.
         _create_run(session)
+
+
+def _refuse_options_without_kperf(config: pytest.Config) -> None:
+    """``--kperf-all`` (any ``--kperf-*`` option) written on the command line while kperf is
+    off: the run would be plain pytest, silently, though the user asked kperf for something."""
+    names = options.given_without_kperf(config.invocation_params.args)
+    if names:
+        one = len(names) == 1
+        raise pytest.UsageError(
+            f"kperf: {', '.join(names)} need{'s' if one else ''} --kperf (or kperf run): without it "
+            f"kperf-ci is off and {'it does' if one else 'they do'} nothing; add --kperf "
+            "(or [tool.kperf] enabled = true)"
+        )
 
 
 def _refuse_self_baseline(config: pytest.Config, settings: Settings) -> None:

@@ -77,7 +77,9 @@ class ActiveHooks:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        marker = item.stash.get(MARKER_KEY, None)
+        marker = item.stash.get(MARKER_KEY, None)  # set by now by the marker, fixture or mark setting
+        if marker is not None:
+            self.session.saw_marked()
         if marker is not None and self.session.mode == "gpu":
             with self.session.replaying(item):
                 result = yield

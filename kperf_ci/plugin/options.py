@@ -7,6 +7,7 @@ Bad values fail at parse time, naming the option.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -203,3 +204,20 @@ def cli_overrides(config: pytest.Config) -> dict[str, Any]:
         if value is not None:
             out[key] = value
     return out
+
+
+def given_without_kperf(args: Iterable[object]) -> list[str]:
+    """The ``--kperf-*`` options written on the command line (``args``: pytest's invocation
+    arguments, without ini ``addopts`` or ``PYTEST_ADDOPTS``, where a project may keep settings for
+    the runs that turn kperf on) that do nothing while kperf is off. ``--kperf-shard`` acts
+    without kperf (a slice of the suite), and so do ``--kperf-all`` / ``--kperf-mark`` beside it:
+    they choose which tests are dealt round-robin."""
+    names: list[str] = []
+    for a in map(str, args):
+        if a == "--":  # what follows is positional
+            break
+        if a.startswith("--kperf-"):
+            names.append(a.split("=", 1)[0])
+    if "--kperf-shard" in names:
+        names = [n for n in names if n not in ("--kperf-shard", "--kperf-all", "--kperf-mark")]
+    return list(dict.fromkeys(names))

@@ -62,6 +62,9 @@ class KperfSession:
     # was captured; all-zero is an error (a capture that silently saw nothing passes everything)
     marked_passed: int = 0
     marked_with_launches: int = 0
+    # tests that ran marked (marker, kperf fixture or the mark setting), any mode: a session with
+    # none captured nothing because nothing asked it to, and the summary says how to ask
+    marked_run: int = 0
     started_at: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     )
@@ -138,6 +141,10 @@ class KperfSession:
         launched a captured Triton kernel, for :meth:`capture_error`."""
         self.marked_passed += passed
         self.marked_with_launches += with_launches
+
+    def saw_marked(self) -> None:
+        """A marked test is running (counted in :attr:`marked_run`)."""
+        self.marked_run += 1
 
     def fold_warnings(self, message: str, nodeid: str, summary: str) -> None:
         """Every warning that says ``message`` replaced by one line ``summary``, shown first."""

@@ -306,15 +306,76 @@ def _static_side(
     return StaticSide(db, run, load_manifest(str(db), run.info.run_id), rc, out, peak_rss_mb=peak_rss_mb)
 
 
-def _run_passes(passes: list[_Pass]) -> list[tuple[tuple[int, str], float | None]]:
-    """Wait for passes started together: ((exit code, output), peak MB) each; on an error or
-    Ctrl-C none outlives the command."""
+def _ended(p: _Pass) -> bool:
+    """Whether the pass's process has ended, without reaping it (``_reap`` keeps its peak memory
+    then)."""
+    if p.proc.returncode is not None:
+        return True
     try:
+        return os.waitid(os.P_PID, p.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _stop_others_on_usage_error(passes: list[_Pass], watched: _Pass) -> None:
+    """Wait for ``watched`` (the head's pass); if it ends on pytest's usage error (exit 4: a path
+    that does not exist, an unknown option), stop the others at once. A path missing in head is
+    dropped from the base's arguments (taken for a test file new in head), so the base pass would
+    otherwise run the whole suite, for minutes and gigabytes, before the check says anything."""
+    if not hasattr(os, "waitid"):
+        return
+    while not _ended(watched):
+        if all(_ended(p) for p in passes if p is not watched):
+            return  # nothing left to stop
+        time.sleep(0.1)
+    if watched._reap() == USAGE_ERROR:
+        for p in passes:
+            if p is not watched and p.proc.poll() is None:
+                p.proc.kill()
+
+
+def _run_passes(
+    passes: list[_Pass], watched: _Pass | None = None
+) -> list[tuple[tuple[int, str], float | None]]:
+    """Wait for passes started together: ((exit code, output), peak MB) each; on an error or
+    Ctrl-C none outlives the command, and when ``watched`` ends on pytest's usage error the
+    others are stopped (:func:`_stop_others_on_usage_error`)."""
+    try:
+        if watched is not None:
+            _stop_others_on_usage_error(passes, watched)
         return [(p.wait(), p.peak_rss_mb) for p in passes]
     finally:
         for p in passes:
             if p.proc.poll() is None:
                 p.proc.kill()
+
+
+#: pytest's exit status for a usage error (bad arguments, a path not found, a plugin's refusal)
+USAGE_ERROR = 4
+
+
+def usage_error_line(out: str) -> str | None:
+    """pytest's own words for its usage error: argparse's message ("unrecognized arguments:
+    --bogus-flag") or the text of its first ``ERROR:`` line ("file or directory not found: x.py");
+    None when it printed neither."""
+    lines = out.splitlines()
+    usage = next((i for i, line in enumerate(lines) if line.startswith("ERROR: usage:")), None)
+    for line in lines[usage + 1 : usage + 4] if usage is not None else ():
+        m = re.search(r": error: (.+)$", line)  # argparse's "python -m pytest: error: ..."
+        if m:
+            return m.group(1).strip()
+    for line in lines:
+        if line.startswith("ERROR: ") and not line.startswith("ERROR: usage:"):
+            return line.removeprefix("ERROR: ").strip()
+    return None
+
+
+def _refuse_head_usage_error(rc: int, out: str) -> None:
+    """The head pass ended on pytest's usage error: the arguments are wrong, in both trees or in
+    head's (the base's exit 4 alone is a test new in head, and goes on); one line, pytest's."""
+    if rc == USAGE_ERROR:
+        line = usage_error_line(out) or "see pytest's output above"
+        _fail(f"pytest refused the arguments in the head tree (usage error, exit 4): {line}", out)
 
 
 def static_pass(
@@ -342,15 +403,18 @@ def static_pass(
     done: dict[str, tuple[int, str]] = {}
     peaks: dict[str, float | None] = {}
     if order == "sequential":
-        for side in ("base", "head"):
+        # head first: arguments pytest refuses end the check before the base's pass, not after it
+        for side in ("head", "base"):
             done[side], peaks[side] = _run_passes([start(side)])[0]
+            if side == "head":
+                _refuse_head_usage_error(*done[side])
     else:
         # Both trees at once: a static pass times nothing, so the two share the machine (and
         # the GPU, on a GPU runner) without harm, and the check waits for the slower one only.
-        for side, (res, peak) in zip(
-            ("base", "head"), _run_passes([start("base"), start("head")]), strict=True
-        ):
+        base, head = start("base"), start("head")
+        for side, (res, peak) in zip(("base", "head"), _run_passes([base, head], watched=head), strict=True):
             done[side], peaks[side] = res, peak
+        _refuse_head_usage_error(*done["head"])  # before the base's kill reads as out of memory
         killed = [s for s in ("base", "head") if done[s][0] == -9]  # SIGKILL: the OOM killer's signal
         if killed and order == "auto":
             for side in killed:

@@ -122,9 +122,7 @@ def _counts_line(report: Report) -> str:
     timed = report.current.mode != "static"
     always = ("slower", "faster", "unchanged", "inconclusive") if timed else ()
     parts = [f"{c[k]} {k}" for k in c if c[k] or k in always]
-    stored = sum(v.members for v in report.variants)
-    of = f" ({stored} variants)" if stored != len(report.variants) else ""
-    return f"{len(report.variants)} kernels{of}: " + ", ".join(parts)
+    return f"{report.size_words}: " + ", ".join(parts)
 
 
 def _headline(report: Report) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from kperf_ci.judge.comparison import COMPARED
-from kperf_ci.judge.group import count_words, plural
+from kperf_ci.judge.group import count_words, plural, triton_kernels
 from kperf_ci.metrics import key_metrics
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
@@ -211,10 +211,18 @@ def _counts(results: list[Any]) -> str:
     not compile is no metric."""
     if not results:
         return ""
-    kernels = len({r.key.kernel for r in results})
+    kernels = triton_kernels(r.key for r in results)  # as kperf show and the reports count them
     failed = sum(1 for r in results if r.error)
     done = f"; {len(results) - failed} compiled, {failed} did not compile" if failed else ""
     return f" ({kernels} kernel(s){done})"
+
+
+#: the summary's hint when no test ran marked: kperf captures marked tests only
+NOTHING_MARKED = (
+    "kperf: no test ran marked, and kperf captures marked tests only: mark tests with "
+    "@pytest.mark.kperf or use the kperf fixture, or mark the whole suite with --kperf-all "
+    '(or [tool.kperf] mark = "all")'
+)
 
 
 def write_summary(ks: Any, tr: Any) -> None:
@@ -229,6 +237,13 @@ def write_summary(ks: Any, tr: Any) -> None:
         tr.write_line(f"kperf: {ks.mode} mode{arch}; workers stored their variants in run {ks.run_id}")
     else:
         tr.write_line(f"kperf: {n} variant(s) captured in {ks.mode} mode{arch}{_counts(ks.results)}")
+        if (
+            not n
+            and not ks.marked_run
+            and not ks.interrupted
+            and not ks.config.getoption("kperf_bench", None)
+        ):
+            tr.write_line(NOTHING_MARKED, yellow=True)  # "0 variant(s)" alone left the user guessing why
     write_status(ks, tr)
     for _nodeid, label, description, verdict, *_id in ks.ab_results:
         tr.write_line(f"kperf A/B {t(label)}: {t(verdict)}: {t(description)}", red=verdict == "slower")

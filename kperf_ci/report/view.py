@@ -13,7 +13,7 @@ from typing import Any
 
 from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, flagged, ranked
 from ..capture.static.sass import CLASSES
-from ..judge.group import count_words
+from ..judge.group import count_words, size_words, triton_kernels
 from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
 from ..metrics import VERDICT_RANK, headline
 from ..metrics import VERDICTS as VERDICTS
@@ -204,6 +204,13 @@ class Report:
     @property
     def removed_kernels(self) -> int:
         return sum(1 for v in self.variants if v.regression and v.verdict == "removed")
+
+    @property
+    def size_words(self) -> str:
+        """ "6 variants of 1 kernel" (in N rows where tests share a compiled variant), counted as
+        the pytest summary and `kperf show` count them."""
+        stored = sum(v.members for v in self.variants)
+        return size_words(stored, triton_kernels(v.key for v in self.variants), len(self.variants))
 
     @property
     def counts(self) -> dict[str, int]:
