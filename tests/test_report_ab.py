@@ -528,3 +528,18 @@ def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
     )
     line = next(x for x in ab.render_markdown(one).splitlines() if x.startswith("  - 🔴 slower +5.00%"))
     assert "µs; cause: num\\_warps 4 -&gt; 1; launch: x=fp32\\[1024x1024\\]" in line, line
+
+
+def test_a_static_check_that_timed_nothing_never_reads_as_a_timed_result():
+    """Issue 35's walk: a static-only `kperf ab` whose launches were all identical read
+    "🟢 no kernel slower than the base revision", as if timed; one whose launches compiled on
+    neither side must say they could not be compared."""
+    from kperf_ci.report.ab_view import headline
+
+    same = {"counts": {"identical": 4}, "tests": [], "timed": [], "kernels": []}
+    assert headline(same).startswith("🟢 every launch identical to the base revision"), headline(same)
+    assert "slower" not in headline(same)
+    unknown = {"counts": {"unknown": 3, "identical": 1}, "tests": [], "timed": [], "kernels": []}
+    assert headline(unknown).startswith("🟡 3 test(s) could not be compared (compiled on neither side)")
+    timed = {"counts": {"unchanged": 1}, "timed": [{"verdict": "unchanged"}], "kernels": [{}]}
+    assert headline(timed).startswith("🟢 no kernel slower than the base revision")

@@ -34,7 +34,7 @@ from kperf_ci.report.ab_view import (
     static_rows,
     static_summary,
     terminal_lines,
-    test_status,
+    test_status_word,
     times_text,
     timing_note,
     where_text,
@@ -225,7 +225,7 @@ def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None
     diffs = [
         "\n".join(
             [
-                f"- **{md(test_status(t['status']))}** {md(t['test'])}",
+                f"- **{md(test_status_word(t['status']))}** {md(t['test'])}",
                 *(f"  - {md(c)}" for c in t["changes"] or []),
             ]
         )

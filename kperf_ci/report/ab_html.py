@@ -27,7 +27,7 @@ from kperf_ci.report.ab_view import (
     static_gate,
     static_kernels_of,
     static_rows,
-    test_status,
+    test_status_word,
     times_text,
     timing_note,
     where_text,
@@ -118,7 +118,7 @@ def _tiles(
         tiles.append({"cls": "better", "n": len(improved), "label": "kernels improved (static)"})
     for status, label in (("changed", "tests differ"), ("identical", "tests identical, not timed")):
         if c.get(status):
-            tiles.append({"cls": test_status(status), "n": int(c[status]), "label": label})
+            tiles.append({"cls": test_status_word(status), "n": int(c[status]), "label": label})
     return tiles
 
 
@@ -248,7 +248,7 @@ def render_html(doc: dict[str, Any]) -> str:
         tests=[
             {
                 "test": breakable(t["test"]),
-                "status": test_status(t["status"]),
+                "status": test_status_word(t["status"]),
                 "changes": [arrows(c) for c in t.get("changes") or []],
             }
             for t in doc.get("tests") or []

@@ -189,9 +189,16 @@ def headline(doc: dict[str, Any]) -> str:
         per = f" ({n} launches)" if n != static_reg else ""
         head = f"🔴 {static_reg} kernel(s) with static regressions{per} in changed launches"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
-        head = f"🟡 {int(c['changed'])} test(s) {test_status('changed')}; not timed (no GPU on this runner)"
+        head = (
+            f"🟡 {int(c['changed'])} test(s) {test_status_word('changed')}; not timed (no GPU on this runner)"
+        )
+    elif int(c.get("unknown", 0)) and not doc.get("timed"):
+        head = f"🟡 {int(c['unknown'])} test(s) could not be compared (compiled on neither side); not timed"
     elif int(c.get("inconclusive", 0)):
         head = f"🟡 {int(c['inconclusive'])} kernel(s) inconclusive; none slower with confidence"
+    elif not was_timed(doc):
+        # nothing timed and nothing differs: "no kernel slower" would read as a timed result
+        head = "🟢 every launch identical to the base revision (code and work); nothing to time"
     else:
         head = "🟢 no kernel slower than the base revision"
     extra = []
@@ -239,7 +246,7 @@ def where_text(doc: dict[str, Any]) -> str:
 _TEST_STATUS = {"changed": "differs"}
 
 
-def test_status(status: Any) -> str:
+def test_status_word(status: Any) -> str:
     return _TEST_STATUS.get(str(status), str(status))
 
 
