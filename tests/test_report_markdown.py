@@ -210,3 +210,25 @@ def test_a_report_against_the_previous_run_is_not_a_gate(tmp_path):
     assert "since the previous run (no baseline database: not gated)" in head, head
     gated = comment("--baseline", str(base_db))
     assert "## ❌ kperf: 1 regressed kernel" in gated, gated[:400]
+
+
+def test_a_changed_variant_is_said_once_and_specs_are_cut_between_items():
+    """Issue 35's walk: the run comment's cell read "variant changed: num_warps 8 -> 4" once per
+    regressed metric, and the specialization column was cut from the left inside a name
+    ("…OCK_N=2048")."""
+    from conftest import make_info, make_result
+
+    from kperf_ci.judge.policy import ThresholdPolicy
+
+    spec = ", ".join(f"STRIDE_{i}=1" for i in range(14)) + ", BLOCK_N=2048"
+    base = make_result(config="num_warps=8", spec=spec, registers=32, spills=0)
+    cur = make_result(config="num_warps=4", spec=spec, registers=96, spills=64)
+    bi, ci = make_info("b"), make_info("c")
+    from kperf_ci.model import RunRecord
+
+    b, c = RunRecord(info=bi, results=[base]), RunRecord(info=ci, results=[cur])
+    comparison = compare_runs(b, c, ThresholdPolicy())
+    md = render_markdown(build_report(c, b, comparison))
+    row = next(ln for ln in md.splitlines() if ln.startswith("| ❌"))
+    assert row.count("variant changed") == 1, row
+    assert "…OCK" not in md and "…, " in row, row

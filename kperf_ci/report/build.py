@@ -176,6 +176,19 @@ def plain_verdict(base: VariantResult | None, cur: VariantResult | None, rows: l
     return "unchanged"
 
 
+def _add_reason(v: VariantView, ch: Any) -> None:
+    """A regression's reason, once per view; the change of key that a rematched pair's every
+    metric carries ("variant changed: num_warps 8 -> 4") is said once, first, not per metric."""
+    reason = str(ch.reason)
+    if getattr(ch, "key_change", None):
+        said = f"variant changed: {ch.key_change}"
+        reason = reason.replace(f"; {said}", "").replace(said, "").strip("; ")
+        if said not in v.reasons:
+            v.reasons.insert(0, said)
+    if reason and reason not in v.reasons:
+        v.reasons.append(reason)
+
+
 def build_report(
     current: RunRecord,
     baseline: RunRecord | None,
@@ -309,6 +322,6 @@ def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
         r.regression = bool(ch.regression)
         if ch.regression:
             v.regression = True
-            v.reasons.append(ch.reason)
+            _add_reason(v, ch)
         if ch.regression or ch.verdict:
             r.note = ch.reason

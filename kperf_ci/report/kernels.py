@@ -51,11 +51,25 @@ def fold_kernels(ordered: Sequence[VariantView]) -> list[VariantView]:
     return list(reps.values())
 
 
-def _short(spec: str) -> str:
+SPEC_CHARS = 80
+
+
+def short_spec(spec: str) -> str:
+    """The constexpr and specialised values of a signature (``BLOCK_M=128, stride_k=1``), else the
+    signature; over SPEC_CHARS, its last whole items after "…, " (a cut inside a value read as
+    another name: "…OCK_N=2048")."""
     parts = [p.strip() for p in spec.split(",")]
     named = [p for p in parts if "=" in p and ":" not in p]
-    text = ", ".join(named) if named else spec
-    return text if len(text) <= 80 else "…" + text[-79:]
+    items = named if named else parts
+    text = ", ".join(items)
+    if len(text) <= SPEC_CHARS:
+        return text
+    kept: list[str] = []
+    for item in reversed(items):
+        if len("…, " + ", ".join([item, *kept])) > SPEC_CHARS:
+            break
+        kept.insert(0, item)
+    return "…, " + ", ".join(kept) if kept else text[: SPEC_CHARS - 1] + "…"
 
 
 def label_specs(views: Sequence[VariantView]) -> None:
@@ -63,7 +77,7 @@ def label_specs(views: Sequence[VariantView]) -> None:
     end), plus, where two rows of one kernel name, arch and config would read alike, the items
     that tell them apart, in full."""
     labels = {
-        v.id: ("\0".join((v.key.kernel, v.key.arch, v.key.config)), _short(v.key.spec), v.key.spec)
+        v.id: ("\0".join((v.key.kernel, v.key.arch, v.key.config)), short_spec(v.key.spec), v.key.spec)
         for v in views
     }
     shown = distinct_spec_labels(labels)

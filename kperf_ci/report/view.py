@@ -19,6 +19,7 @@ from ..metrics import VERDICT_RANK, headline
 from ..metrics import VERDICTS as VERDICTS
 from ..model import Fingerprint, RunInfo, VariantKey, VariantResult
 from ..units import fmt_ci, fmt_rel, fmt_value
+from .kernels import short_spec
 
 #: Static metrics shown first, in this order, in the static diff (the catalogue's headline).
 STATIC_HEADLINE = headline("static")
@@ -164,10 +165,7 @@ class VariantView:
         apart from a row that would read alike (label_specs)."""
         if self.spec_label:
             return self.spec_label
-        parts = [p.strip() for p in self.key.spec.split(",")]
-        named = [p for p in parts if "=" in p and ":" not in p]
-        text = ", ".join(named) if named else self.key.spec
-        return text if len(text) <= 80 else "…" + text[-79:]
+        return short_spec(self.key.spec)
 
 
 @dataclass
