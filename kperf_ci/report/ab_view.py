@@ -320,7 +320,10 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             for x in g.get("launches") or []:
                 text = static_launch_text(x, "regress" if gate == "regressed" else gate)
                 moved = options.get((str((x.get("tests") or [""])[0]), str(g["site"])), [])
-                k["launches"].append({**x, "gate": gate, "launch": text, "options": moved})
+                reason = str(x.get("reason") or "")
+                # the option changes first, unless the reason names them ("num_warps 4 -> 1: ...")
+                cause = "; ".join([*(o for o in moved if o not in reason), reason]).strip("; ")
+                k["launches"].append({**x, "gate": gate, "launch": text, "options": moved, "reason": cause})
     out = []
     for k in kernels.values():
         w = k["launches"][0]
@@ -330,7 +333,7 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 **k,
                 "shape": shape_text(w),
                 "file": k["site"].split("::", 1)[0] if "::" in k["site"] else "",
-                "cause": "; ".join([*w["options"], str(w.get("reason") or "")]).strip("; ") or "-",
+                "cause": w["reason"] or "-",
                 # only the launches whose code changed are listed: said, never "1 of 1" for a
                 # kernel whose other launch is identical
                 "count": f"{n} of {len(k['launches'])} changed "
