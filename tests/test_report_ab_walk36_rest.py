@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kperf_ci.judge.launch_diff import LaunchChange
+from kperf_ci.judge.launch_diff import LaunchChange, launch_changes
 from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import judge
@@ -51,4 +51,17 @@ def test_the_occupancy_cause_names_what_limits_it_on_each_side():
     )
     assert (
         "BLOCK 8 -&gt; 16; theoretical occupancy 75% -&gt; 25% (num\\_warps 4 -&gt; 1: at most" in launch_line
+    )
+
+
+def test_a_timed_launch_says_its_occupancy_change_too():
+    """GPU mode showed no occupancy for 16 -> 4 warps, registers 37 -> 110 (75% -> 25%) while
+    static mode led with it: the launch diff, which both modes show, says it."""
+    b, h = _row(16, 37, "a"), _row(4, 110, "b")
+    changes = launch_changes(b, h)
+    assert "sm_90 theoretical occupancy 75% -> 25% (registers 37 -> 110)" in changes
+    assert changes[0] == "num_warps 16 -> 4"
+    # num_warps alone moving it is said with its limit
+    assert "sm_90 theoretical occupancy 75% -> 50% (num_warps 4 -> 1: at most 32 blocks per SM)" in (
+        launch_changes(_row(4, 40, "a"), _row(1, 40, "b"))
     )
