@@ -293,7 +293,9 @@ def _option_changes(doc: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
     for t in doc.get("tests") or []:
         for lc in t.get("launches") or [] if isinstance(t, dict) else []:
             if isinstance(lc, dict) and lc.get("status") == "changed":
-                changes = [str(c) for c in lc.get("changes") or [] if "SASS changed" not in str(c)]
+                # the code's lines (SASS, occupancy) are the verdict's to say, not an option's
+                code = ("SASS changed", "theoretical occupancy")
+                changes = [str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in code)]
                 out.setdefault((str(t.get("test")), str(lc.get("site"))), changes)
     return out
 
