@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kperf_ci.hardware import ArchLimits, arch_limits
 
-__all__ = ["Occupancy", "occupancy"]
+__all__ = ["Occupancy", "limit_text", "occupancy"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,19 @@ def occupancy(
     order = ["shared_memory", "registers", "warps", "blocks"]  # all resources at the minimum, joined
     limited_by = "+".join(n for n in order if limits.get(n) == k)
     return Occupancy(k, limited_by, limits, k * num_warps / lim.max_warps_per_sm)
+
+
+#: what limits the CTAs per SM, in words ("at most 32 blocks per SM"): the reports name it
+_LIMIT_WORDS = {
+    "blocks": "at most {k} blocks per SM",
+    "warps": "{k} blocks fill the SM's warps",
+    "registers": "registers fit {k} blocks per SM",
+    "shared_memory": "shared memory fits {k} blocks per SM",
+}
+
+
+def limit_text(o: Occupancy) -> str:
+    """What limits ``o``'s CTAs per SM, in words: "at most 32 blocks per SM" (the arch's blocks
+    limit), "registers fit 4 blocks per SM"; ties joined by " and "."""
+    words = [_LIMIT_WORDS[n].format(k=o.ctas_per_sm) for n in o.limited_by.split("+") if n in _LIMIT_WORDS]
+    return " and ".join(words) or f"{o.ctas_per_sm} blocks per SM"

@@ -274,10 +274,13 @@ def test_kperf_ab_what_moved_uses_the_catalogue_units_and_rules():
         {"config": "num_warps=4", "code": {"sm_90": code}},
         {"config": "num_warps=4", "code": {"sm_90": head}},
     )
-    (line,) = launch_changes(b, h)
+    line, occupancy = launch_changes(b, h)
     assert line == (
         "sm_90 SASS changed: spills 0 bytes -> 16 bytes, shared_bytes 99,328 bytes -> 33,792 bytes, "
         "sass.instructions 388 -> 1,028"
+    )
+    assert (
+        occupancy == "sm_90 theoretical occupancy 12.5% -> 37.5% (shared_bytes 99,328 bytes -> 33,792 bytes)"
     )
     lc = LaunchChange("k", "k.py::k", "changed", [line], b, h)
     (reg,) = static_regressions([ABTestDiff("t", "changed", [lc])], ThresholdPolicy())

@@ -168,8 +168,11 @@ def test_registers_that_lower_the_occupancy_fail_with_the_occupancy_line(harmful
     assert p.returncode == 1, p.stdout + p.stderr
     (reg,) = _regressions(doc, "test_occupancy")
     # sm_90, 4 warps a CTA: 18 registers fit 16 CTAs (64 of 64 warps), 56 fit 9 (36 warps)
-    assert reg["reason"] == "occupancy 100% -> 56.2% (registers 18 -> 56)", reg
-    assert "static regressed: occupancy sm_90 (kernels.py::occupancy): occupancy 100% -> 56.2%" in p.stdout
+    assert reg["reason"] == "theoretical occupancy 100% -> 56.2% (registers 18 -> 56)", reg
+    assert (
+        "static regressed: occupancy sm_90 (kernels.py::occupancy): theoretical occupancy 100% -> 56.2%"
+        in p.stdout
+    )
 
 
 def test_spills_still_fail_and_registers_are_judged_by_occupancy(harmful):
@@ -194,7 +197,10 @@ def test_an_autotuned_call_is_one_line_naming_its_worst_config(harmful):
     assert reg["autotune"] == {"configs": 3, "regressed": 3}, reg
     # the worst: BLOCK 2048 (26 -> 107 registers, 4 warps) and BLOCK 4096 (30 -> 108, 8 warps)
     # both fall from 100% to 25%, BLOCK 1024 to 56.2%; of equals the first is named
-    assert reg["args"]["BLOCK"] == "2048" and reg["reason"] == "occupancy 100% -> 25% (registers 26 -> 107)"
+    assert (
+        reg["args"]["BLOCK"] == "2048"
+        and reg["reason"] == "theoretical occupancy 100% -> 25% (registers 26 -> 107)"
+    )
     (kernel,) = [k for k in doc["static_kernels"] if k["kernel"] == "tuned"]
     assert len(kernel["launches"]) == 1, kernel
     lines = [line for line in p.stdout.splitlines() if "worst of 3 autotune configs, 3 regress" in line]

@@ -95,16 +95,16 @@ def test_registers_fail_only_when_they_lower_the_occupancy():
     assert _regs(_lc(_code(registers=22), _code(registers=34), warps=1)) == []
     # the same registers at 4 warps: 16 CTAs -> 12 (34 regs: 1280 a warp, 12 a sub-partition)
     (reg,) = _regs(_lc(_code(registers=22), _code(registers=34)))
-    assert reg["reason"] == "occupancy 100% -> 75% (registers 22 -> 34)"
+    assert reg["reason"] == "theoretical occupancy 100% -> 75% (registers 22 -> 34)"
     (reg,) = _regs(_lc(_code(registers=64), _code(registers=128)))
-    assert reg["reason"] == "occupancy 50% -> 25% (registers 64 -> 128)"
+    assert reg["reason"] == "theoretical occupancy 50% -> 25% (registers 64 -> 128)"
 
 
 def test_shared_memory_is_judged_by_occupancy_and_its_limit():
     # 16 KB -> 32 KB at 4 warps of 32 registers: 233472 / 17408 = 13 CTAs an SM on sm_90 (52 of
     # 64 warps), 233472 / 33792 = 6 (24 warps)
     (reg,) = _regs(_lc(_code(shared_bytes=16384), _code(shared_bytes=32768)))
-    assert reg["reason"] == "occupancy 81.2% -> 37.5% (shared_bytes 16,384 bytes -> 32,768 bytes)"
+    assert reg["reason"] == "theoretical occupancy 81.2% -> 37.5% (shared_bytes 16,384 bytes -> 32,768 bytes)"
     # 1 KB -> 2 KB: 16 CTAs either way (the warp limit)
     assert _regs(_lc(_code(shared_bytes=1024), _code(shared_bytes=2048))) == []
     (reg,) = _regs(_lc(_code(shared_bytes=1024), _code(shared_bytes=240000)))
@@ -130,7 +130,7 @@ def test_fewer_spills_and_a_higher_occupancy_read_improved():
     assert x["reason"] == "spills 184 bytes -> 0 bytes, sass.instructions 100 -> 120 (+20.0%)"
     # fewer registers that raise the occupancy: 128 -> 64 at 4 warps is 25% -> 50%
     (x,) = _verdict(_lc(_code(registers=128), _code(registers=64))).improved
-    assert x["reason"] == "occupancy 25% -> 50% (registers 128 -> 64)"
+    assert x["reason"] == "theoretical occupancy 25% -> 50% (registers 128 -> 64)"
     # fewer registers that leave it as it was (16 CTAs of 4 warps either way) are changed
     v = _verdict(_lc(_code(registers=32), _code(registers=24)))
     assert v.improved == [] and [c["reason"] for c in v.changed] == ["registers 32 -> 24"]
@@ -152,7 +152,7 @@ def test_occupancy_lost_to_num_warps_alone_is_no_register_regression():
     b = {"config": "num_warps=8", "code": {"sm_90": _code(registers=32)}}
     h = {"config": "num_warps=16", "code": {"sm_90": _code(registers=36, sass="b")}}
     (reg,) = _regs(LaunchChange("k", "k.py::k", "changed", [], b, h))
-    assert reg["reason"] == "occupancy 100% -> 75% (registers 32 -> 36)"
+    assert reg["reason"] == "theoretical occupancy 100% -> 75% (registers 32 -> 36)"
     # 4 -> 32 warps, 33 -> 40 registers (1280 a warp either way): 12 CTAs (48 warps) -> 1 (32
     # warps); the base's registers at 32 warps fit 1 CTA too: num_warps lost it, not registers
     b = {"config": "num_warps=4", "code": {"sm_90": _code(registers=33)}}
@@ -198,7 +198,7 @@ def test_a_timed_launch_fails_on_static_metrics_only_when_named():
     assert reg["reason"] == "registers +100.0% > +50% (marker)"
     # the same launch untimed: its registers fail by the occupancy they lose
     (reg,) = _regs(_lc(_code(registers=64), _code(registers=128)), timed=set())
-    assert reg["reason"] == "occupancy 50% -> 25% (registers 64 -> 128)"
+    assert reg["reason"] == "theoretical occupancy 50% -> 25% (registers 64 -> 128)"
 
 
 def test_autotune_configs_of_one_call_collapse_to_the_worst():
@@ -219,7 +219,7 @@ def test_autotune_configs_of_one_call_collapse_to_the_worst():
     regs = _regs(*first, *second)
     assert len(regs) == 2, regs
     worst, other = regs
-    assert worst["reason"] == "occupancy 100% -> 25% (registers 32 -> 128)"
+    assert worst["reason"] == "theoretical occupancy 100% -> 25% (registers 32 -> 128)"
     assert worst["args"]["BLOCK"] == "512" and worst["autotune"] == {"configs": 3, "regressed": 3}
     # all three alike (75%): the first is named
     assert other["args"] == {"n": "8192", "BLOCK": "256"} and other["autotune"] == {

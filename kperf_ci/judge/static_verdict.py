@@ -9,7 +9,9 @@ user named it:
   launch), as in `kperf compare`;
 * more registers or shared memory fail only when they lower the launch's theoretical occupancy
   on its arch (:func:`kperf_ci.occupancy.occupancy` on the hardware table):
-  "occupancy 50% -> 25% (registers 64 -> 128)"; otherwise they are shown as changed;
+  "theoretical occupancy 50% -> 25% (registers 64 -> 128)", each step named when num_warps
+  moved too ("num_warps 4 -> 1: at most 32 blocks per SM; registers 40 -> 128"); otherwise
+  they are shown as changed;
 * instruction counts are shown as changed, never failed.
 
 What moved the other way is "improved": a gated metric that got better (fewer spills; a named
@@ -43,13 +45,21 @@ from kperf_ci.judge.matching import parse_config
 from kperf_ci.judge.policy import ThresholdPolicy, gated
 from kperf_ci.metrics import MOVED_METRICS, metric, unit_of, untimed_verdict
 from kperf_ci.model import VariantKey
-from kperf_ci.occupancy import Occupancy, occupancy
+from kperf_ci.occupancy import Occupancy, limit_text, occupancy
 from kperf_ci.units import fmt_value
 
 if TYPE_CHECKING:  # launch_diff imports this module: its types are for the annotations only
     from kperf_ci.judge.launch_diff import LaunchChange, TestDiff
 
-__all__ = ["StaticVerdict", "asked", "judge", "launch_occupancy", "metric_moved", "static_regressions"]
+__all__ = [
+    "StaticVerdict",
+    "asked",
+    "judge",
+    "launch_occupancy",
+    "metric_moved",
+    "occupancy_change",
+    "static_regressions",
+]
 
 #: the arch's hard limits only (shared memory a CTA may ask for): an "occupancy" metric that
 #: passes one fails whatever it does to occupancy, since the kernel cannot launch
@@ -135,6 +145,43 @@ class _Found:
     improved: list[str] = field(default_factory=list)
 
 
+def _occupancies(
+    x: dict[str, Any], y: dict[str, Any], b_warps: int | None, h_warps: int | None, arch: str
+) -> tuple[Occupancy, Occupancy, Occupancy] | None:
+    """(base, head, the head's warps with the base's resources) occupancies of a launch pair, on
+    the resources both sides report; None where one is not known."""
+    have = tuple(n for n in _RESOURCES if _number(x.get(n)) and _number(y.get(n)))
+    ob = launch_occupancy(x, b_warps, arch, have)
+    oh = launch_occupancy(y, h_warps, arch, have)
+    # the head's launch with the base's resources: a drop that num_warps alone makes is a launch
+    # option change (timed on a GPU), not the code's, so it is no register regression
+    ohb = launch_occupancy(x, h_warps, arch, have)
+    if ob is None or oh is None or ohb is None or None in (ob.fraction, oh.fraction, ohb.fraction):
+        return None
+    return ob, oh, ohb
+
+
+def occupancy_change(
+    x: dict[str, Any], y: dict[str, Any], b_warps: int | None, h_warps: int | None, arch: str
+) -> str | None:
+    """ "theoretical occupancy 75% -> 25% (num_warps 4 -> 1: at most 32 blocks per SM; registers
+    40 -> 128)": a launch's theoretical occupancy on ``arch`` (its code's ``x`` / ``y``), with
+    what moved it, step by step: the warps per block, with what then limits the blocks per SM,
+    then the registers and shared memory. None when it did not move or cannot be known."""
+    occ = _occupancies(x, y, b_warps, h_warps, arch)
+    if occ is None or occ[0].fraction == occ[1].fraction:
+        return None
+    ob, oh, ohb = occ
+    parts = []
+    if ohb.fraction != ob.fraction:
+        parts.append(f"num_warps {b_warps} -> {h_warps}: {limit_text(ohb)}")
+    moved = [n for n in _RESOURCES if _number(x.get(n)) and _number(y.get(n)) and x[n] != y[n]]
+    if oh.fraction != ohb.fraction and moved:
+        parts.append(", ".join(metric_moved(n, x[n], y[n]) for n in moved))
+    fb, fh = float(ob.fraction or 0), float(oh.fraction or 0)
+    return f"theoretical occupancy {_pct(fb)} -> {_pct(fh)} ({'; '.join(parts)})"
+
+
 def _occupancy_verdict(
     x: dict[str, Any],
     y: dict[str, Any],
@@ -145,18 +192,13 @@ def _occupancy_verdict(
 ) -> tuple[str, float] | str:
     """(regression text, severity), or the "changed" text, for the occupancy metrics in ``names``
     that increased. The resources used are those both sides report."""
-    have = tuple(n for n in _RESOURCES if _number(x.get(n)) and _number(y.get(n)))
     moved = ", ".join(metric_moved(n, x[n], y[n]) for n in names)
-    ob = launch_occupancy(x, b_warps, arch, have)
-    oh = launch_occupancy(y, h_warps, arch, have)
-    # the head's launch with the base's resources: a drop that num_warps alone makes is a launch
-    # option change (timed on a GPU), not the code's, so it is no register regression
-    ohb = launch_occupancy(x, h_warps, arch, have)
-    if ob is None or oh is None or ohb is None or None in (ob.fraction, oh.fraction, ohb.fraction):
+    occ = _occupancies(x, y, b_warps, h_warps, arch)
+    if occ is None:
         return f"{moved} (occupancy unknown on {arch})"
-    fb, fh, fhb = float(ob.fraction or 0), float(oh.fraction or 0), float(ohb.fraction or 0)
+    fb, fh, fhb = (float(o.fraction or 0) for o in occ)
     if fh < fb and fh < fhb:
-        return f"occupancy {_pct(fb)} -> {_pct(fh)} ({moved})", (fb - fh) / fb if fb else math.inf
+        return str(occupancy_change(x, y, b_warps, h_warps, arch)), (fb - fh) / fb if fb else math.inf
     if fh == fb:
         return f"{moved} (occupancy {_pct(fb)} unchanged)"
     return f"{moved} (occupancy {_pct(fb)} -> {_pct(fh)}: not lowered by {' or '.join(names)})"
@@ -170,18 +212,15 @@ def _occupancy_gain(
     h_warps: int | None,
     arch: str,
 ) -> str | None:
-    """ "occupancy 43.8% -> 100% (registers 72 -> 27)" when the occupancy metrics in ``names``,
-    which decreased, raise the launch's occupancy by themselves (not through num_warps alone);
-    else None."""
-    have = tuple(n for n in _RESOURCES if _number(x.get(n)) and _number(y.get(n)))
-    ob = launch_occupancy(x, b_warps, arch, have)
-    oh = launch_occupancy(y, h_warps, arch, have)
-    ohb = launch_occupancy(x, h_warps, arch, have)  # the head's launch with the base's resources
-    if ob is None or oh is None or ohb is None or None in (ob.fraction, oh.fraction, ohb.fraction):
+    """ "theoretical occupancy 43.8% -> 100% (registers 72 -> 27)" when the occupancy metrics
+    in ``names``, which decreased, raise the launch's occupancy by themselves (not through
+    num_warps alone); else None."""
+    occ = _occupancies(x, y, b_warps, h_warps, arch)
+    if occ is None:
         return None
-    fb, fh, fhb = float(ob.fraction or 0), float(oh.fraction or 0), float(ohb.fraction or 0)
+    fb, fh, fhb = (float(o.fraction or 0) for o in occ)
     if fh > fb and fh > fhb:
-        return f"occupancy {_pct(fb)} -> {_pct(fh)} ({', '.join(metric_moved(n, x[n], y[n]) for n in names)})"
+        return occupancy_change(x, y, b_warps, h_warps, arch)
     return None
 
 

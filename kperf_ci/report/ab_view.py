@@ -300,7 +300,9 @@ def _option_changes(doc: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
     for t in doc.get("tests") or []:
         for lc in t.get("launches") or [] if isinstance(t, dict) else []:
             if isinstance(lc, dict) and lc.get("status") == "changed":
-                changes = [str(c) for c in lc.get("changes") or [] if "SASS changed" not in str(c)]
+                # the code's lines (SASS, occupancy) are the verdict's to say, not an option's
+                code = ("SASS changed", "theoretical occupancy")
+                changes = [str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in code)]
                 out.setdefault((str(t.get("test")), str(lc.get("site"))), changes)
     return out
 
@@ -327,7 +329,10 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             for x in g.get("launches") or []:
                 text = static_launch_text(x, "regress" if gate == "regressed" else gate)
                 moved = options.get((str((x.get("tests") or [""])[0]), str(g["site"])), [])
-                k["launches"].append({**x, "gate": gate, "launch": text, "options": moved})
+                reason = str(x.get("reason") or "")
+                # the option changes first, unless the reason names them ("num_warps 4 -> 1: ...")
+                cause = "; ".join([*(o for o in moved if o not in reason), reason]).strip("; ")
+                k["launches"].append({**x, "gate": gate, "launch": text, "options": moved, "reason": cause})
     out = []
     for k in kernels.values():
         w = k["launches"][0]
@@ -337,7 +342,7 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 **k,
                 "shape": shape_text(w),
                 "file": k["site"].split("::", 1)[0] if "::" in k["site"] else "",
-                "cause": "; ".join([*w["options"], str(w.get("reason") or "")]).strip("; ") or "-",
+                "cause": w["reason"] or "-",
                 # only the launches whose code changed are listed: said, never "1 of 1" for a
                 # kernel whose other launch is identical
                 "count": f"{n} of {len(k['launches'])} changed "
