@@ -529,7 +529,7 @@ def run_repo(spec: Repo, src: str, work: Path, out: Path, python: str) -> None:
     for case in spec.cases:
         print(f"{NAME}: {spec.name}: kperf ab, {case.name}", flush=True)
         cases.append(run_case(spec, case, repo, work / "ab", python))
-    part = {"repo": row, "ab_cases": cases}
+    part = {"kperf_commit": kperf_commit(), "repo": row, "ab_cases": cases}  # the code measured
     (out / f"{NAME}.part-{spec.name}.json").write_text(json.dumps(part, indent=1) + "\n")
 
 
@@ -553,8 +553,10 @@ def assemble(out: Path) -> dict[str, Any]:
     runnable = sum(r["tests_selected"] - r["tests_skipped"] for r in repos)
     compiled = sum(r["tests_with_compiled_variants"] for r in repos)
     coverage = round(compiled / runnable, 4) if runnable else None
+    measured = sorted({p.get("kperf_commit") or "unknown" for p in parts})
     return {
-        "commit": kperf_commit(),
+        # the kperf-ci commit the parts measured (rendering later must not restamp it)
+        "commit": measured[0] if len(measured) == 1 else " and ".join(measured),
         "machine": f"{os.cpu_count()} CPU cores, {_mem_gb()} GB memory, no GPU",
         "repos": repos,
         "ab_cases": cases,
