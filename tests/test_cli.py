@@ -109,6 +109,9 @@ def test_show(project):
     assert "my.scope" in r.output and "other" not in r.output and "2 timing samples" in r.output
     r = invoke("show", "--db", "missing.db")
     assert r.exit_code == 2 and "missing.db: no such run database" in r.output
+    # --details alone is the latest run's details (issue 35's walk: it listed the runs instead)
+    r = invoke("show", "--details")
+    assert r.exit_code == 0 and "regions" in r.output and "loop0" in r.output, r.output
 
 
 def test_baseline_update(project):

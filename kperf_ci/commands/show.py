@@ -1,5 +1,5 @@
 """`kperf show`: the runs in a database, or one run's kernels: one line per compiled kernel
-(compact, the default), or every variant with its metrics (``--details``)."""
+(compact, the default), or every variant with its metrics (``--details``, alone: the latest run's)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def show_cmd(
     """List runs, or show a run: one line per compiled kernel (the tests that reach it counted,
     headline metrics, the costliest flagged findings); --details for every variant's metrics."""
     settings = load_settings(db=db, baseline=baseline)
-    if run_id is None and kernel is None:
+    if run_id is None and kernel is None and not details:
         print_runs(read_runs(settings.db))
         return
     # Only the small findings artifact: a kernel author sees what the analyses flagged and why.
@@ -224,7 +224,7 @@ def _run_line(info: RunInfo) -> None:
 
 
 def print_run(record: RunRecord, *, kernel: str | None = None) -> None:
-    """Every variant with its metrics, regions and flagged findings (``--details``)."""
+    """Every variant with its metrics, regions and flagged findings (``--details``, alone: the latest run's)."""
     from rich.table import Table
 
     out = console()
