@@ -224,7 +224,7 @@ def _run_line(info: RunInfo) -> None:
 
 
 def print_run(record: RunRecord, *, kernel: str | None = None) -> None:
-    """Every variant with its metrics, regions and flagged findings (``--details``, alone: the latest run's)."""
+    """Every variant with its metrics, regions and flagged findings (``--details``)."""
     from rich.table import Table
 
     out = console()
