@@ -235,7 +235,8 @@ def test_changed_launches_are_timed_against_the_base_launch(repo, tmp_path):
     # slower"), then each timed launch with its own effect and times
     rows = [r for r in comment.splitlines() if r.startswith("| 🔴 slower | scale\\_kernel (abkern/ops.py) |")]
     assert len(rows) == 1, comment
-    assert "+10.00%" in rows[0] and "2 of 2 launches slower" in rows[0] and " → " in rows[0]
+    # base -> head kept on one line: non-breaking spaces around the arrow (issue 36's walk)
+    assert "+10.00%" in rows[0] and "2 of 2 launches slower" in rows[0] and "\xa0→\xa0" in rows[0]
     assert comment.count("- 🔴 slower +10.00%") == 2
     # time decided: registers or instruction counts that moved are not static regressions here
     assert doc["static_regressions"] == []

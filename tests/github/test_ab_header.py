@@ -39,7 +39,7 @@ def test_static_regressions_are_counted_in_kernels():
     rows = [
         line for line in text.splitlines() if line.startswith("| 🔴 regressed | scale\\_kernel | sm\\_80 |")
     ]
-    assert len(rows) == 1 and rows[0].endswith("| registers +20% | 2 of 2 launches regressed |"), text
+    assert len(rows) == 1 and rows[0].endswith("| registers +20% | 2 of 2 changed launches regressed |"), text
 
 
 def test_long_stored_fields_are_cut_and_every_row_fits():
