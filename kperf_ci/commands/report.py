@@ -207,7 +207,7 @@ def load_pair(
     The baseline is never the current run itself (same id), even when both paths are one file.
     """
     current = read_run(db, run_id, artifacts=artifacts)
-    src = baseline if baseline and Path(baseline).exists() else None
+    src = baseline if _exists(baseline) else None
     if baseline and src is None and base_run:
         raise KperfError(f"{baseline}: baseline does not exist")
     src = src or db

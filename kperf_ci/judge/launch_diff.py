@@ -106,6 +106,11 @@ class TestDiff:
     launches: list[LaunchChange] = field(default_factory=list)
 
     @property
+    def needs_timing(self) -> bool:
+        """Changed, or unknown (the static pass could not compare its code; timing still can)."""
+        return self.status in ("changed", "unknown")
+
+    @property
     def changes(self) -> list[str]:
         out = []
         for lc in self.launches:

@@ -43,8 +43,7 @@ class ABReport:
         return [t for t in self.timed if is_regression(t["verdict"])]  # never "inconclusive"
 
     def tests_to_time(self) -> list[str]:
-        # unknown: the static pass could not compare the code; timing can still judge it
-        return [t.test for t in self.tests if t.status in ("changed", "unknown")]
+        return [t.test for t in self.tests if t.needs_timing]
 
     @property
     def exit_code(self) -> int:

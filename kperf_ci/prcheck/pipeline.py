@@ -136,11 +136,7 @@ def run_ab(
         report.stage_s["static"] = sides["head"].wall_s
         report.messages += msgs
         _echo_static(tests, msgs, echo)
-        to_time = [
-            t.test
-            for t in tests
-            if t.status in ("changed", "unknown") or (time_all and t.status == "identical")
-        ]
+        to_time = [t.test for t in tests if t.needs_timing or (time_all and t.status == "identical")]
         timed_db: Path | None = None
         if gpu is None:
             gpu = _gpu_available()
