@@ -271,6 +271,15 @@ def test_changed_decorated_launches_are_timed_through_the_bases_own_decorators(p
     )
     assert timed["test_decorated[stacked]"]["base_pick"] == "num_ctas=1,num_stages=3,num_warps=1"
     assert timed["test_decorated[heur]"]["base_pick"] is None  # no autotuner
+    # an autotuned call is timed best against best: every surviving config of each side, through
+    # each side's own decorators (issue 34); the head's searched configs are its own list
+    cut = timed["test_decorated[cut]"]
+    assert cut["configs_timed"] == {"base": 4, "head": 4} and cut["base_best"] and cut["head_best"]
+    head_cut = {x["num_warps"] for x in launches if x["kernel"] == "cut_kernel" and x["side"] == "head"}
+    assert head_cut == {1, 2, 4, 8}, head_cut
+    assert any(c.startswith("best against best: base ") for c in cut["changes"]), cut["changes"]
+    assert timed["test_decorated[stacked]"]["configs_timed"] == {"base": 2, "head": 2}
+    assert timed["test_decorated[heur]"]["base_best"] is None  # no autotuner: its launch as made
     # unchanged kernels cost no GPU time
     assert not [x for x in launches if x["kernel"] in ("plain_kernel", "tuned_kernel", "comment_kernel")]
 

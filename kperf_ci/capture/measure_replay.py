@@ -10,10 +10,19 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from kperf_ci.capture.launches.ab_launch import ABPlan, PlanEntry, base_call, describe_launch, head_pick
+from kperf_ci.capture.launches.ab_launch import (
+    ABPlan,
+    PlanEntry,
+    base_call,
+    describe_launch,
+    head_pick,
+    head_side,
+)
+from kperf_ci.capture.launches.best_config import Side, candidates
 from kperf_ci.capture.launches.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
 from kperf_ci.capture.measure import Measurement, Request, build_variants, instrument_regions
 from kperf_ci.capture.timing import engine
+from kperf_ci.capture.timing.best_of import BestPair, best_pair
 from kperf_ci.capture.timing.interleaved import adaptive_ab
 from kperf_ci.judge.ab import ab_threshold
 from kperf_ci.model import VariantResult, canonical_json
@@ -150,8 +159,12 @@ def _replay_ab(
         out.warn(f"{prefix}: {note}")
     head_fn = launch.call()
     try:
-        infos = device.capture(head_fn)
         base_fn()  # compiles the base version; a base launch that fails is said, not timed
+        picks = {"base_pick": getattr(base_fn, "pick", lambda: None)(), "head_pick": head_pick(launch, entry)}
+        search = _best_of_configs(launch, entry, base_fn, device)
+        if search is not None:  # an autotuned call: best against best, each side's own configs
+            base_fn, head_fn = search.base, search.head
+        infos = device.capture(head_fn)
     except Exception as e:
         return _not_timed(out, req, prefix, f"replay failed: {type(e).__name__}: {str(e)[:200]}")
     infos = [i for i in infos if i.name == launch.name] or infos
@@ -166,12 +179,31 @@ def _replay_ab(
         req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
         regions={}, gpu_name=device.gpu_name, sm_count=device.sm_count,
     )  # fmt: skip
-    # each side's autotuner pick (None without one): a tuning difference is not the change
-    picks = {"base_pick": getattr(base_fn, "pick", lambda: None)(), "head_pick": head_pick(launch, entry)}
+    # each side's autotuner pick (None without one): a tuning difference is not the change;
+    # the verdict of an autotuned call is best against best (the configs compared beside them)
+    doc = {**_launch_doc(entry, launch), "note": note, **picks, **(search.doc() if search else {})}
     for v in variants:
         v.tags.append("replay")
-        v.artifacts["launch"] = canonical_json({**_launch_doc(entry, launch), "note": note, **picks})
+        v.artifacts["launch"] = canonical_json(doc)
+    if search is not None and search.failed:
+        out.warn(f"{prefix}: configs that did not launch, left out: {'; '.join(search.failed)}")
     return variants
+
+
+def _best_of_configs(
+    launch: CapturedLaunch, entry: PlanEntry, base_fn: object, device: ReplayDevice
+) -> BestPair | None:
+    """Each side's fastest surviving config when either side's kernel is autotuned and the
+    launch changed (an A/A of an identical launch times the picks, as the user's runs do)."""
+    autotuned = bool(entry.head.get("tuned")) or bool((entry.base or {}).get("tuned"))
+    if not autotuned or entry.status == "identical" or not isinstance(base_fn, Side):
+        return None
+    head = head_side(launch, entry)
+    if head is None:
+        return None
+    (b_calls, b_out), (h_calls, h_out) = candidates(base_fn), candidates(head)
+    out = {"base": b_out, "head": h_out}
+    return best_pair(b_calls, h_calls, backend=device.backend, clock=time.monotonic, left_out=out)
 
 
 def _launch_doc(entry: PlanEntry, launch: CapturedLaunch) -> dict:

@@ -158,10 +158,16 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
                 if launch
                 else "",
                 "changes": list(launch.get("changes") or [])
-                + ([launch["note"]] if launch.get("note") else []),
+                + ([launch["note"]] if launch.get("note") else [])
+                + ([t] if (t := best_of_configs_text(launch)) else []),
                 # the configs each side's autotuner picked for the timed launch (None: no autotuner)
                 "base_pick": launch.get("base_pick"),
                 "head_pick": launch.get("head_pick"),
+                # an autotuned call is timed best against best: each side's fastest surviving
+                # config (None: picks compared, or no autotuner), and how many were timed
+                "base_best": launch.get("base_best"),
+                "head_best": launch.get("head_best"),
+                "configs_timed": launch.get("configs_timed"),
                 "arch": r.key.arch,
                 "config": r.key.config,
                 # with the test's shape id: a callable's launch (no launch text) is told by it
@@ -319,3 +325,31 @@ def read_ab_file(path: str | Path) -> dict[str, Any]:
         )
     _check_version(doc, str(p))
     return check_ab_document(doc, str(p))
+
+
+def _config_values(text: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
+
+
+def best_of_configs_text(launch: dict[str, Any]) -> str | None:
+    """How an autotuned call was compared, in the row's cause: "best against best: base
+    num_warps=2 vs head num_warps=1 (4 and 3 configs timed; the autotuners picked num_warps=2
+    and num_warps=4)". Configs are named by what varies among the four; None for a launch
+    compared pick against pick (or without an autotuner)."""
+    if launch.get("compare") != "best_of_configs":
+        return None
+    texts = [launch.get(k) or "" for k in ("base_best", "head_best", "base_pick", "head_pick")]
+    values = [_config_values(t) for t in texts]
+    keys = sorted({k for v in values for k in v})
+    varying = [k for k in keys if len({v.get(k) for v in values if v}) > 1] or keys
+
+    def name(v: dict[str, str]) -> str:
+        return ",".join(f"{k}={v[k]}" for k in varying if k in v) or "its only config"
+
+    bb, hb, bp, hp = (name(v) if v else "-" for v in values)
+    timed = launch.get("configs_timed") or {}
+    n_base, n_head = timed.get("base", "?"), timed.get("head", "?")
+    out = f"best against best: base {bb} vs head {hb} ({n_base} and {n_head} configs timed"
+    if launch.get("base_pick") or launch.get("head_pick"):
+        out += f"; the autotuners picked {bp} and {hp}"
+    return out + ")"

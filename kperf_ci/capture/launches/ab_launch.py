@@ -25,11 +25,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.capture.launches.base_tree import load_base_callable
+from kperf_ci.capture.launches.best_config import Side
 from kperf_ci.capture.static.describe import _unwrap, decorator_names, make_launch_spec
 from kperf_ci.capture.static.manifest import launch_args
 from kperf_ci.judge.launch_calls import call_key
@@ -267,10 +269,26 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
         grid = recorded  # the base's own grid at this call (its heuristic values included)
     else:
         return None, "the base launch's grid was not recorded; not timed"
+    call = caller_side(base_obj, names, by_kernel, values, options, grid)
+    if tuned:  # after a first call: the config the base's own autotuner picked
+        call.pick = lambda: autotuner_pick(base_obj)  # type: ignore[attr-defined]
+    return call, note
+
+
+def caller_side(
+    obj: Any,
+    names: list[str],
+    by_kernel: set[str],
+    values: dict[str, Any],
+    options: dict[str, Any],
+    grid: Any,
+) -> Side:
+    """The launch of ``obj`` (the outermost kernel object) as its caller makes it: positional up
+    to the first parameter a decorator sets, as callers pass them, the rest and the caller's
+    options by keyword; what the decorators set is never passed."""
     if not by_kernel:
-        args = [values[n] for n in names]
-        return (lambda: base_jit.run(*args, grid=grid, warmup=False, **options)), note
-    # positional up to the first parameter a decorator sets, as callers pass them
+        return Side(_inner_jit(obj), [values[n] for n in names], dict(options), grid)
+    values = dict(values)
     positional: list[Any] = []
     keyword: dict[str, Any] = dict(options)
     for name in names:
@@ -278,13 +296,37 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
             break
         positional.append(values.pop(name))
     keyword.update(values)
+    return Side(obj, positional, keyword, grid)
 
-    def call() -> Any:
-        return base_obj.run(*positional, grid=grid, warmup=False, **keyword)
 
-    if tuned:  # after a first call: the config the base's own autotuner picked
-        call.pick = lambda: autotuner_pick(base_obj)  # type: ignore[attr-defined]
-    return call, note
+def head_side(launch: Any, entry: PlanEntry) -> Side | None:
+    """The head's launch through its own decorators, on the head's argument copies (for the
+    best-of-configs search of an autotuned call), or None when the decorated object cannot be
+    found in the kernel's module."""
+    jit = launch.jit_fn
+    fn = getattr(jit, "fn", None)
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    if module is None:
+        return None
+    obj = getattr(module, getattr(fn, "__name__", ""), None)
+    if obj is None or _inner_jit(obj) is not jit:
+        obj = next((v for v in vars(module).values() if _wraps(v, jit)), None)
+    if obj is None:
+        return None
+    bound = _bound(jit, tuple(launch.args), dict(launch.kwargs))
+    tuned, derived = decorator_names(obj)
+    by_kernel = set(tuned) | set(derived)
+    names = [n for n in getattr(jit, "arg_names", []) or [] if n in bound]
+    values = {n: bound[n] for n in names if n not in by_kernel}
+    options = {k: v for k, v in launch.kwargs.items() if k not in bound and k not in by_kernel}
+    return caller_side(obj, names, by_kernel, values, options, launch.grid)
+
+
+def _wraps(obj: Any, jit: Any) -> bool:
+    try:
+        return obj is not jit and hasattr(obj, "fn") and _inner_jit(obj) is jit
+    except Exception:
+        return False
 
 
 def _pick_text(values: dict[str, Any]) -> str:

@@ -1,0 +1,125 @@
+"""Each side's fastest candidate under one interleaved measurement (best against best, issue 34).
+
+The candidates are zero-argument launches named by config (built by
+:mod:`kperf_ci.capture.launches.best_config` from each side's autotuner). Cost is bounded: a
+short first pass over all of them, and a second, longer pass only over each side's contenders
+(within :data:`CONTENDER_REL` of its best), so a ten-config kernel adds about a second of GPU
+time. The verdict's own measurement is the A/B's (:func:`~kperf_ci.capture.timing.interleaved.adaptive_ab`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kperf_ci.capture.timing import engine
+
+#: a config whose first-pass median is within this fraction of its side's best is timed again
+CONTENDER_REL = 0.03
+#: contenders per side in the second pass
+MAX_CONTENDERS = 3
+
+# short passes: they only rank configs; the verdict's own measurement is adaptive_ab's
+FIRST_PASS = engine.TimingConfig(
+    budget_s=0.03, min_samples=10, min_time_s=0.0, max_samples=60, warmup_min_s=0.05, warmup_budget_s=0.3
+)
+SECOND_PASS = engine.TimingConfig(
+    budget_s=0.15, min_samples=30, min_time_s=0.05, max_samples=400, warmup_min_s=0.05, warmup_budget_s=0.3
+)
+
+
+@dataclass
+class BestPair:
+    """Each side's fastest config for the call, and what was timed to find it."""
+
+    base: Callable[[], Any]
+    head: Callable[[], Any]
+    base_best: str
+    head_best: str
+    timed: dict[str, int] = field(default_factory=dict)  # configs timed per side
+    left_out: dict[str, int] = field(default_factory=dict)  # configs over MAX_CONFIGS per side
+    failed: list[str] = field(default_factory=list)  # "head BLOCK=256,...: OutOfResources ..."
+    seconds: float = 0.0  # host seconds of both passes (GPU time of the search)
+
+    def doc(self) -> dict[str, Any]:
+        """What the A/B document records of the search."""
+        return {
+            "compare": "best_of_configs",
+            "base_best": self.base_best or None,
+            "head_best": self.head_best or None,
+            "configs_timed": dict(self.timed),
+            "configs_left_out": {k: v for k, v in self.left_out.items() if v},
+            "configs_failed": list(self.failed),
+            "search_s": round(self.seconds, 3),
+        }
+
+
+def _runnable(
+    side: str, calls: dict[str, Callable[[], Any]], failed: list[str]
+) -> dict[str, Callable[[], Any]]:
+    """The configs that launch (each compiled once here); a config the device rejects
+    (``OutOfResources``) is one the autotuner skips too, so it is left out and named."""
+    ok = {}
+    for label, call in calls.items():
+        try:
+            call()
+        except Exception as e:
+            failed.append(f"{side} {label or 'launch'}: {type(e).__name__}: {str(e)[:120]}")
+            continue
+        ok[label] = call
+    return ok
+
+
+def _medians(calls: dict[str, Callable[[], Any]], cfg: engine.TimingConfig, backend: Any) -> dict[str, float]:
+    timed = engine.time_interleaved(calls, cfg, backend=backend)
+    return {k: r.median for k, r in timed.items()}
+
+
+def best_pair(
+    b_calls: dict[str, Callable[[], Any]],
+    h_calls: dict[str, Callable[[], Any]],
+    *,
+    backend: Any,
+    clock: Callable[[], float],
+    left_out: dict[str, int] | None = None,
+) -> BestPair | None:
+    """Each side's fastest candidate (config text -> launch; "" names a side's only launch)
+    under one interleaved measurement (both sides' configs in the same loop, so neither is
+    timed on a warmer GPU), or None when neither side has several configs or a side has none
+    that launches. ``left_out``: configs per side not among the candidates, for the record."""
+    t0 = clock()
+    if set(b_calls) == {""} and set(h_calls) == {""}:
+        return None
+    failed: list[str] = []
+    b_calls, h_calls = _runnable("base", b_calls, failed), _runnable("head", h_calls, failed)
+    if not b_calls or not h_calls:
+        return None
+    calls = {f"base {k}": v for k, v in b_calls.items()} | {f"head {k}": v for k, v in h_calls.items()}
+    medians = _medians(calls, FIRST_PASS, backend) if len(calls) > 2 else {k: 0.0 for k in calls}
+    best: dict[str, str] = {}
+    contenders: dict[str, float] = {}
+    for side in ("base", "head"):
+        mine = {k: m for k, m in medians.items() if k.startswith(side + " ")}
+        floor = min(mine.values())
+        near = sorted((k for k, m in mine.items() if m <= floor * (1 + CONTENDER_REL)), key=mine.get)
+        near = near[:MAX_CONTENDERS]
+        best[side] = near[0]
+        if len(near) > 1:
+            contenders.update({k: mine[k] for k in near})
+    if contenders:  # a second, longer look where the first pass could not tell configs apart
+        again = _medians({k: calls[k] for k in contenders}, SECOND_PASS, backend)
+        for side in ("base", "head"):
+            mine = {k: m for k, m in again.items() if k.startswith(side + " ")}
+            if mine:
+                best[side] = min(mine, key=mine.get)
+    return BestPair(
+        base=calls[best["base"]],
+        head=calls[best["head"]],
+        base_best=best["base"].split(" ", 1)[1],
+        head_best=best["head"].split(" ", 1)[1],
+        timed={"base": len(b_calls), "head": len(h_calls)},
+        left_out=dict(left_out or {}),
+        failed=failed,
+        seconds=clock() - t0,
+    )

@@ -1,0 +1,160 @@
+"""Best against best (issue 34): a changed autotuned call is compared on what each side can
+achieve, every config that survives each side's own pruning timed under one measurement, never
+on which config each run's autotuner happened to pick.
+
+The device is faked at its boundary: a clock (the timing backend) that charges each launch a
+device time set by the launched config, and a kernel object under a real ``triton`` Autotuner
+whose launches are logged. Everything between (the config enumeration through the autotuner's
+own ``prune_configs``, the two passes, the A/B itself) is kperf-ci's real code.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+
+from triton import Config  # noqa: E402
+from triton.runtime.autotuner import Autotuner  # noqa: E402
+
+from kperf_ci.capture.launches.best_config import Side, candidates  # noqa: E402
+from kperf_ci.capture.timing.best_of import best_pair as _best_pair  # noqa: E402
+from kperf_ci.capture.timing.interleaved import adaptive_ab  # noqa: E402
+
+LAUNCHED: list[tuple[str, int]] = []
+
+
+def best_pair(base: Side, head: Side, **kw):
+    """measure_replay's join: each side's candidates, then the search."""
+    return _best_pair(
+        candidates(base)[0], candidates(head)[0], **kw
+    )  # (side, num_warps) of every launch, in order
+
+
+def _kernel(x_ptr, n, BLOCK):  # the function under the decorators (never run)
+    pass
+
+
+class FakeJit:
+    """The innermost kernel object: launching it logs which side and config ran."""
+
+    arg_names = ["x_ptr", "n", "BLOCK"]
+    fn = staticmethod(_kernel)
+
+    def __init__(self, side: str):
+        self.side = side
+
+    def run(self, *args, grid, warmup, **kwargs):
+        LAUNCHED.append((self.side, kwargs["num_warps"]))
+
+
+class Clock:
+    """The device: each launch takes the time its side's table gives its num_warps."""
+
+    def __init__(self, us: dict[str, dict[int, float]]):
+        self.us, self.host = us, 0.0
+
+    def marker(self):
+        self.host += 0.001
+        return len(LAUNCHED)
+
+    def elapsed_ms(self, a, b):
+        return sum(self.us[s][w] / 1000 for s, w in LAUNCHED[a:b])
+
+    def synchronize(self): ...
+    def flush(self): ...
+    def l2_bytes(self):
+        return 50 << 20
+
+    def capture_graph(self, call):
+        return call
+
+    def state(self):
+        return {}
+
+    def host_time(self):
+        return self.host
+
+    def sleep(self, s):
+        self.host += s
+
+
+def _side(side: str, warps: list[int], prune=None) -> Side:
+    configs = [Config({"BLOCK": 128}, num_warps=w) for w in warps]
+    tuner = Autotuner(FakeJit(side), FakeJit.arg_names, configs, ["n"], None, None,
+                      prune_configs_by={"early_config_prune": prune} if prune else None)  # fmt: skip
+    return Side(tuner, ["x", 1000], {}, (8, 1, 1))
+
+
+def test_each_sides_fastest_config_is_compared_not_the_picks():
+    LAUNCHED.clear()
+    # base: 2 warps is its fastest (8 us); the PR cut that config, so the head's best is 4 (9 us)
+    us = {"base": {1: 10.0, 2: 8.0, 4: 9.0, 8: 12.0}, "head": {1: 10.0, 4: 9.0, 8: 12.0}}
+    clock = Clock(us)
+    pair = best_pair(
+        _side("base", [1, 2, 4, 8]), _side("head", [1, 4, 8]), backend=clock, clock=clock.host_time
+    )
+    assert pair is not None
+    assert (pair.base_best, pair.head_best) == (
+        "BLOCK=128,num_ctas=1,num_stages=3,num_warps=2",
+        "BLOCK=128,num_ctas=1,num_stages=3,num_warps=4",
+    )
+    assert pair.timed == {"base": 4, "head": 3}
+    assert pair.doc()["compare"] == "best_of_configs"
+    # every surviving config of both sides ran in the search
+    assert {x for x in LAUNCHED} >= {("base", w) for w in (1, 2, 4, 8)} | {("head", w) for w in (1, 4, 8)}
+    ab = adaptive_ab(pair.base, pair.head, threshold=0.005, backend=clock, floor=0.0001)
+    assert ab.verdict == "slower" and ab.ratio == pytest.approx(9 / 8, rel=1e-6)
+
+
+def test_identical_config_lists_compare_equal_whatever_the_picks():
+    LAUNCHED.clear()
+    us = {"base": {1: 10.0, 2: 8.0, 4: 9.0}, "head": {1: 10.0, 2: 8.0, 4: 9.0}}
+    clock = Clock(us)
+    pair = best_pair(_side("base", [1, 2, 4]), _side("head", [4, 2, 1]), backend=clock, clock=clock.host_time)
+    assert pair is not None and pair.base_best == pair.head_best
+    ab = adaptive_ab(pair.base, pair.head, threshold=0.005, backend=clock, floor=0.0001)
+    assert ab.verdict == "unchanged" and ab.ratio == pytest.approx(1.0)
+
+
+def test_the_autotuners_own_pruning_decides_what_is_timed():
+    LAUNCHED.clear()
+
+    def keep_wide(configs, named_args, **kwargs):  # the repository's early_config_prune
+        return [c for c in configs if c.num_warps >= 4]
+
+    calls, left_out = candidates(_side("head", [1, 2, 4, 8], prune=keep_wide))
+    assert sorted(calls) == [
+        "BLOCK=128,num_ctas=1,num_stages=3,num_warps=4",
+        "BLOCK=128,num_ctas=1,num_stages=3,num_warps=8",
+    ]
+    assert left_out == 0
+
+
+def test_a_side_without_an_autotuner_is_its_own_only_candidate():
+    LAUNCHED.clear()
+    us = {"base": {4: 9.0}, "head": {1: 10.0, 4: 7.0}}
+    clock = Clock(us)
+    plain = Side(FakeJit("base"), ["x", 1000, 128], {"num_warps": 4}, (8, 1, 1))
+    pair = best_pair(plain, _side("head", [1, 4]), backend=clock, clock=clock.host_time)
+    assert pair is not None and pair.base_best == "" and pair.head_best.endswith("num_warps=4")
+    # neither side autotuned: nothing to search, the launch is compared as it is
+    assert best_pair(plain, plain, backend=clock, clock=clock.host_time) is None
+
+
+def test_a_config_that_does_not_launch_is_left_out_and_named():
+    LAUNCHED.clear()
+
+    class Failing(FakeJit):
+        def run(self, *args, grid, warmup, **kwargs):
+            if kwargs["num_warps"] == 8:
+                raise RuntimeError("OutOfResources: shared memory")
+            super().run(*args, grid=grid, warmup=warmup, **kwargs)
+
+    us = {"base": {1: 10.0, 8: 5.0}, "head": {1: 10.0, 8: 5.0}}
+    clock = Clock(us)
+    base = _side("base", [1, 8])
+    base.obj.fn = Failing("base")
+    pair = best_pair(base, _side("head", [1, 8]), backend=clock, clock=clock.host_time)
+    assert pair is not None and pair.base_best.endswith("num_warps=1")
+    assert pair.failed and "base" in pair.failed[0] and "OutOfResources" in pair.failed[0]
