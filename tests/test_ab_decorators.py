@@ -374,3 +374,26 @@ def test_a_launch_compiled_on_neither_side_is_unknown_never_changed():
     head = [bad[0], {**bad[1], "config": "num_warps=4,num_stages=3,num_ctas=1"}]
     (t,) = diff_tests({"t": bad}, {"t": head})
     assert t.launches[0].status == "unknown", t.to_dict()
+
+
+def test_a_cut_config_list_names_only_what_was_cut_whatever_each_side_sampled():
+    """Issue 34: with a capped sample of configs, a cut list changes which configs a side
+    samples. Dropped and added are read from the lists each side recorded, so a config that one
+    side happened to compile and the other did not is neither."""
+    from kperf_ci.judge.launch_calls import config_key
+    from kperf_ci.judge.launch_diff import diff_tests
+
+    def key(w: int, b: int) -> str:
+        return config_key({"BLOCK": b, "num_warps": w})
+
+    full = [key(w, b) for w in (1, 2, 4) for b in (64, 128)]  # six configs
+    cut = [k for k in full if k != key(4, 128)]
+    # base sampled (1,64) (2,128) (4,128); head, without (4,128), sampled (1,64) (2,128) (4,64)
+    base = [_row(w, b, "S", {"index": full.index(key(w, b)), "count": 6, "configs": full})
+            for w, b in ((1, 64), (2, 128), (4, 128))]  # fmt: skip
+    head = [_row(w, b, "S", {"index": cut.index(key(w, b)), "count": 5, "configs": cut})
+            for w, b in ((1, 64), (2, 128), (4, 64))]  # fmt: skip
+    (t,) = diff_tests({"t": base}, {"t": head})
+    assert t.status == "changed", t.to_dict()
+    (lc,) = t.launches
+    assert lc.changes == ["autotune configs: BLOCK=128,num_warps=4 dropped, 2 unchanged"], lc.changes

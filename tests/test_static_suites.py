@@ -284,12 +284,20 @@ def test_pruned_autotune_config_is_never_stored_or_flagged(pytester: pytest.Pyte
 
 
 def test_autotune_policy() -> None:
-    assert AutotunePolicy.parse("all").select(20, "k") == list(range(20))
-    assert AutotunePolicy.parse("chosen").select(20, "k") == []
+    twenty = [f'{{"num_warps": "{w}", "BLOCK": "{b}"}}' for w in (1, 2, 4, 8, 16) for b in (32, 64, 128, 256)]
+    assert AutotunePolicy.parse("all").select(twenty, "k") == list(range(20))
+    assert AutotunePolicy.parse("chosen").select(twenty, "k") == []
     capped = AutotunePolicy.parse(4)
-    picked = capped.select(20, "kernel_a")
-    assert len(picked) == 4 and picked == sorted(picked) and picked == capped.select(20, "kernel_a")
-    assert capped.select(3, "kernel_a") == [0, 1, 2]
+    picked = capped.select(twenty, "kernel_a")
+    assert len(picked) == 4 and picked == sorted(picked) and picked == capped.select(twenty, "kernel_a")
+    assert capped.select(twenty[:3], "kernel_a") == [0, 1, 2]
+    # a config is sampled for its own values, not its position: a pull request that cuts one
+    # config keeps every other sampled config in the sample (issue 34: a shifted sample read as
+    # configs dropped and added)
+    for cut in range(20):
+        rest = twenty[:cut] + twenty[cut + 1 :]
+        before = {twenty[i] for i in picked} - {twenty[cut]}
+        assert before <= {rest[i] for i in capped.select(rest, "kernel_a")}, cut
     for bad in ("some", 0, -1, 2.5, True):
         with pytest.raises(ValueError):
             AutotunePolicy.parse(bad)

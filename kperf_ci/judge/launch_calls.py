@@ -58,14 +58,37 @@ def tuned_values(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def config_key(values: dict[str, Any]) -> str:
+    """One spelling of a config's values, whoever recorded them: a ``triton.Config``'s
+    ``all_kwargs()`` at record time (the config list) and a row's :func:`tuned_values` (its
+    arguments as text) give the same key. Unset values (None) are no value."""
+    return json.dumps(
+        {k: str(v) for k, v in values.items() if v is not None and str(v) != "None"}, sort_keys=True
+    )
+
+
 def config_id(row: dict[str, Any]) -> str:
     """Which config of its call a row is: the values its autotune config set."""
-    return json.dumps(tuned_values(row), sort_keys=True, default=str)
+    return config_key(tuned_values(row))
+
+
+def config_list(rows: list[dict[str, Any]]) -> list[str] | None:
+    """The call's whole config list (config keys, after the autotuner's own pruning) as its
+    rows recorded it, or None when a row does not carry it (older manifests, a list over the
+    recorded length): a capped sample of configs is not the list."""
+    lists = [(r.get("autotune") or {}).get("configs") for r in rows if not pick_only(r)]
+    if not lists or any(not isinstance(x, list) for x in lists):
+        return None
+    return list(lists[0])
 
 
 def config_labels(rows: list[dict[str, Any]]) -> dict[str, str]:
     """Config id -> short text naming it by what varies across the configs ("num_warps=16")."""
-    values = {config_id(r): tuned_values(r) for r in rows}
+    return value_labels({config_id(r): tuned_values(r) for r in rows})
+
+
+def value_labels(values: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Config key -> short text naming it by what varies across ``values`` ("num_warps=16")."""
     keys = sorted({k for v in values.values() for k in v})
     varying = [k for k in keys if len({str(v.get(k)) for v in values.values()}) > 1] or keys
     return {cid: ",".join(f"{k}={v[k]}" for k in varying if k in v) or "default" for cid, v in values.items()}

@@ -6,6 +6,7 @@ those changes regress the static metrics (:func:`static_regressions`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +17,10 @@ from kperf_ci.judge.launch_calls import (
     calls,
     config_id,
     config_labels,
+    config_list,
     pick,
     set_rows,
+    value_labels,
 )
 from kperf_ci.judge.matching import _match, parse_config
 
@@ -197,8 +200,16 @@ def _pair_configs(site: str, b_rows: list[dict[str, Any]], h_rows: list[dict[str
     bs, hs = set_rows(b_rows), set_rows(h_rows)
     labels = config_labels([*bs.values(), *hs.values()])
     changes: list[str] = []
-    dropped = [labels[c] for c in bs if c not in hs]
-    added = [labels[c] for c in hs if c not in bs]
+    b_list, h_list = config_list(b_rows), config_list(h_rows)
+    if b_list is not None and h_list is not None:
+        # both sides recorded the call's whole list: dropped and added are read from the lists,
+        # so a config one side happened to sample and the other did not is neither
+        labels = value_labels({k: json.loads(k) for k in [*b_list, *h_list, *bs, *hs]})
+        dropped = [labels[c] for c in b_list if c not in set(h_list)]
+        added = [labels[c] for c in h_list if c not in set(b_list)]
+    else:
+        dropped = [labels[c] for c in bs if c not in hs]
+        added = [labels[c] for c in hs if c not in bs]
     pairs = [(bs[c], hs[c]) for c in hs if c in bs]
     moved = []
     for b, h in pairs:

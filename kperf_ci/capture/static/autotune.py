@@ -11,13 +11,13 @@ would reject, so they are never stored or flagged (a run compared with itself st
 
 from __future__ import annotations
 
-import random
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kperf_ci.hardware import MAX_SHARED_PER_BLOCK
+from kperf_ci.judge.launch_calls import config_key
 
 #: Default cap of recorded configs per autotuned launch: two Mixtral tests gave 486 variants and
 #: ~14 minutes of compiling on 2 cores with every config; 8 keeps the spread of a sweep visible.
@@ -53,15 +53,29 @@ class AutotunePolicy:
     def describe(self) -> str:
         return f"at most {self.cap}" if self.mode == "cap" else self.mode
 
-    def select(self, n: int, salt: str) -> list[int]:
-        """Indices (ascending) of the configs to record out of ``n`` pruned ones."""
+    def select(self, configs: list[str], salt: str) -> list[int]:
+        """Indices (ascending) of the configs to record out of the pruned ones (given as their
+        :func:`~kperf_ci.judge.launch_calls.config_key`)."""
         if self.mode == "chosen":
             return []  # the chosen config is recorded by the real run itself
+        n = len(configs)
         if self.mode == "all" or n <= self.cap:
             return list(range(n))
-        # seeded by the kernel's name so that two runs (and base/head in kperf ab) sample alike
-        rng = random.Random(zlib.crc32(salt.encode()))
-        return sorted(rng.sample(range(n), self.cap))
+        # each config ranked by a hash of the kernel's name and its own values, so that two runs,
+        # and base and head in kperf ab, sample the same configs wherever both lists hold them: a
+        # pull request that cuts the list keeps every other sampled config in the sample (a
+        # sample by position shifted, and read as configs dropped and added)
+        rank = sorted(range(n), key=lambda i: (zlib.crc32(f"{salt}\0{configs[i]}".encode()), i))
+        return sorted(rank[: self.cap])
+
+
+#: configs of a call's list kept in its rows at most (the list names what was dropped or added)
+MAX_LISTED = 512
+
+
+def listed(configs: list[str]) -> list[str] | None:
+    """The config list as the manifest rows keep it, None when too long to keep."""
+    return list(configs) if len(configs) <= MAX_LISTED else None
 
 
 def record_configs(
@@ -81,9 +95,10 @@ def record_configs(
     except Exception:  # a pruning hook that needs a GPU: the unpruned space is what we have
         configs = tuner.configs
     n = len(configs)
-    chosen = policy.select(n, getattr(tuner.base_fn, "__qualname__", ""))
+    keys = [config_key(c.all_kwargs()) for c in configs]
+    chosen = policy.select(keys, getattr(tuner.base_fn, "__qualname__", ""))
     for i in chosen:
-        run_record_only(configs[i].all_kwargs(), {"index": i, "count": n})
+        run_record_only(configs[i].all_kwargs(), {"index": i, "count": n, "configs": listed(keys)})
     return list(configs), len(chosen)
 
 

@@ -229,10 +229,11 @@ def _patched_autotuner_bench(self, *args, config, **meta):
     if not hasattr(self, "_kperf_order"):  # a GPU: the autotuner really benchmarks each config
         policy = HOOKS.current().autotune
         index = next((i for i, c in enumerate(self.configs) if c is config), 0)
-        keep = set(policy.select(len(self.configs), getattr(self.base_fn, "__qualname__", "")))
+        keys = [_autotune.config_key(c.all_kwargs()) for c in self.configs]
+        keep = set(policy.select(keys, getattr(self.base_fn, "__qualname__", "")))
         prev = HOOKS.local.skip_bench, HOOKS.local.autotune
         HOOKS.local.skip_bench = index not in keep
-        HOOKS.local.autotune = {"index": index, "count": len(self.configs)}
+        HOOKS.local.autotune = {"index": index, "count": len(self.configs), "configs": _autotune.listed(keys)}
         try:
             return bench(self, *args, config=config, **meta)
         finally:
