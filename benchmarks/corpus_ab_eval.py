@@ -1,0 +1,713 @@
+"""The PR check on a corpus of real repositories (issues 33 and 34): `kperf ab` on every way Triton
+kernels are written, against CUPTI truth measured in the same job.
+
+Writes benchmarks/results/corpus_ab_eval.{json,md}; every number and sentence of the .md comes from
+this script, rendered from the json, which is assembled from one part file per repository
+(``corpus_ab_eval.part-<repo>.json`` in ``--out``), so repositories run in separate device calls.
+
+The corpus (besides Liger-Kernel, whose plain ``@triton.jit`` launches have their own evaluation in
+realrepo_ab_eval) is chosen for how its kernels are written:
+
+* flash-linear-attention: ``@triton.autotune`` (config lists of warps) and fla's own
+  ``fla_cache_autotune`` (a config cache over Triton's Autotuner), ``do_not_specialize``, META grids;
+* mamba: stacked ``@triton.heuristics`` behind ``with torch.cuda.device(...)``, launch options
+  computed by the caller, a META grid;
+* attorch: ``@triton.autotune`` over ``@triton.heuristics``, configs built at import.
+
+Each repository is fetched at a pinned commit (``--src NAME=URL_OR_CLONE``; on the GPU machine,
+which has no network, a plain copy made here with ``--export DIR``) and its own tests run
+unmodified. For each, ONE planted pull request holds every case the repository's patterns allow,
+each case in a kernel of its own (a kernel holds one case, so each launch's truth is its case's):
+``config_cut``, ``heuristic_change``, ``launch_option``, ``arith_only``, ``traffic``, ``faster``,
+``comment_only``. A ``faster`` case is planted as a pull request that removes a slowdown: the
+base commit carries the slow version, the head the repository's own code. Steps per repository
+(``--steps``), in one part file:
+
+* ``plain``: ``python -m pytest -q <selection>`` in the base tree, then in the head tree, each with
+  an empty Triton cache (``wall_s_plain_two_trees`` is their sum);
+* ``ab``: ``kperf ab --base HEAD~1 --json ... <selection> --kperf-all`` with default settings, as a
+  CI job runs it (``wall_s_ab``, its exit code and document);
+* ``truth``: benchmarks/_corpus_truth.py, which shares no code with kperf-ci: each case kernel's
+  launches recorded by the repository's own tests in each tree, then, in one process, the base's
+  and the head's launch of each call re-launched alternately on shared buffers, the L2 flushed,
+  CUPTI kernel durations (benchmarks/_cupti_truth.py); for an autotuned kernel every surviving
+  config of each side first, best against best;
+* ``static``: ``kperf ab --no-gpu`` on the same repository (the CPU runner's verdict), run on a CPU.
+
+    python benchmarks/corpus_ab_eval.py --export corpus-export --src fla=URL ...     # here, once
+    python benchmarks/corpus_ab_eval.py --src fla=corpus-export/fla --repos fla \\
+        --steps plain,ab,truth --out $OUT --no-render                                 # on the GPU
+    python benchmarks/corpus_ab_eval.py --src fla=... --repos fla --steps static      # on a CPU
+    python benchmarks/corpus_ab_eval.py --repos ''                                    # render
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import kperf_commit  # noqa: E402 - the one reader of the measured commit
+from realrepo_ab_eval import Plant, apply_plant, commit_all, git  # noqa: E402 - one way to plant
+from suites_eval import _run as run_group  # noqa: E402 - one process-group runner with a timeout
+
+NAME = "corpus_ab_eval"
+RESULTS = ROOT / "benchmarks" / "results"
+TIMEOUT_S = 560  # one process: a device call holds at most 600 s
+CASE_NAMES = (
+    "config_cut",
+    "heuristic_change",
+    "launch_option",
+    "arith_only",
+    "traffic",
+    "faster",
+    "comment_only",
+)
+PATTERNS = ("jit", "heuristics", "autotune", "autotune+heuristics", "custom_autotuner")
+
+
+@dataclass
+class Case:
+    name: str  # one of CASE_NAMES
+    pattern: str  # one of PATTERNS: how the kernel is decorated
+    kernel: str  # the Triton kernel's function name
+    plant: Plant
+    what: str  # one line for the md
+    tests: list[str] = field(default_factory=list)  # pytest -k expression narrowing the truth's run
+    in_base: bool = False  # the base carries the plant, the head the repository's code (faster)
+
+
+@dataclass
+class Repo:
+    name: str
+    url: str
+    commit: str
+    paths: list[str]
+    pythonpath: list[str]
+    tests: list[str]  # pytest arguments: the selection
+    why: str
+    cases: list[Case]
+    patterns: dict[str, str] = field(default_factory=dict)  # kernel -> pattern, every kernel launched
+
+
+_FLA_L2 = "fla/modules/l2norm.py"
+_FLA_FWD_TAIL = (
+    ' for BT in BT_LIST],\n    key=["D", "NB"],\n    **autotune_cache_kwargs,\n)\n'
+    '@triton.jit(do_not_specialize=["T"])\ndef l2norm_fwd_kernel('
+)
+_FLA_DX = "    b_dx = b_dy * b_rstd[:, None] - tl.sum(b_dy * b_y, 1)[:, None] * b_y * b_rstd[:, None]\n"
+_NP2 = 'triton.next_power_of_2(args["dstate"])'
+_MAMBA_LN = "mamba_ssm/ops/triton/layernorm_gated.py"
+_MAMBA_SSU = "mamba_ssm/ops/triton/selective_state_update.py"
+_ATT_SOFTMAX = "attorch/softmax_kernels.py"
+_ATT_RMS = "attorch/rms_norm_kernels.py"
+_ATT_DECO = (
+    "@triton.autotune(\n    configs=warps_kernel_configs(),\n    key=['batch_dim', 'feat_dim'],\n)\n"
+    "@triton.heuristics({'BLOCK_SIZE_BATCH': BLOCK_SIZE_BATCH_heuristic,\n"
+    "                    'BLOCK_SIZE_FEAT': lambda args: next_power_of_2(args['feat_dim'])})\n"
+    "@triton.jit\n"
+)
+_ATT_K = "False-input_dtype0 and (shape0 or shape4 or shape11 or shape13)"
+
+REPOS = [
+    Repo(
+        "flash-linear-attention",
+        "https://github.com/fla-org/flash-linear-attention.git",
+        "bc3b101dcb713ddc5bd8924b66754eb68b5ccf89",
+        ["fla", "tests/conftest.py", "tests/modules/test_l2norm.py"],
+        ["."],
+        ["tests/modules/test_l2norm.py"],
+        "l2norm: four kernels, two under @triton.autotune (warps) and two under fla's fla_cache_autotune "
+        "(warps x BT, do_not_specialize, META grids)",
+        [
+            Case(
+                "config_cut", "custom_autotuner", "l2norm_fwd_kernel",
+                Plant(_FLA_L2, "num_warps in [1, 2, 4, 8, 16]" + _FLA_FWD_TAIL,
+                      "num_warps in [1, 2]" + _FLA_FWD_TAIL),
+                "the forward kernel's config list cut to 1 and 2 warps (of 1-16)",
+            ),
+            Case(
+                "traffic", "custom_autotuner", "l2norm_bwd_kernel",
+                Plant(_FLA_L2,
+                      _FLA_DX,
+                      "    b_y2 = tl.load(y + (T - 1 - o_t)[:, None] * D + o_d[None, :],"
+                      " mask=m_x, other=0.0)\n" + _FLA_DX +
+                      "    b_dx += b_y2.to(tl.float32) * 1e-30\n"),
+                "the blocked backward kernel reads a second row block of y (another program's rows)",
+            ),
+            Case(
+                "arith_only", "autotune", "l2norm_fwd_kernel1",
+                Plant(_FLA_L2, "    b_rstd = 1 / tl.sqrt(tl.sum(b_x * b_x) + eps)\n",
+                      "    b_rstd = tl.rsqrt(tl.sum(b_x * b_x) + eps)\n"),
+                "1 / sqrt -> rsqrt in the one-row forward kernel",
+            ),
+            Case(
+                "comment_only", "autotune", "l2norm_bwd_kernel1",
+                Plant(_FLA_L2, "def l2norm_bwd_kernel1(\n", "def l2norm_bwd_kernel1(  # planted comment\n"),
+                "a comment in the one-row backward kernel's signature",
+            ),
+        ],
+        {"l2norm_fwd_kernel": "custom_autotuner", "l2norm_bwd_kernel": "custom_autotuner",
+         "l2norm_fwd_kernel1": "autotune", "l2norm_bwd_kernel1": "autotune"},
+    ),
+    Repo(
+        "mamba",
+        "https://github.com/state-spaces/mamba.git",
+        "e9594ce1c732d97440f0332fdc43170a2294dbfa",
+        ["mamba_ssm", "tests/ops/triton/test_layernorm_gated.py",
+         "tests/ops/triton/test_selective_state_update.py"],
+        ["."],
+        ["tests/ops/triton/test_layernorm_gated.py", "tests/ops/triton/test_selective_state_update.py",
+         "-k", "(test_layer_norm_gated and wtype0-dtype0-True-True)"
+         " or (test_selective_state_update and itype0)"],
+        "gated layer norm and the selective state update: stacked @triton.heuristics, options computed by "
+        "the caller, a META grid, launches inside `with torch.cuda.device(...)`",
+        [
+            Case(
+                "launch_option", "heuristics", "_layer_norm_fwd_1pass_kernel",
+                Plant(_MAMBA_LN, "    num_warps = min(max(BLOCK_N // 256, 1), 8)\n    grid = (M, ngroups)",
+                      "    num_warps = min(max(BLOCK_N // 1024, 1), 8)\n    grid = (M, ngroups)"),
+                "the forward layer norm's caller launches a quarter of the warps (BLOCK_N // 1024)",
+            ),
+            Case(
+                "faster", "heuristics", "_layer_norm_bwd_kernel",
+                Plant(_MAMBA_LN, "    num_warps = min(max(BLOCK_N // 256, 1), 8)\n    sm_count",
+                      "    num_warps = min(max(BLOCK_N // 2048, 1), 8)\n    sm_count"),
+                "the backward layer norm back to its own warps from a base with one warp per 2048 columns",
+                in_base=True,
+            ),
+            Case(
+                "heuristic_change", "heuristics", "_selective_scan_update_kernel",
+                Plant(_MAMBA_SSU,
+                      '@triton.heuristics({"BLOCK_SIZE_DSTATE": lambda args: ' + _NP2 + "})",
+                      '@triton.heuristics({"BLOCK_SIZE_DSTATE": lambda args: max(' + _NP2 + ", 64)})"),
+                "the state-size block heuristic at least 64 (was the next power of 2 of dstate: 16, 32, 64)",
+            ),
+        ],
+        {"_layer_norm_fwd_1pass_kernel": "heuristics", "_layer_norm_bwd_kernel": "heuristics",
+         "_selective_scan_update_kernel": "heuristics"},
+    ),
+    Repo(
+        "attorch",
+        "https://github.com/BobMcDear/attorch.git",
+        "67c2772baf33913ef51c2d1064f746ca17b63749",
+        ["attorch", "tests"],
+        ["."],
+        ["tests/test_softmax_layers.py", "tests/test_rms_norm_layer.py", "-k", _ATT_K],
+        "softmax and RMS norm at four shapes, fp32: @triton.autotune over @triton.heuristics, configs built "
+        "at import from torch.cuda.get_device_properties",
+        [
+            Case(
+                "config_cut", "autotune+heuristics", "softmax_forward_kernel",
+                Plant(_ATT_SOFTMAX, _ATT_DECO.replace("warps_kernel_configs()", "warps_kernel_configs()")
+                      + "def softmax_forward_kernel(",
+                      _ATT_DECO.replace("warps_kernel_configs()", "warps_kernel_configs()[:2]")
+                      + "def softmax_forward_kernel("),
+                "the softmax forward's config list cut to 1 and 2 warps (of 1-32)",
+            ),
+            Case(
+                "heuristic_change", "autotune+heuristics", "rms_norm_forward_kernel",
+                Plant(_ATT_RMS, _ATT_DECO + "def rms_norm_forward_kernel(",
+                      _ATT_DECO.replace("'BLOCK_SIZE_BATCH': BLOCK_SIZE_BATCH_heuristic,",
+                                        "'BLOCK_SIZE_BATCH': lambda args:"
+                                        " 4 * BLOCK_SIZE_BATCH_heuristic(args),")
+                      + "def rms_norm_forward_kernel("),
+                "the RMS norm forward's batch block heuristic times 4",
+            ),
+            Case(
+                "arith_only", "autotune+heuristics", "rms_norm_backward_kernel",
+                Plant(_ATT_RMS, "(weight_output_grad_prod - term1 * term2 / feat_dim))",
+                      "(weight_output_grad_prod - term1 * (term2 / feat_dim)))"),
+                "the RMS norm backward's gradient term reassociated (term1 * (term2 / feat_dim))",
+            ),
+            Case(
+                "comment_only", "autotune+heuristics", "softmax_backward_kernel",
+                Plant(_ATT_SOFTMAX, "def softmax_backward_kernel(\n",
+                      "def softmax_backward_kernel(  # planted comment\n"),
+                "a comment in the softmax backward's signature",
+            ),
+        ],
+        {"softmax_forward_kernel": "autotune+heuristics", "softmax_backward_kernel": "autotune+heuristics",
+         "rms_norm_forward_kernel": "autotune+heuristics", "rms_norm_backward_kernel": "autotune+heuristics"},
+    ),
+]  # fmt: skip
+BY_NAME = {r.name: r for r in REPOS}
+
+
+# ---------------------------------------------------------------------------------------------
+# repositories
+
+
+def export(spec: Repo, src: str, dest: Path) -> str:
+    """The pinned commit's ``paths`` copied to ``dest`` (a plain directory: the GPU machine has no
+    network), with ``COMMIT`` naming the commit; returns it."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    full = dest.with_name(dest.name + "-clone")
+    shutil.rmtree(full, ignore_errors=True)
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", src, str(full)], check=True)
+    commit = git(full, "rev-parse", spec.commit or "HEAD").strip()
+    git(full, "checkout", "--quiet", commit, "--", *spec.paths)
+    dest.mkdir(parents=True)
+    for rel in spec.paths:
+        s, d = full / rel, dest / rel
+        d.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if s.is_dir() else shutil.copy2)(s, d)
+    shutil.rmtree(full)
+    (dest / "COMMIT").write_text(commit + "\n")
+    return commit
+
+
+def two_commit_repo(spec: Repo, src: Path, dest: Path) -> str:
+    """``dest``: a git repository whose commit 1 is the export (with the base-side plants) and
+    commit 2 the planted pull request. Every plant must apply exactly once. Returns the pinned
+    commit of the export."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    commit = (dest / "COMMIT").read_text().strip()
+    (dest / "COMMIT").unlink()
+    for c in spec.cases:  # the slow version a faster case's pull request removes
+        if c.in_base:
+            apply_plant(dest, c.plant)
+    git(dest, "init", "-q")
+    commit_all(dest, "base")
+    for c in spec.cases:
+        if c.in_base:
+            apply_plant(dest, Plant(c.plant.path, c.plant.new, c.plant.old))
+        else:
+            apply_plant(dest, c.plant)
+    commit_all(dest, "head: the planted pull request")
+    return commit
+
+
+def _env(spec: Repo, tree: Path, cache: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(tree / p) for p in spec.pythonpath] + [str(ROOT / "benchmarks")]
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["TRITON_CACHE_DIR"] = str(cache)  # an empty cache, as a CI job without a restored one
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("KPERF_DB", None)
+    env.update(extra)
+    return env
+
+
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> dict[str, Any]:
+    t0 = time.monotonic()
+    rc, out = run_group(cmd, cwd, env, TIMEOUT_S)
+    log.write_text(out)
+    return {"rc": rc, "wall_s": round(time.monotonic() - t0, 1), "tail": "\n".join(out.splitlines()[-15:])}
+
+
+# ---------------------------------------------------------------------------------------------
+# steps
+
+
+def step_plain(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> dict[str, Any]:
+    out = {}
+    for side, tree in (("base", base), ("head", repo)):
+        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *spec.tests]
+        out[side] = _timed(
+            cmd, tree, _env(spec, tree, work / f"cache-plain-{side}"), work / f"plain-{side}.log"
+        )
+    out["wall_s_two_trees"] = round(out["base"]["wall_s"] + out["head"]["wall_s"], 1)
+    return out
+
+
+def step_ab(spec: Repo, repo: Path, work: Path, python: str, *, gpu: bool) -> dict[str, Any]:
+    tag = "ab" if gpu else "static"
+    doc_path = work / f"{tag}.json"
+    doc_path.unlink(missing_ok=True)
+    cmd = [python, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--json", str(doc_path),
+           "--db", str(work / f"{tag}.db"), "--report-dir", str(work / f"{tag}-report"),
+           *([] if gpu else ["--no-gpu"]), *spec.tests, "--kperf-all", "-p", "no:cacheprovider"]  # fmt: skip
+    r = _timed(cmd, repo, _env(spec, repo, work / f"cache-{tag}"), work / f"{tag}.log")
+    doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
+    keep = ("tests", "timed", "messages", "gpu_seconds", "exit_code", "static_regressions", "static_improved",
+            "static_changed", "counts", "device", "wall_s", "stage_s")  # fmt: skip
+    r["doc"] = {k: doc[k] for k in keep if k in doc}
+    return r
+
+
+def step_truth(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> dict[str, Any]:
+    """Each case kernel's launches recorded by the tests in both trees, then timed base against
+    head in one process (benchmarks/_corpus_truth.py)."""
+    kernels = [c.kernel for c in spec.cases]
+    out: dict[str, Any] = {"record": {}, "kernels": {}}
+    recs = {}
+    for side, tree in (("base", base), ("head", repo)):
+        rec = work / f"truth-{side}.json"
+        rec.unlink(missing_ok=True)
+        env = _env(spec, tree, work / f"cache-truth-{side}", KPERF_TRUTH_KERNEL=",".join(kernels),
+                   KPERF_TRUTH_OUT=str(rec), KPERF_TRUTH_MAX="6")  # fmt: skip
+        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_corpus_truth", *spec.tests]
+        out["record"][side] = _timed(cmd, tree, env, work / f"truth-record-{side}.log")
+        recs[side] = rec
+    for c in spec.cases:
+        if c.name == "comment_only":
+            continue  # identical code: no truth to measure (kperf must not time it either)
+        dest = work / f"truth-{c.kernel}.json"
+        module = c.plant.path
+        cmd = [python, str(ROOT / "benchmarks" / "_corpus_truth.py"), "time", "--base-tree", str(base),
+               "--head-tree", str(repo), "--module", module, "--kernel", c.kernel,
+               "--base-rec", str(recs["base"]), "--head-rec", str(recs["head"]), "--out", str(dest),
+               "--calls", "40"]  # fmt: skip
+        r = _timed(
+            cmd, repo, _env(spec, repo, work / "cache-truth-time"), work / f"truth-time-{c.kernel}.log"
+        )
+        r["result"] = json.loads(dest.read_text()) if dest.exists() else None
+        out["kernels"][c.kernel] = r
+    return out
+
+
+def run_repo(spec: Repo, src: str, work: Path, out: Path, python: str, steps: list[str]) -> None:
+    repo = work / "repo"
+    commit = two_commit_repo(spec, Path(src), repo)
+    base = work / "base"
+    shutil.rmtree(base, ignore_errors=True)
+    git(repo, "worktree", "add", "--detach", "--quiet", str(base), "HEAD~1")
+    part_path = out / f"{NAME}.part-{spec.name}.json"
+    part = json.loads(part_path.read_text()) if part_path.exists() else {}
+    part.update({"repo": spec.name, "commit": commit, "device": _device()})
+    for step in steps:
+        t0 = time.monotonic()
+        if step == "plain":
+            part["plain"] = step_plain(spec, repo, base, work, python)
+        elif step == "ab":
+            part["ab"] = step_ab(spec, repo, work, python, gpu=True)
+            part["kperf_commit"] = kperf_commit()
+        elif step == "static":
+            part["static"] = step_ab(spec, repo, work, python, gpu=False)
+            part["static_kperf_commit"] = kperf_commit()
+        elif step == "truth":
+            part["truth"] = step_truth(spec, repo, base, work, python)
+        else:
+            raise SystemExit(f"unknown step {step!r}: use plain, ab, truth, static")
+        print(f"{spec.name} {step}: {time.monotonic() - t0:.0f} s", flush=True)
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = part_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(part, indent=1, sort_keys=True, default=str))
+        tmp.replace(part_path)
+    git(repo, "worktree", "remove", "--force", str(base))
+
+
+def _device() -> str:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+# ---------------------------------------------------------------------------------------------
+# assembling the evaluation from the parts
+
+_TENSOR = re.compile(r"([a-z]+[0-9]*)\[([0-9x]*)\]")
+
+
+def shapes_of(text: str) -> tuple[str, ...]:
+    """The tensors of a launch text ("x=fp32[4096x4096], n=..., ...") as sorted dtype[shape]."""
+    return tuple(sorted(f"{d}[{s}]" for d, s in _TENSOR.findall(text or "")))
+
+
+def _site_kernel(site: str) -> str:
+    return str(site or "").rsplit("::", 1)[-1]
+
+
+def _truth_for(truth: dict[str, Any] | None, launch: str) -> dict[str, Any] | None:
+    """The truth entry of a timed launch: the call with the same tensors."""
+    if not truth:
+        return None
+    want = shapes_of(launch)
+    for t in truth.get("launches") or []:
+        if tuple(sorted(t.get("tensors") or ())) == want:
+            return t
+    return None
+
+
+def _static_verdict(doc: dict[str, Any], kernel: str) -> str:
+    for key, word in (("static_regressions", "regressed"), ("static_improved", "improved"),
+                      ("static_changed", "changed")):  # fmt: skip
+        if any(_site_kernel(r.get("site")) == kernel for r in doc.get(key) or []):
+            return word
+    statuses = {lc.get("status") for t in doc.get("tests") or [] for lc in t.get("launches") or []
+                if _site_kernel(lc.get("site")) == kernel}  # fmt: skip
+    return "changed" if "changed" in statuses else ("identical" if statuses else "not launched")
+
+
+def case_rows(spec: Repo, part: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(cases, static_only) rows of one repository."""
+    doc = (part.get("ab") or {}).get("doc") or {}
+    static_doc = (part.get("static") or {}).get("doc") or {}
+    truth = (part.get("truth") or {}).get("kernels") or {}
+    rows, static_rows = [], []
+    for c in spec.cases:
+        t_doc = ((truth.get(c.kernel) or {}).get("result")) or {}
+        timed = [t for t in doc.get("timed") or [] if _site_kernel(t.get("site")) == c.kernel]
+        changed = [(t["test"], lc) for t in doc.get("tests") or [] for lc in t.get("launches") or []
+                   if _site_kernel(lc.get("site")) == c.kernel
+                   and lc.get("status") != "identical"]  # fmt: skip
+        launched = [(t["test"], lc) for t in doc.get("tests") or [] for lc in t.get("launches") or []
+                    if _site_kernel(lc.get("site")) == c.kernel]  # fmt: skip
+        covered = set()
+        for t in timed:
+            tr = _truth_for(t_doc, t.get("launch") or "")
+            covered |= {t.get("test"), *(t.get("identical_in") or [])}
+            row = {
+                "repo": spec.name, "case": c.name, "pattern": c.pattern, "kernel": c.kernel,
+                "launch": t.get("launch"), "test": t.get("test"),
+                "base_us": round(1000 * t["base_median_ms"], 3) if t.get("base_median_ms") else None,
+                "truth_pct": tr.get("truth_pct") if tr else None,
+                "truth_base_us": tr.get("base_us") if tr else None,
+                "verdict": t.get("verdict"), "ratio": t.get("ratio"),
+                "ci": [t.get("ci_low"), t.get("ci_high")], "timed": True, "reason": "",
+                "gpu_s": round(float(t.get("seconds") or 0.0), 3),
+                "exit_code": (part.get("ab") or {}).get("rc"),
+            }  # fmt: skip
+            if c.pattern in ("autotune", "autotune+heuristics", "custom_autotuner"):
+                row.update(base_pick=t.get("base_pick"), head_pick=t.get("head_pick"),
+                           base_best=t.get("base_best"), head_best=t.get("head_best"),
+                           truth_base_best=(tr or {}).get("base_best"),
+                           truth_head_best=(tr or {}).get("head_best"))  # fmt: skip
+            rows.append(row)
+        not_timed = [(test, lc) for test, lc in (changed if c.name != "comment_only" else launched)
+                     if test not in covered]  # fmt: skip
+        for test, lc in not_timed:
+            verdict = "identical" if lc.get("status") == "identical" else "not timed"
+            reason = "" if verdict == "identical" else _reason(doc, c.kernel, test)
+            rows.append({
+                "repo": spec.name, "case": c.name, "pattern": c.pattern, "kernel": c.kernel,
+                "launch": None, "test": test, "base_us": None, "truth_pct": None, "verdict": verdict,
+                "ratio": None, "ci": None, "timed": False, "reason": reason, "gpu_s": 0.0,
+                "exit_code": (part.get("ab") or {}).get("rc"),
+            })  # fmt: skip
+        if static_doc:
+            truths = [
+                x.get("truth_pct") for x in (t_doc.get("launches") or []) if x.get("truth_pct") is not None
+            ]
+            static_rows.append({
+                "repo": spec.name, "case": c.name, "kernel": c.kernel,
+                "truth_pct": round(min(truths, key=abs), 2) if truths else None,
+                "truth_pct_range": [min(truths), max(truths)] if truths else None,
+                "static_verdict": _static_verdict(static_doc, c.kernel),
+            })  # fmt: skip
+    return rows, static_rows
+
+
+def _reason(doc: dict[str, Any], kernel: str, test: str) -> str:
+    for m in doc.get("messages") or []:
+        if kernel in m and test.rsplit("::", 1)[-1].split("[")[0] in m:
+            return m[:300]
+    for m in doc.get("messages") or []:
+        if kernel in m:
+            return m[:300]
+    return "no timed row and no message names it"
+
+
+def _pattern_counts(spec: Repo, doc: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in doc.get("tests") or []:
+        for lc in t.get("launches") or []:
+            p = spec.patterns.get(_site_kernel(lc.get("site")), "jit")
+            counts[p] = counts.get(p, 0) + 1
+    return counts
+
+
+def assemble(out: Path) -> dict[str, Any]:
+    parts = {
+        p.stem.split(".part-", 1)[1]: json.loads(p.read_text())
+        for p in sorted(out.glob(f"{NAME}.part-*.json"))
+    }
+    repos, cases, static_only = [], [], []
+    wall_ab, wall_plain, gpu_s = {}, {}, {}
+    for name, part in parts.items():
+        spec = BY_NAME[name]
+        doc = (part.get("ab") or {}).get("doc") or {}
+        repos.append({"name": name, "commit": part.get("commit"), "tests_run": len(doc.get("tests") or []),
+                      "patterns": _pattern_counts(spec, doc), "why": spec.why,
+                      "selection": spec.tests})  # fmt: skip
+        rows, srows = case_rows(spec, part)
+        cases += rows
+        static_only += srows
+        wall_ab[name] = (part.get("ab") or {}).get("wall_s")
+        wall_plain[name] = (part.get("plain") or {}).get("wall_s_two_trees")
+        gpu_s[name] = doc.get("gpu_seconds")
+    changed = [r for r in cases if r["case"] != "comment_only"]
+    timed = [r for r in changed if r["timed"]]
+    direction_errors = [
+        r for r in timed
+        if r["truth_pct"] is not None and (r["base_us"] or 0) >= 5 and abs(r["truth_pct"]) > 5
+        and r["verdict"] != ("slower" if r["truth_pct"] > 0 else "faster")
+    ]  # fmt: skip
+    false_alarms = [
+        r
+        for r in cases
+        if r["case"] in ("arith_only", "comment_only") and r["verdict"] in ("slower", "faster")
+    ]
+    static_wrong = [
+        s for s in static_only
+        if s["static_verdict"] == "regressed" and s["truth_pct"] is not None
+        and (s["truth_pct"] <= -2 or (s["case"] == "arith_only" and abs(s["truth_pct"]) <= 1))
+    ]  # fmt: skip
+    devices = {p.get("device") for p in parts.values() if p.get("device") not in (None, "cpu")}
+    return {
+        "device": ", ".join(sorted(devices)) or "cpu",
+        "commit": sorted({p.get("kperf_commit") for p in parts.values() if p.get("kperf_commit")}),
+        "static_commit": sorted(
+            {p.get("static_kperf_commit") for p in parts.values() if p.get("static_kperf_commit")}
+        ),
+        "repos": repos,
+        "cases": cases,
+        "timed_fraction": round(len(timed) / len(changed), 4) if changed else None,
+        "direction_errors": len(direction_errors),
+        "direction_error_rows": direction_errors,
+        "false_alarms": len(false_alarms),
+        "static_only": static_only,
+        "static_wrong_direction": len(static_wrong),
+        "wall_s_ab": wall_ab,
+        "wall_s_plain_two_trees": wall_plain,
+        "gpu_s": gpu_s,
+        "cost_ok": {
+            n: (
+                wall_ab[n] is not None
+                and wall_plain[n] is not None
+                and wall_ab[n] <= 1.5 * wall_plain[n] + float(gpu_s.get(n) or 0)
+            )
+            for n in parts
+        },  # fmt: skip
+    }
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{v:+.2f}%"
+
+
+def render_md(d: dict[str, Any]) -> str:
+    lines = [
+        f"# The PR check on a corpus of real repositories ({d['device']})",
+        "",
+        f"Rendered at kperf-ci {kperf_commit()} by `python benchmarks/corpus_ab_eval.py`; "
+        "`kperf ab` measured at "
+        f"{', '.join(d['commit']) or '-'}, the `--no-gpu` runs at {', '.join(d['static_commit']) or '-'}. "
+        "One planted pull request per repository, each case in a kernel of its own; truth by CUPTI kernel "
+        "durations of the base's and the head's launch alternated on shared buffers "
+        "(benchmarks/_corpus_truth.py, "
+        "best against best over each side's surviving configs for autotuned kernels).",
+        "",
+        "| repository | commit | tests | launches by pattern | why |",
+        "|---|---|---|---|---|",
+    ]
+    for r in d["repos"]:
+        pats = ", ".join(f"{k} {v}" for k, v in sorted(r["patterns"].items()))
+        lines.append(f"| {r['name']} | {str(r['commit'])[:10]} | {r['tests_run']} | {pats} | {r['why']} |")
+    lines += [
+        "",
+        "## Cases",
+        "",
+        "| repo | case | pattern | kernel | launch | base us | truth | kperf | CI | verdict | "
+        "picks (base / head) | best (base / head) | GPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["cases"]:
+        ci = (
+            f"[{_pct(100 * (r['ci'][0] - 1))}, {_pct(100 * (r['ci'][1] - 1))}]"
+            if r.get("ci") and None not in r["ci"]
+            else "-"
+        )
+        kp = _pct(100 * (r["ratio"] - 1)) if r.get("ratio") else "-"
+        picks = f"{r.get('base_pick') or '-'} / {r.get('head_pick') or '-'}" if "base_pick" in r else ""
+        best = f"{r.get('base_best') or '-'} / {r.get('head_best') or '-'}" if "base_best" in r else ""
+        verdict = r["verdict"] + (f" ({r['reason'][:120]})" if r.get("reason") else "")
+        launch = (r.get("launch") or r.get("test") or "")[:90]
+        lines.append(f"| {r['repo']} | {r['case']} | {r['pattern']} | {r['kernel']} | {launch} | "
+                     f"{r['base_us'] if r['base_us'] is not None else '-'} | {_pct(r['truth_pct'])} | "
+                     f"{kp} | {ci} | "
+                     f"{verdict} | {picks} | {best} | {r['gpu_s']} |")  # fmt: skip
+    lines += [
+        "",
+        f"- Timed: {d['timed_fraction']} of the changed launches (target at least 0.95).",
+        f"- Direction errors (base at least 5 us, truth beyond ±5%): {d['direction_errors']} (target 0).",
+        f"- False alarms (slower or faster on arith_only / comment_only): {d['false_alarms']} (target 0).",
+        "",
+        "## The static verdict (`kperf ab --no-gpu`)",
+        "",
+        "| repo | case | kernel | truth (closest to 0) | truth range | static verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in d["static_only"]:
+        rng = (
+            f"{_pct(s['truth_pct_range'][0])} .. {_pct(s['truth_pct_range'][1])}"
+            if s.get("truth_pct_range")
+            else "-"
+        )
+        lines.append(
+            f"| {s['repo']} | {s['case']} | {s['kernel']} | {_pct(s['truth_pct'])} | {rng} | "
+            f"{s['static_verdict']} |"
+        )
+    lines += [
+        "",
+        "Static verdicts that fail a launch whose truth is -2% or better, "
+        f"or an arithmetic-only change within ±1%: "
+        f"{d['static_wrong_direction']} (target 0).",
+        "",
+        "## Cost",
+        "",
+        "| repo | kperf ab s | plain pytest, both trees s | GPU s | at most 1.5x plain + GPU |",
+        "|---|---|---|---|---|",
+    ]
+    for n in d["wall_s_ab"]:
+        lines.append(
+            f"| {n} | {d['wall_s_ab'][n]} | {d['wall_s_plain_two_trees'][n]} | {d['gpu_s'][n]} | "
+            f"{d['cost_ok'][n]} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render(out: Path, results: Path) -> dict[str, Any]:
+    d = assemble(out)
+    (results / f"{NAME}.json").write_text(json.dumps(d, indent=1, sort_keys=True, default=str) + "\n")
+    (results / f"{NAME}.md").write_text(render_md(d))
+    return d
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--src", action="append", default=[], help="NAME=URL_OR_PATH (a clone, mirror or export)")
+    ap.add_argument("--export", type=Path, help="copy each --src's pinned paths here and stop")
+    ap.add_argument("--repos", default=",".join(BY_NAME), help="comma list ('' renders only)")
+    ap.add_argument("--steps", default="plain,ab,truth")
+    ap.add_argument("--out", type=Path, default=RESULTS / NAME)
+    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--no-render", action="store_true")
+    ap.add_argument("--python", default=sys.executable)
+    a = ap.parse_args(argv)
+    srcs = dict(s.split("=", 1) for s in a.src)
+    if a.export:
+        for name, src in srcs.items():
+            print(name, export(BY_NAME[name], src, a.export / name))
+        return 0
+    for name in [r for r in a.repos.split(",") if r]:
+        if name not in srcs:
+            raise SystemExit(f"--src {name}=... is needed to run {name}")
+        work = (a.work or Path(tempfile.mkdtemp(prefix="corpus-ab-"))) / name
+        work.mkdir(parents=True, exist_ok=True)
+        run_repo(BY_NAME[name], srcs[name], work, a.out, a.python, [s for s in a.steps.split(",") if s])
+    if not a.no_render:
+        render(a.out, RESULTS)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
