@@ -294,7 +294,8 @@ def two_commit_repo(spec: Repo, src: Path, dest: Path) -> str:
 
 def _env(spec: Repo, tree: Path, cache: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    paths = [str(tree / p) for p in spec.pythonpath] + [str(ROOT / "benchmarks")]
+    # the kperf-ci of this script's tree (a frozen worktree stays frozen whatever is installed)
+    paths = [str(tree / p) for p in spec.pythonpath] + [str(ROOT / "benchmarks"), str(ROOT)]
     env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["TRITON_CACHE_DIR"] = str(cache)  # an empty cache, as a CI job without a restored one
     env["PYTHONUNBUFFERED"] = "1"
