@@ -30,6 +30,14 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def config_key(values: dict[str, Any]) -> str:
+    """One spelling of an autotune config's values, whoever recorded them: a ``triton.Config``'s
+    ``all_kwargs()`` at capture time (a call's config list) and a launch row's tuned values
+    (its arguments as text) give the same key. Unset values (None) are no value."""
+    kept = {k: str(v) for k, v in values.items() if v is not None and str(v) != "None"}
+    return json.dumps(kept, sort_keys=True)
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """What a number depends on besides the code: the machine and the software stack."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kperf_ci.model import DEFAULT_OPTIONS
+from kperf_ci.model import DEFAULT_OPTIONS, config_key
 
 
 def call_key(row: dict[str, Any]) -> str:
@@ -56,15 +56,6 @@ def tuned_values(row: dict[str, Any]) -> dict[str, Any]:
         elif k in options:
             out[k] = options[k]
     return out
-
-
-def config_key(values: dict[str, Any]) -> str:
-    """One spelling of a config's values, whoever recorded them: a ``triton.Config``'s
-    ``all_kwargs()`` at record time (the config list) and a row's :func:`tuned_values` (its
-    arguments as text) give the same key. Unset values (None) are no value."""
-    return json.dumps(
-        {k: str(v) for k, v in values.items() if v is not None and str(v) != "None"}, sort_keys=True
-    )
 
 
 def config_id(row: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kperf_ci.hardware import MAX_SHARED_PER_BLOCK
-from kperf_ci.judge.launch_calls import config_key
+from kperf_ci.model import config_key
 
 #: Default cap of recorded configs per autotuned launch: two Mixtral tests gave 486 variants and
 #: ~14 minutes of compiling on 2 cores with every config; 8 keeps the spread of a sweep visible.
