@@ -93,41 +93,45 @@ def scale(x, alpha):
 
 
 def rowsum(x):
-    out = torch.empty(x.shape[0], dtype=x.dtype)
+    out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
     rowsum_kernel[(x.shape[0],)](x, out, x.shape[1])
     return out
 
 
 def gather(x, idx):
-    out = torch.empty(idx.numel(), dtype=x.dtype)
+    out = torch.empty(idx.numel(), dtype=x.dtype, device=x.device)
     n = idx.numel()
     gather_kernel[lambda META: (triton.cdiv(n, META["BLOCK"]),)](x, idx, out, n)
     return out
 """
 
 TESTS = """
+import os
+
 import pytest
 import torch
 
 from tinyk.ops import gather, rowsum, scale
 
+DEV = os.environ.get("TINYK_DEVICE", "cpu")  # the same tests on a GPU: TINYK_DEVICE=cuda
+
 
 @pytest.mark.parametrize("n", [48, 64])
 def test_scale(n):
-    x = torch.randn(n)
+    x = torch.randn(n, device=DEV)
     assert torch.allclose(scale(x, 2.0), 2 * x)
     assert torch.allclose(scale(x, 2.0), 2 * x)  # same call again: one key
 
 
 def test_rowsum():
-    x = torch.randn(3, 20)
+    x = torch.randn(3, 20, device=DEV)
     assert torch.allclose(rowsum(x), x.sum(1), atol=1e-5)
 
 
 @pytest.mark.parametrize("n", [32, 40])
 def test_gather(n):
-    x = torch.randn(100)
-    idx = torch.randperm(100)[:n].contiguous()
+    x = torch.randn(100, device=DEV)
+    idx = torch.randperm(100, device=DEV)[:n].contiguous()
     before = idx.clone()
     assert torch.equal(gather(x, idx), x[idx])
     assert torch.equal(gather(x, idx), x[idx])
@@ -191,7 +195,8 @@ def _wait(procs: list[subprocess.Popen]) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
     """Records of both kernels in both trees (two at a time), then ``time --dry`` of each kernel;
-    the gather kernel's head record is doctored first: one key dropped, one config broken."""
+    two head records are doctored first: the gather kernel's loses a key and has a config broken;
+    the scale kernel's passes ``x`` with stride 2 at n=64 (a buffer the two sides cannot share)."""
     tmp = tmp_path_factory.mktemp("corpus_truth")
     base, head = make_trees(tmp)
     recs = {
@@ -212,9 +217,13 @@ def runs(tmp_path_factory) -> dict:
     doctored["calls"] = [c for c in doctored["calls"] if c["key"][-1] != 40]  # n=40 in base only
     doctored["calls"][0]["configs"][0]["launch"]["args"][0]["value"] = {"unsupported": "Foo"}
     (tmp / "head_gather_doctored.json").write_text(json.dumps(doctored))
+    doctored = json.loads(json.dumps(rec["scale_kernel", "head"]))
+    x = next(c for c in doctored["calls"] if c["key"][2] == 64)["launch"]["args"][0]["value"]["tensor"]
+    x["stride"] = [2]
+    (tmp / "head_scale_doctored.json").write_text(json.dumps(doctored))
     jobs = {
         "gather_kernel": (recs["gather_kernel", "base"], tmp / "head_gather_doctored.json"),
-        "scale_kernel": (recs["scale_kernel", "base"], recs["scale_kernel", "head"]),
+        "scale_kernel": (recs["scale_kernel", "base"], tmp / "head_scale_doctored.json"),
     }
     procs = [
         subprocess.Popen(
@@ -284,8 +293,10 @@ def test_time_plain_kernel_base_against_head(runs):
         assert "error" not in row, row
         assert row["kind"] == "pick" and row["n"] == 4
         assert (row["base_best"], row["head_best"]) == ("BLOCK=16,num_warps=4", "BLOCK=16,num_warps=2")
-        assert row["buffers"] == {"shared": 2, "base_only": 0, "head_only": 0}
         assert row["truth_pct"] == pytest.approx(100 * (row["head_us"] / row["base_us"] - 1))
+    # one layout on both sides: one buffer; x with another stride in the head: one each
+    assert doc["keys"][0]["buffers"] == {"shared": 2, "base_only": 0, "head_only": 0}
+    assert doc["keys"][1]["buffers"] == {"shared": 1, "base_only": 1, "head_only": 1}
 
 
 def test_time_autotuned_kernel_best_of_configs(runs):
