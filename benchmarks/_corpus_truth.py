@@ -257,6 +257,12 @@ def _enc(v: Any, path: str, seen: dict) -> Any:
 
 
 def _plain(v: Any) -> str:
+    if isinstance(v, dict) and len(v) == 1:
+        ((kind, x),) = v.items()
+        if kind in ("tl_dtype", "torch_dtype"):
+            return str(x)
+        if kind == "jit":
+            return x["name"]
     return json.dumps(v) if isinstance(v, (dict, list)) else str(v)
 
 
@@ -450,7 +456,11 @@ def _after_autotune(tuner: Any, args: tuple, kwargs: dict, last: tuple) -> None:
     entry["autotuned"] = True
     entry["pick"] = _config_text(getattr(tuner, "best_config", None))
     entry["autotuner"] = type(tuner).__name__
-    survivors, total = _configs_of(tuner, args, kwargs)
+    try:
+        survivors, total = _configs_of(tuner, args, kwargs)
+    except Exception as e:  # the pruning itself failed here: the pick alone is kept
+        entry["configs_error"] = _err(e)
+        return
     entry["configs_total"] = total
     memo: dict = {}
     cargs = tuple(_clone_arg(a, memo) for a in args)
