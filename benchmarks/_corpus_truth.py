@@ -180,6 +180,11 @@ def call_key(jit: Any, args: tuple, kwargs: dict) -> list:
     return [_key_item(bound[n]) for n, const, _ in _params(jit) if not const]
 
 
+def _kernel_of(jit: Any) -> str:
+    fn = _py_fn(jit)
+    return getattr(fn, "__name__", "?")
+
+
 def _key_text(launch: dict) -> str:
     parts = []
     for a in launch["args"]:
@@ -309,6 +314,7 @@ def resolve_launch(jit: Any, args: tuple, kwargs: dict, grid: Any) -> dict:
 
 _S: dict[str, Any] = {
     "kernel": None,
+    "kernels": set(),  # KPERF_TRUTH_KERNEL: one name, or several comma-separated
     "module": None,
     "max": 8,
     "out": None,
@@ -343,7 +349,7 @@ def _is_target(obj: Any) -> bool:
     if known is not None and known[0] is obj:
         return known[1]
     fn = _py_fn(obj)
-    hit = fn is not None and fn.__name__ == _S["kernel"] and _matches_module(fn.__code__.co_filename)
+    hit = fn is not None and fn.__name__ in _S["kernels"] and _matches_module(fn.__code__.co_filename)
     if hit:
         _S["kernel_files"].add(fn.__code__.co_filename)
         _S["kernel_module"] = fn.__module__
@@ -356,12 +362,15 @@ def _note(where: str, e: BaseException) -> None:
         _S["errors"].append({"where": where, "test": _S["test"], "error": _err(e)})
 
 
-def _room(kt: str) -> bool:
-    return kt not in _S["calls"] and len(_S["calls"]) < _S["max"]
+def _room(kt: str, kernel: str) -> bool:
+    """A key not recorded yet, of a kernel with fewer than KPERF_TRUTH_MAX keys."""
+    mine = sum(1 for e in _S["calls"].values() if e.get("kernel") == kernel)
+    return (kernel, kt) not in _S["calls"] and mine < _S["max"]
 
 
-def _add_call(key: list, launch: dict) -> dict:
+def _add_call(key: list, launch: dict, kernel: str) -> dict:
     entry = {
+        "kernel": kernel,
         "key": key,
         "key_text": _key_text(launch),
         "shapes": _shapes_text(launch),
@@ -369,7 +378,7 @@ def _add_call(key: list, launch: dict) -> dict:
         "autotuned": False,
         "launch": launch,
     }
-    _S["calls"][json.dumps(key)] = entry
+    _S["calls"][(kernel, json.dumps(key))] = entry
     return entry
 
 
@@ -390,8 +399,8 @@ def _jit_hook(orig: Callable) -> Callable:
         pending = None
         try:
             key = call_key(self, args, kwargs)
-            if _room(json.dumps(key)):  # resolved before the launch: integer inputs as given
-                pending = (key, resolve_launch(self, args, kwargs, grid))
+            if _room(json.dumps(key), _kernel_of(self)):  # resolved before the launch: inputs as given
+                pending = (key, resolve_launch(self, args, kwargs, grid), _kernel_of(self))
         except Exception as e:
             _note("jit", e)
         ret = orig(self, *args, grid=grid, warmup=warmup, **kwargs)
@@ -449,10 +458,10 @@ def _configs_of(tuner: Any, args: tuple, kwargs: dict) -> tuple[list, int]:
 def _after_autotune(tuner: Any, args: tuple, kwargs: dict, last: tuple) -> None:
     jit, jargs, jkwargs, jgrid = last
     key = call_key(jit, jargs, jkwargs)
-    if not _room(json.dumps(key)):
+    if not _room(json.dumps(key), _kernel_of(jit)):
         return
     # resolved after the launch (resolving inside the autotuner's timing loop would move its pick)
-    entry = _add_call(key, resolve_launch(jit, jargs, jkwargs, jgrid))
+    entry = _add_call(key, resolve_launch(jit, jargs, jkwargs, jgrid), _kernel_of(jit))
     entry["autotuned"] = True
     entry["pick"] = _config_text(getattr(tuner, "best_config", None))
     entry["autotuner"] = type(tuner).__name__
@@ -559,13 +568,13 @@ def uninstall() -> None:
             setattr(owner, name, orig)
 
 
-def _record_doc() -> dict:
+def _record_doc(kernel: str) -> dict:
     import triton
 
     torch = sys.modules.get("torch")
     return {
         "format": RECORD_FORMAT,
-        "kernel": _S["kernel"],
+        "kernel": kernel,
         "module": _S["module"],
         "kernel_module": _S["kernel_module"],
         "kernel_files": sorted(_S["kernel_files"]),
@@ -575,9 +584,15 @@ def _record_doc() -> dict:
         "triton": triton.__version__,
         "torch": getattr(torch, "__version__", None),
         "launches_seen": _S["launches"],
-        "calls": list(_S["calls"].values()),
+        "calls": [e for e in _S["calls"].values() if e.get("kernel") == kernel],
         "errors": _S["errors"],
     }
+
+
+def record_path(out: Path, kernel: str, several: bool) -> Path:
+    """Where the record of ``kernel`` goes: ``out`` itself for one kernel, ``<out>.<kernel>.json``
+    beside it when KPERF_TRUTH_KERNEL names several (one pytest run records them all)."""
+    return out.with_name(f"{out.stem}.{kernel}.json") if several else out
 
 
 def pytest_configure(config: Any) -> None:
@@ -586,6 +601,7 @@ def pytest_configure(config: Any) -> None:
         return
     _S.update(
         kernel=kernel,
+        kernels={k.strip() for k in kernel.split(",") if k.strip()},
         module=os.environ.get("KPERF_TRUTH_MODULE") or None,
         max=int(os.environ.get("KPERF_TRUTH_MAX", "8")),
         out=Path(os.environ.get("KPERF_TRUTH_OUT", "corpus_truth_record.json")).resolve(),
@@ -600,9 +616,11 @@ def pytest_runtest_setup(item: Any) -> None:
 def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     if _S["out"] is not None:
         try:
-            doc = _record_doc()
-            doc["pytest_exit"] = int(exitstatus)
-            _write_json(_S["out"], doc)
+            several = len(_S["kernels"]) > 1
+            for kernel in sorted(_S["kernels"]):
+                doc = _record_doc(kernel)
+                doc["pytest_exit"] = int(exitstatus)
+                _write_json(record_path(_S["out"], kernel, several), doc)
         except Exception as e:  # the suite's own outcome stands
             print(f"_corpus_truth: could not write {_S['out']}: {_err(e)}", file=sys.stderr)
 

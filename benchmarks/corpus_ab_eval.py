@@ -59,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import kperf_commit  # noqa: E402 - the one reader of the measured commit
+from _corpus_truth import record_path  # noqa: E402 - where the truth plugin writes each kernel's record
 from realrepo_ab_eval import Plant, apply_plant, commit_all, git  # noqa: E402 - one way to plant
 from suites_eval import _run as run_group  # noqa: E402 - one process-group runner with a timeout
 
@@ -342,28 +343,30 @@ def step_ab(spec: Repo, repo: Path, work: Path, python: str, *, gpu: bool) -> di
 
 
 def step_truth(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> dict[str, Any]:
-    """Each case kernel's launches recorded by the tests in both trees, then timed base against
-    head in one process (benchmarks/_corpus_truth.py)."""
-    kernels = [c.kernel for c in spec.cases]
+    """Each case kernel's launches recorded by the tests in both trees (one pytest run per tree
+    records them all), then timed base against head in one process per kernel
+    (benchmarks/_corpus_truth.py)."""
+    kernels = [c.kernel for c in spec.cases if c.name != "comment_only"]  # identical code: no truth
     out: dict[str, Any] = {"record": {}, "kernels": {}}
-    recs = {}
+    recs: dict[str, dict[str, Path]] = {}
     for side, tree in (("base", base), ("head", repo)):
         rec = work / f"truth-{side}.json"
-        rec.unlink(missing_ok=True)
+        recs[side] = {k: record_path(rec, k, len(kernels) > 1) for k in kernels}
+        for p in recs[side].values():
+            p.unlink(missing_ok=True)
         env = _env(spec, tree, work / f"cache-truth-{side}", KPERF_TRUTH_KERNEL=",".join(kernels),
                    KPERF_TRUTH_OUT=str(rec), KPERF_TRUTH_MAX="6")  # fmt: skip
         cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_corpus_truth", *spec.tests]
         out["record"][side] = _timed(cmd, tree, env, work / f"truth-record-{side}.log")
-        recs[side] = rec
     for c in spec.cases:
-        if c.name == "comment_only":
-            continue  # identical code: no truth to measure (kperf must not time it either)
+        if c.kernel not in kernels:
+            continue
         dest = work / f"truth-{c.kernel}.json"
-        module = c.plant.path
+        dest.unlink(missing_ok=True)
         cmd = [python, str(ROOT / "benchmarks" / "_corpus_truth.py"), "time", "--base-tree", str(base),
-               "--head-tree", str(repo), "--module", module, "--kernel", c.kernel,
-               "--base-rec", str(recs["base"]), "--head-rec", str(recs["head"]), "--out", str(dest),
-               "--calls", "40"]  # fmt: skip
+               "--head-tree", str(repo), "--module", c.plant.path, "--kernel", c.kernel,
+               "--base-rec", str(recs["base"][c.kernel]), "--head-rec", str(recs["head"][c.kernel]),
+               "--out", str(dest), "--calls", "40"]  # fmt: skip
         r = _timed(
             cmd, repo, _env(spec, repo, work / "cache-truth-time"), work / f"truth-time-{c.kernel}.log"
         )
@@ -432,8 +435,8 @@ def _truth_for(truth: dict[str, Any] | None, launch: str) -> dict[str, Any] | No
     if not truth:
         return None
     want = shapes_of(launch)
-    for t in truth.get("launches") or []:
-        if tuple(sorted(t.get("tensors") or ())) == want:
+    for t in truth.get("keys") or []:
+        if shapes_of(t.get("shapes") or "") == want and t.get("truth_pct") is not None:
             return t
     return None
 
