@@ -119,6 +119,7 @@ _ATT_DECO = (
     "                    'BLOCK_SIZE_FEAT': lambda args: next_power_of_2(args['feat_dim'])})\n"
     "@triton.jit\n"
 )
+_FLA_K = "T500 or D128 or D1024-torch.float16 or D2048-torch.bfloat16"
 _ATT_K = "False-input_dtype0 and (shape0 or shape4 or shape11 or shape13)"
 
 REPOS = [
@@ -128,8 +129,9 @@ REPOS = [
         "bc3b101dcb713ddc5bd8924b66754eb68b5ccf89",
         ["fla", "tests/conftest.py", "tests/modules/test_l2norm.py"],
         ["."],
-        ["tests/modules/test_l2norm.py"],
-        "l2norm: four kernels, two under @triton.autotune (warps) and two under fla's fla_cache_autotune "
+        ["tests/modules/test_l2norm.py", "-k", _FLA_K],
+        "l2norm at four of its eight shapes (two per kernel pair; each test autotunes 6 to 25 configs on a GPU):"
+        " four kernels, two under @triton.autotune (warps) and two under fla's fla_cache_autotune "
         "(warps x BT, do_not_specialize, META grids)",
         [
             Case(
@@ -169,9 +171,12 @@ REPOS = [
         ["mamba_ssm", "tests/ops/triton/test_layernorm_gated.py",
          "tests/ops/triton/test_selective_state_update.py"],
         ["."],
-        ["tests/ops/triton/test_layernorm_gated.py", "tests/ops/triton/test_selective_state_update.py",
-         "-k", "(test_layer_norm_gated and wtype0-dtype0-True-True)"
-         " or (test_selective_state_update and itype0)"],
+        [
+            "tests/ops/triton/test_layernorm_gated.py::test_layer_norm_gated",
+            "tests/ops/triton/test_selective_state_update.py::test_selective_state_update",
+            "-k",
+            "(wtype0-dtype0-True-True and 2048) or (2048- and itype0)",
+        ],
         "gated layer norm and the selective state update: stacked @triton.heuristics, options computed by "
         "the caller, a META grid, launches inside `with torch.cuda.device(...)`",
         [

@@ -11,5 +11,6 @@ py=${PYTHON:-.venv/bin/python}
   --platform manylinux_2_28_x86_64 \
   sqlite-utils==4.0 sqlite-fts4==1.0.3 click-default-group==1.2.4 click==8.3.1 github3.py==4.0.1 \
   uritemplate==4.2.0 pyjwt==2.15.1 python-dateutil==2.9.0.post0 six==1.17.0 \
-  pytest-xdist==3.8.0 execnet==2.1.1 cmarkgfm==2025.10.22 cffi==2.1.1 pycparser==3.12
+  pytest-xdist==3.8.0 execnet==2.1.1 cmarkgfm==2025.10.22 cffi==2.1.1 pycparser==3.12 \
+  einops==0.8.2
 ls .whl
