@@ -130,8 +130,8 @@ REPOS = [
         ["fla", "tests/conftest.py", "tests/modules/test_l2norm.py"],
         ["."],
         ["tests/modules/test_l2norm.py", "-k", _FLA_K],
-        "l2norm at four of its eight shapes (two per kernel pair; each test autotunes 6 to 25 configs on a GPU):"
-        " four kernels, two under @triton.autotune (warps) and two under fla's fla_cache_autotune "
+        "l2norm at four of its eight shapes (two per kernel pair; each test autotunes 6 to 25 configs on"
+        " a GPU): four kernels, two under @triton.autotune (warps) and two under fla's fla_cache_autotune "
         "(warps x BT, do_not_specialize, META grids)",
         [
             Case(
