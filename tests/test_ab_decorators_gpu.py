@@ -32,6 +32,14 @@ from dk import ops
 def test_decorated(name):
     x = torch.rand(1 << 22, device="cuda")
     torch.testing.assert_close(ops.call(getattr(ops, name + "_kernel"), x), x * 2)
+
+
+# the same tuning key again in another test: the autotuner answers from its cache there, and the
+# static pass must still record the call's configs (else its rows read as configs dropped/added)
+@pytest.mark.parametrize("name", ["cut", "comment"])
+def test_again(name):
+    x = torch.rand(1 << 22, device="cuda")
+    torch.testing.assert_close(ops.call(getattr(ops, name + "_kernel"), x), x * 2)
 """
 
 
@@ -62,7 +70,8 @@ def test_autotune_over_heuristics_is_timed_through_each_sides_decorators(tmp_pat
     doc = json.loads(out.read_text())
     assert [m for m in doc["messages"] if m.startswith("not timed")] == []
     timed = {t["test"].split("::")[-1]: t for t in doc["timed"]}
-    assert set(timed) == {"test_decorated[stacked]", "test_decorated[heur]", "test_decorated[cut]"}, timed
+    assert set(timed) == {"test_decorated[stacked]", "test_decorated[heur]", "test_decorated[cut]",
+                          "test_again[cut]"}, timed  # fmt: skip
     for t in timed.values():
         assert t["verdict"] in ("slower", "faster", "unchanged", "inconclusive"), t
         assert t["ratio"] is not None and t["ci_low"] is not None and t["method"], t
@@ -70,7 +79,15 @@ def test_autotune_over_heuristics_is_timed_through_each_sides_decorators(tmp_pat
     for name in ("test_decorated[stacked]", "test_decorated[cut]"):
         assert timed[name]["base_pick"] and timed[name]["head_pick"], timed[name]
     assert timed["test_decorated[heur]"]["base_pick"] is None
+    # autotuned calls are timed best against best over each side's own configs (issue 34)
+    for name in ("test_decorated[cut]", "test_again[cut]"):
+        assert timed[name]["configs_timed"] == {"base": 4, "head": 4}, timed[name]
+    assert timed["test_decorated[stacked]"]["configs_timed"] == {"base": 2, "head": 2}
+    cut = "autotune configs: num_warps=16 dropped, num_warps=1 added, 3 unchanged"
+    changes = {t["test"].split("::")[-1]: "; ".join(t["changes"]) for t in doc["tests"]}
+    assert cut in changes["test_decorated[cut]"] and cut in changes["test_again[cut]"], changes
     statuses = {t["test"].split("::")[-1]: t["status"] for t in doc["tests"]}
     assert statuses["test_decorated[stacked_same]"] == "identical"
     assert statuses["test_decorated[comment]"] == "identical"  # a comment in an autotuned kernel
+    assert statuses["test_again[comment]"] == "identical"  # its tuning answered from the cache
     assert doc["gpu_seconds"] > 0

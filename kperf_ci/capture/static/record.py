@@ -155,33 +155,34 @@ def _patched_jit_run(self, *args, grid, warmup, **kwargs):
     """A compiled (GPU) launch: record it, then run it as Triton would.
 
     Static mode on a machine with CUDA does not switch the interpreter on, so kernels are
-    ``JITFunction`` s. Autotuner benchmarking launches land here too, one per config; those the
-    policy leaves out are not recorded (``chosen``: none, only the launch after the choice)."""
+    ``JITFunction`` s. An autotuned call's configs are recorded without launching them
+    (``record_only``, before the autotuner runs), and its benchmarking launches are not
+    recorded (``skip_bench``): only the launch after its choice, marked as its pick."""
     __tracebackhide__ = True
     rec = HOOKS.current()
+    if rec is not None and not warmup and HOOKS.local.record_only:
+        _record(rec, self, args, kwargs, grid, executed=False)
+        return None
     if rec is not None and not warmup and not HOOKS.local.skip_bench:
         _record(rec, self, args, kwargs, grid, executed=True)
     return HOOKS.original("jit_run")(self, *args, grid=grid, warmup=warmup, **kwargs)
 
 
 def _patched_autotuner_run(self, *args, **kwargs):
-    """Interpreter: record the configs the policy selects, then let the autotuner pick the first
-    config and run it (benchmarking replaced by _patched_autotuner_bench)."""
+    """Record the configs the policy selects, without launching them, then let the autotuner
+    run. Every call records its configs, on a GPU as under the interpreter: a GPU autotuner
+    benchmarks only the first call of each tuning key in a process, so configs recorded from its
+    benchmarking were there for one test and missing for the next (their calls then read as
+    configs dropped and added). Under the interpreter the autotuner then picks the first config
+    without executing each (benchmarking replaced by _patched_autotuner_bench); on a GPU it
+    benchmarks for real, unrecorded, and its launch after the choice is marked as its pick, so
+    the A/B diff can tell a tuning difference from a change of the kernel."""
     __tracebackhide__ = True
     run = HOOKS.original("autotuner_run")
     rec = HOOKS.current()
     if rec is None or len(self.configs) <= 1:
         return run(self, *args, **kwargs)
     local = HOOKS.local
-    if not _wraps_interpreted(self):
-        # a GPU: the autotuner benchmarks for real (each config is marked in
-        # _patched_autotuner_bench); the launch after its choice is marked as its pick, so the
-        # A/B diff can tell a tuning difference from a change of the kernel
-        prev_info, local.autotune = local.autotune, {"count": len(self.configs), "chosen": True}
-        try:
-            return run(self, *args, **kwargs)
-        finally:
-            local.autotune = prev_info
     prev = (local.record_only, local.autotune)
 
     def record_only(config_kwargs: dict[str, Any], info: dict[str, Any]) -> None:
@@ -197,7 +198,8 @@ def _patched_autotuner_run(self, *args, **kwargs):
         configs, _ = _autotune.record_configs(self, args, kwargs, rec.autotune, record_only)
     finally:
         local.record_only, local.autotune = prev
-    self._kperf_order = {id(c): i for i, c in enumerate(configs)}
+    if _wraps_interpreted(self):
+        self._kperf_order = {id(c): i for i, c in enumerate(configs)}
     local.autotune = {"count": len(configs), "chosen": True}
     try:
         return run(self, *args, **kwargs)
@@ -227,17 +229,12 @@ def _patched_autotuner_bench(self, *args, config, **meta):
     if HOOKS.current() is None:
         return bench(self, *args, config=config, **meta)
     if not hasattr(self, "_kperf_order"):  # a GPU: the autotuner really benchmarks each config
-        policy = HOOKS.current().autotune
-        index = next((i for i, c in enumerate(self.configs) if c is config), 0)
-        keys = [_autotune.config_key(c.all_kwargs()) for c in self.configs]
-        keep = set(policy.select(keys, getattr(self.base_fn, "__qualname__", "")))
-        prev = HOOKS.local.skip_bench, HOOKS.local.autotune
-        HOOKS.local.skip_bench = index not in keep
-        HOOKS.local.autotune = {"index": index, "count": len(self.configs), "configs": _autotune.listed(keys)}
+        prev = HOOKS.local.skip_bench
+        HOOKS.local.skip_bench = True  # its configs were recorded before it ran
         try:
             return bench(self, *args, config=config, **meta)
         finally:
-            HOOKS.local.skip_bench, HOOKS.local.autotune = prev
+            HOOKS.local.skip_bench = prev
     # interpreter: configs rank in their pruned order, so the first one is chosen without
     # executing each config once
     t = float(self._kperf_order.get(id(config), 1_000_000) + 1)
