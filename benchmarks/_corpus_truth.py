@@ -843,6 +843,7 @@ def time_key(
         "key": json.dumps(b["key"]),
         "key_text": b["key_text"],
         "shapes": b["shapes"],
+        "head_shapes": entries["head"]["shapes"],
         "tests": {s: e.get("test") for s, e in entries.items()},
         "base_pick": b.get("pick"),
         "head_pick": entries["head"].get("pick"),
@@ -903,12 +904,31 @@ def time_key(
     return row
 
 
+def pairs(recs: dict[str, dict]) -> list[tuple[dict, dict, str]]:
+    """(base call, head call, how they were paired): by call key; then, among calls left over,
+    by the test that made them, in order. A pull request that changes what the caller computes
+    (a scratch buffer sized by num_warps, a scalar derived from it) changes the key of the same
+    call; the same test making one launch of the kernel on each side is still one call."""
+    head_keys = {json.dumps(c["key"]): c for c in recs["head"]["calls"]}
+    out = [(c, head_keys[json.dumps(c["key"])], "key") for c in recs["base"]["calls"]
+           if json.dumps(c["key"]) in head_keys]  # fmt: skip
+    used = {id(c) for pair in out for c in pair[:2]}
+    left = {s: [c for c in recs[s]["calls"] if id(c) not in used] for s in ("base", "head")}
+    for c in left["base"]:
+        h = next((h for h in left["head"] if h.get("test") == c.get("test") and id(h) not in used), None)
+        if h is not None:
+            out.append((c, h, "test"))
+            used |= {id(c), id(h)}
+    return out
+
+
 def _unpaired(recs: dict[str, dict]) -> list[dict]:
     keys = {s: {json.dumps(c["key"]): c for c in r["calls"]} for s, r in recs.items()}
+    used = {json.dumps(c["key"]) for pair in pairs(recs) for c in pair[:2]}
     out = []
     for s, other in (("base", "head"), ("head", "base")):
         for kt, c in keys[s].items():
-            if kt in keys[other]:
+            if kt in keys[other] or kt in used:
                 continue
             if len(keys[other]) >= recs[other].get("max", 8):
                 why = f"the {other}'s record holds its first {recs[other].get('max')} keys, not this one"
@@ -967,15 +987,11 @@ def time_main(a: argparse.Namespace) -> int:
         print(doc["error"], file=sys.stderr)
         return 1
     doc["kernel_source_changed"] = _source(sides["base"].jit) != _source(sides["head"].jit)
-    head_keys = {json.dumps(c["key"]): c for c in recs["head"]["calls"]}
-    for c in recs["base"]["calls"]:
+    for c, h, by in pairs(recs):
         kt = json.dumps(c["key"])
-        if kt not in head_keys:
-            continue
         try:
-            row = time_key(
-                sides, {"base": c, "head": head_keys[kt]}, sampler, a.calls, a.config_calls, device
-            )
+            row = time_key(sides, {"base": c, "head": h}, sampler, a.calls, a.config_calls, device)
+            row["paired_by"] = by
         except Exception as e:  # never the whole run for one key
             row = {"key": kt, "key_text": c["key_text"], "shapes": c["shapes"], "error": _err(e)}
         doc["keys"].append(row)

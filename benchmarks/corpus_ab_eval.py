@@ -439,9 +439,12 @@ def _truth_for(truth: dict[str, Any] | None, launch: str) -> dict[str, Any] | No
     """The truth entry of a timed launch: the call with the same tensors."""
     if not truth:
         return None
-    want = shapes_of(launch)
+    want = shapes_of(launch)  # kperf's row names the head's launch
     for t in truth.get("keys") or []:
-        if shapes_of(t.get("shapes") or "") == want and t.get("truth_pct") is not None:
+        if (
+            shapes_of(t.get("head_shapes") or t.get("shapes") or "") == want
+            and t.get("truth_pct") is not None
+        ):
             return t
     return None
 

@@ -20,13 +20,18 @@ CONTENDER_REL = 0.03
 #: contenders per side in the second pass
 MAX_CONTENDERS = 3
 
-# short passes: they only rank configs; the verdict's own measurement is adaptive_ab's
-FIRST_PASS = engine.TimingConfig(
-    budget_s=0.03, min_samples=10, min_time_s=0.0, max_samples=60, warmup_min_s=0.05, warmup_budget_s=0.3
-)
-SECOND_PASS = engine.TimingConfig(
-    budget_s=0.15, min_samples=30, min_time_s=0.05, max_samples=400, warmup_min_s=0.05, warmup_budget_s=0.3
-)
+# Short passes: they only rank configs, on a device the autotuner and the replay have just
+# warmed; the verdict's own measurement is adaptive_ab's. A pass is one CUPTI collection per
+# round of a few calls per config, no per-config warm-up to convergence, no pacing and no
+# CUDA graphs (attorch on an H100: the engine's defaults made the search ~3 s per launch, most
+# of `kperf ab`'s time on a suite of short autotuned kernels).
+_RANK = dict(
+    warmup_batch=3, warmup_min_batches=1, warmup_settle=0, warmup_min_s=0.0, warmup_min_warm_s=0.0,
+    warmup_budget_s=0.05, min_time_s=0.0, duty_cycle=1.0, use_graph=False, rewarm_ms=0.0,
+    cupti_round_ms=0.1, cupti_round_max=10, round_samples=5,
+)  # fmt: skip
+FIRST_PASS = engine.TimingConfig(budget_s=0.005, min_samples=5, max_samples=10, **_RANK)
+SECOND_PASS = engine.TimingConfig(budget_s=0.05, min_samples=30, max_samples=60, **_RANK)
 
 
 @dataclass
