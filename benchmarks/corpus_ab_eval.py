@@ -435,25 +435,37 @@ def _site_kernel(site: str) -> str:
     return str(site or "").rsplit("::", 1)[-1]
 
 
-def _truth_for(truth: dict[str, Any] | None, launch: str) -> dict[str, Any] | None:
-    """The truth entry of a timed launch: the call with the same tensors."""
+def _truth_for(truth: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The truth entry of a timed launch: made by the same test (the row's test, or a test whose
+    identical launch it stands for) with the same tensors (kperf's row names the head's launch).
+    The truth records a call once, by the first test that made it: a launch of another test
+    whose call it collapsed (a caller constexpr apart) has no truth, never another launch's. A
+    long launch text is cut ("…"), its last tensors missing: then the call holds them all."""
     if not truth:
         return None
-    want = shapes_of(launch)  # kperf's row names the head's launch
+    launch = row.get("launch") or ""
+    tests = {row.get("test"), *(row.get("identical_in") or [])}
+    want = shapes_of(launch)
     for t in truth.get("keys") or []:
-        if (
-            shapes_of(t.get("head_shapes") or t.get("shapes") or "") == want
-            and t.get("truth_pct") is not None
-        ):
+        if t.get("truth_pct") is None or (t.get("tests") or {}).get("head") not in tests:
+            continue
+        have = shapes_of(t.get("head_shapes") or t.get("shapes") or "")
+        if have == want or (launch.endswith("…") and all(have.count(x) >= want.count(x) for x in set(want))):
             return t
     return None
 
 
-def _static_verdict(doc: dict[str, Any], kernel: str) -> str:
-    for key, word in (("static_regressions", "regressed"), ("static_improved", "improved"),
-                      ("static_changed", "changed")):  # fmt: skip
-        if any(_site_kernel(r.get("site")) == kernel for r in doc.get(key) or []):
-            return word
+def _static_verdict(doc: dict[str, Any], kernel: str, shapes: tuple[str, ...] | None = None) -> str:
+    """The static verdict of ``kernel``'s launch with these tensors (any launch when None):
+    regressed or improved where the document lists it so, else changed or identical by the
+    launch diff's status."""
+    for key, word in (("static_regressions", "regressed"), ("static_improved", "improved")):
+        for r in doc.get(key) or []:
+            if _site_kernel(r.get("site")) != kernel:
+                continue
+            args = ", ".join(str(v) for v in (r.get("args") or {}).values())
+            if shapes is None or shapes_of(args) == shapes:
+                return word
     statuses = {lc.get("status") for t in doc.get("tests") or [] for lc in t.get("launches") or []
                 if _site_kernel(lc.get("site")) == kernel}  # fmt: skip
     return "changed" if "changed" in statuses else ("identical" if statuses else "not launched")
@@ -475,7 +487,7 @@ def case_rows(spec: Repo, part: dict[str, Any]) -> tuple[list[dict[str, Any]], l
                     if _site_kernel(lc.get("site")) == c.kernel]  # fmt: skip
         covered = set()
         for t in timed:
-            tr = _truth_for(t_doc, t.get("launch") or "")
+            tr = _truth_for(t_doc, t)
             covered |= {t.get("test"), *(t.get("identical_in") or [])}
             row = {
                 "repo": spec.name, "case": c.name, "pattern": c.pattern, "kernel": c.kernel,
@@ -505,16 +517,15 @@ def case_rows(spec: Repo, part: dict[str, Any]) -> tuple[list[dict[str, Any]], l
                 "ratio": None, "ci": None, "timed": False, "reason": reason, "gpu_s": 0.0,
                 "exit_code": (part.get("ab") or {}).get("rc"),
             })  # fmt: skip
-        if static_doc:
-            truths = [
-                x.get("truth_pct") for x in (t_doc.get("launches") or []) if x.get("truth_pct") is not None
-            ]
-            static_rows.append({
-                "repo": spec.name, "case": c.name, "kernel": c.kernel,
-                "truth_pct": round(min(truths, key=abs), 2) if truths else None,
-                "truth_pct_range": [min(truths), max(truths)] if truths else None,
-                "static_verdict": _static_verdict(static_doc, c.kernel),
-            })  # fmt: skip
+        if static_doc:  # the CPU runner's verdict on each launch the truth measured
+            for k in [x for x in t_doc.get("keys") or [] if x.get("truth_pct") is not None] or [{}]:
+                shapes = shapes_of(k.get("head_shapes") or k.get("shapes") or "")
+                static_rows.append({
+                    "repo": spec.name, "case": c.name, "kernel": c.kernel,
+                    "launch": k.get("head_shapes") or k.get("shapes"),
+                    "truth_pct": round(k["truth_pct"], 2) if k else None,
+                    "static_verdict": _static_verdict(static_doc, c.kernel, shapes if k else None),
+                })  # fmt: skip
     return rows, static_rows
 
 
@@ -655,18 +666,13 @@ def render_md(d: dict[str, Any]) -> str:
         "",
         "## The static verdict (`kperf ab --no-gpu`)",
         "",
-        "| repo | case | kernel | truth (closest to 0) | truth range | static verdict |",
+        "| repo | case | kernel | launch (tensors) | truth | static verdict |",
         "|---|---|---|---|---|---|",
     ]
     for s in d["static_only"]:
-        rng = (
-            f"{_pct(s['truth_pct_range'][0])} .. {_pct(s['truth_pct_range'][1])}"
-            if s.get("truth_pct_range")
-            else "-"
-        )
         lines.append(
-            f"| {s['repo']} | {s['case']} | {s['kernel']} | {_pct(s['truth_pct'])} | {rng} | "
-            f"{s['static_verdict']} |"
+            f"| {s['repo']} | {s['case']} | {s['kernel']} | {(s.get('launch') or '-')[:70]} | "
+            f"{_pct(s['truth_pct'])} | {s['static_verdict']} |"
         )
     lines += [
         "",

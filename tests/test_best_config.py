@@ -158,3 +158,27 @@ def test_a_config_that_does_not_launch_is_left_out_and_named():
     pair = best_pair(base, _side("head", [1, 8]), backend=clock, clock=clock.host_time)
     assert pair is not None and pair.base_best.endswith("num_warps=1")
     assert pair.failed and "base" in pair.failed[0] and "OutOfResources" in pair.failed[0]
+
+
+def test_a_config_one_sides_first_pass_ranked_low_gets_a_second_look_as_the_other_sides_winner():
+    """The first pass is short: a config it ranks low on one side (here the base's 4-warp config,
+    slow for its first launches) must not leave the head's same config compared against the
+    base's second best. The head's winner is timed again on the base too."""
+    LAUNCHED.clear()
+    seen: dict[tuple[str, int], int] = {}
+
+    class Cold(Clock):
+        def elapsed_ms(self, a, b):
+            total = 0.0
+            for s, w in LAUNCHED[a:b]:
+                n = seen[(s, w)] = seen.get((s, w), 0) + 1
+                cold = s == "base" and w == 4 and n <= 20  # the base's 4-warp config starts slow
+                total += (12.0 if cold else self.us[s][w]) / 1000
+            return total
+
+    us = {"base": {1: 10.0, 4: 8.0, 8: 8.4}, "head": {1: 10.0, 4: 8.0, 8: 8.4}}
+    clock = Cold(us)
+    pair = best_pair(_side("base", [1, 4, 8]), _side("head", [1, 4, 8]), backend=clock, clock=clock.host_time)
+    assert pair is not None and pair.base_best == pair.head_best, (pair.base_best, pair.head_best)
+    ab = adaptive_ab(pair.base, pair.head, threshold=0.005, backend=clock, floor=0.0001)
+    assert ab.verdict == "unchanged", ab.describe()
