@@ -360,7 +360,7 @@ def step_truth(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> d
         for p in recs[side].values():
             p.unlink(missing_ok=True)
         env = _env(spec, tree, work / f"cache-truth-{side}", KPERF_TRUTH_KERNEL=",".join(kernels),
-                   KPERF_TRUTH_OUT=str(rec), KPERF_TRUTH_MAX="6")  # fmt: skip
+                   KPERF_TRUTH_OUT=str(rec), KPERF_TRUTH_MAX="16")  # fmt: skip
         cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_corpus_truth", *spec.tests]
         out["record"][side] = _timed(cmd, tree, env, work / f"truth-record-{side}.log")
     for c in spec.cases:
