@@ -388,7 +388,9 @@ def run_repo(spec: Repo, src: str, work: Path, out: Path, python: str, steps: li
     git(repo, "worktree", "add", "--detach", "--quiet", str(base), "HEAD~1")
     part_path = out / f"{NAME}.part-{spec.name}.json"
     part = json.loads(part_path.read_text()) if part_path.exists() else {}
-    part.update({"repo": spec.name, "commit": commit, "device": _device()})
+    part.update({"repo": spec.name, "commit": commit})
+    # the device of the GPU steps; a CPU machine's static step names its own
+    part["static_device" if steps == ["static"] else "device"] = _device()
     for step in steps:
         t0 = time.monotonic()
         if step == "plain":
@@ -585,6 +587,24 @@ def assemble(out: Path) -> dict[str, Any]:
         and (s["truth_pct"] <= -2 or (s["case"] == "arith_only" and abs(s["truth_pct"]) <= 1))
     ]  # fmt: skip
     devices = {p.get("device") for p in parts.values() if p.get("device") not in (None, "cpu")}
+    reruns = []  # a repository's A/B and truth run again after a fix (another device, said)
+    for path in sorted(out.glob(f"{NAME}.rerun-*.json")):
+        rerun = json.loads(path.read_text())
+        name = rerun["repo"]
+        merged = {**parts.get(name, {}), **{k: rerun[k] for k in ("ab", "truth") if k in rerun}}
+        rr, _ = case_rows(BY_NAME[name], merged)
+        rr_changed = [r for r in rr if r["case"] != "comment_only"]
+        reruns.append({
+            "file": path.name, "repo": name, "device": rerun.get("device"),
+            "commit": rerun.get("kperf_commit"),
+            "timed": sum(r["timed"] for r in rr_changed), "changed": len(rr_changed),
+            "with_truth": sum(1 for r in rr if r["timed"] and r["truth_pct"] is not None),
+            "false_alarms": sum(1 for r in rr if r["case"] in ("arith_only", "comment_only")
+                                and r["verdict"] in ("slower", "faster")),
+            "wall_s_ab": (rerun.get("ab") or {}).get("wall_s"),
+            "gpu_s": ((rerun.get("ab") or {}).get("doc") or {}).get("gpu_seconds"),
+            "cases": rr,
+        })  # fmt: skip
     return {
         "device": ", ".join(sorted(devices)) or "cpu",
         "commit": sorted({p.get("kperf_commit") for p in parts.values() if p.get("kperf_commit")}),
@@ -599,6 +619,7 @@ def assemble(out: Path) -> dict[str, Any]:
         "false_alarms": len(false_alarms),
         "static_only": static_only,
         "static_wrong_direction": len(static_wrong),
+        "reruns": reruns,
         "wall_s_ab": wall_ab,
         "wall_s_plain_two_trees": wall_plain,
         "gpu_s": gpu_s,
@@ -690,6 +711,25 @@ def render_md(d: dict[str, Any]) -> str:
             f"| {n} | {d['wall_s_ab'][n]} | {d['wall_s_plain_two_trees'][n]} | {d['gpu_s'][n]} | "
             f"{d['cost_ok'][n]} |"
         )
+    for r in d.get("reruns") or []:
+        lines += [
+            "",
+            f"## Re-run: {r['repo']} on {r['device']} at kperf-ci {r['commit']} ({r['file']})",
+            "",
+            "`kperf ab` and the truth again, after a fix, on another card than the runs above "
+            "(the device lent it): the numbers above stay the H100's. "
+            f"Timed {r['timed']} of {r['changed']} changed launches, "
+            f"{r['with_truth']} with a truth; false alarms {r['false_alarms']}; kperf ab {r['wall_s_ab']} s "
+            f"({r['gpu_s']} GPU s). Its cases:",
+            "",
+            "| case | kernel | base us | truth | kperf | verdict |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in r["cases"]:
+            if c["timed"]:
+                kp = _pct(100 * (c["ratio"] - 1)) if c.get("ratio") else "-"
+                cells = [c["case"], c["kernel"], str(c["base_us"]), _pct(c["truth_pct"]), kp, c["verdict"]]
+                lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
