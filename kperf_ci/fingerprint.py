@@ -12,10 +12,11 @@ import os
 import platform
 import secrets
 import socket
-import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
+
+from kperf_ci.git import git_or_none
 
 from . import config
 from .device import gpu_info
@@ -137,15 +138,6 @@ def machine_fingerprint(mode: Literal["static", "gpu"] | str) -> Fingerprint:
 DEVICE_EXTRA = ("gpu_uuid", "gpu_pci_bus_id")
 
 
-def _git(cwd: str, *args: str) -> str | None:
-    try:
-        r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    out = r.stdout.strip()
-    return out if r.returncode == 0 and out else None
-
-
 def git_info(cwd: str | os.PathLike[str] = ".") -> tuple[str | None, str | None]:
     """(commit sha, branch) of the checkout at ``cwd``.
 
@@ -153,10 +145,10 @@ def git_info(cwd: str | os.PathLike[str] = ".") -> tuple[str | None, str | None]
     GITHUB_REF_NAME. A detached HEAD without those gives branch None.
     """
     cwd = str(cwd)
-    sha = os.environ.get("GITHUB_SHA") or _git(cwd, "rev-parse", "HEAD")
+    sha = os.environ.get("GITHUB_SHA") or git_or_none(cwd, "rev-parse", "HEAD")
     branch = os.environ.get("GITHUB_HEAD_REF") or os.environ.get("GITHUB_REF_NAME")
     if not branch:
-        branch = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
+        branch = git_or_none(cwd, "rev-parse", "--abbrev-ref", "HEAD")
         if branch == "HEAD":
             branch = None
     return sha, branch

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import difflib
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from kperf_ci.agent import checks
 from kperf_ci.agent.population import VariantRow
+from kperf_ci.git import git
 from kperf_ci.github import client as gh_client
 from kperf_ci.github import pulls
 from kperf_ci.report.safe_text import markdown_safe
@@ -106,13 +106,6 @@ def branch_name(kernel: str, session_id: str, variant_id: int) -> str:
     return f"kperf-agent/{re.sub(r'[^A-Za-z0-9_.-]', '-', kernel)}-{session_id}-{variant_id}"
 
 
-def _git(repo: Path, *args: str) -> str:
-    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args[:2])} failed: {(p.stderr or p.stdout).strip()[:300]}")
-    return p.stdout.strip()
-
-
 def push_branch(
     repo: Path, module: str, code: str, branch: str, message: str, *, base: str, remote: str = "origin"
 ) -> str:
@@ -122,11 +115,11 @@ def push_branch(
         raise ValueError(f"refusing to push to {branch!r}: the agent only pushes kperf-agent/* branches")
     with tempfile.TemporaryDirectory(prefix="kperf-agent-wt-") as d:
         wt = Path(d) / "wt"
-        _git(repo, "worktree", "add", "-q", "-b", branch, str(wt), base)
+        git(repo, "worktree", "add", "-q", "-b", branch, str(wt), base)
         try:
             (wt / module).write_text(code, encoding="utf-8")
-            _git(wt, "add", "--", module)
-            _git(
+            git(wt, "add", "--", module)
+            git(
                 wt,
                 "-c",
                 "user.name=kperf agent",
@@ -137,10 +130,10 @@ def push_branch(
                 "-m",
                 message,
             )
-            sha = _git(wt, "rev-parse", "HEAD")
-            _git(wt, "push", "-q", remote, f"{branch}:refs/heads/{branch}")
+            sha = git(wt, "rev-parse", "HEAD")
+            git(wt, "push", "-q", remote, f"{branch}:refs/heads/{branch}")
         finally:
-            _git(repo, "worktree", "remove", "--force", str(wt))
+            git(repo, "worktree", "remove", "--force", str(wt))
     return sha
 
 

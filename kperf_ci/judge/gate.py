@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kperf_ci.git import git, git_or_none
 from kperf_ci.judge.changepoint import (
     current_baseline,
     detect_change_points,
@@ -346,20 +346,10 @@ def last_release(repo: str | Path, pattern: str, current_sha: str | None) -> tup
     is the current commit itself, the one before it. None when there is none."""
 
     def describe(rev: str) -> str | None:
-        p = subprocess.run(
-            ["git", "-C", str(repo), "describe", "--tags", "--abbrev=0", "--match", pattern, rev],
-            capture_output=True,
-            text=True,
-        )
-        return p.stdout.strip() or None if p.returncode == 0 else None
+        return git_or_none(repo, "describe", "--tags", "--abbrev=0", "--match", pattern, rev)
 
     def sha_of(rev: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", f"{rev}^{{commit}}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        return git(repo, "rev-parse", f"{rev}^{{commit}}")
 
     tag = describe("HEAD")
     if tag is None:

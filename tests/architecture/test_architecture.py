@@ -136,6 +136,26 @@ def test_the_sqlite3_check_sees_an_import(tmp_path):
     assert {"sqlite3", "sqlite_utils"} <= _imports_of(mod)
 
 
+_RUNS_GIT = re.compile(r"""\[\s*["']git["']""")  # a command line that starts with git
+
+
+def _runs_git(path: Path) -> bool:
+    return bool(_RUNS_GIT.search(path.read_text()))
+
+
+def test_one_module_runs_git():
+    """One git runner (issue 38): kperf_ci/git.py; every other module calls it, so a missing git,
+    a failing command and a hung one read alike everywhere."""
+    found = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py") if _runs_git(p))
+    assert found == ["git.py"], f"run git through kperf_ci.git: {found}"
+
+
+def test_the_git_check_sees_a_git_command(tmp_path):
+    mod = tmp_path / "x.py"
+    mod.write_text('import subprocess\nsubprocess.run(["git", "-C", ".", "status"])\n')
+    assert _runs_git(mod)
+
+
 # --------------------------------------------------------------------------- docstring references
 
 _ROLE = re.compile(r":(mod|func|class|meth|data|attr):`~?([.\w]+)`")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
 from pathlib import Path
+
+from kperf_ci.git import GitError, git
 
 
 class ABError(Exception):
@@ -17,15 +18,12 @@ class ABError(Exception):
 
 
 def run_git(repo: Path, *args: str) -> str:
-    """``git -C repo ARGS``'s output; a missing git or a failing command is an :class:`ABError`."""
+    """``git -C repo ARGS``'s output (:func:`kperf_ci.git.git`); a missing git or a failing
+    command is an :class:`ABError`, the one line the user sees."""
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    except FileNotFoundError as e:
-        raise ABError("git is not installed") from e
-    except subprocess.CalledProcessError as e:
-        msg = (e.stderr or e.stdout or "").strip().splitlines()
-        raise ABError(f"git {' '.join(args)} failed: {msg[-1] if msg else e.returncode}") from e
-    return out.stdout.strip()
+        return git(repo, *args)
+    except GitError as e:
+        raise ABError(str(e)) from e
 
 
 def repo_root(path: str | os.PathLike[str] = ".") -> Path:
