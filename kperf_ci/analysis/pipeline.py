@@ -16,7 +16,12 @@ import numpy as np
 
 from kperf_ci import store
 from kperf_ci.model import RunRecord
-from kperf_ci.traces.kernel_records import load_records, records_from_json, records_from_timelines
+from kperf_ci.traces.kernel_records import (
+    KernelRecord,
+    load_records,
+    records_from_json,
+    records_from_timelines,
+)
 from kperf_ci.traces.perfetto import write_chrome_trace
 from kperf_ci.traces.proton_chrome import load_proton_traces
 from kperf_ci.traces.records import Timeline
@@ -217,6 +222,77 @@ def _from_db(
     return out
 
 
+_Item = tuple[str, Timeline | None, LaunchConfig | None]  # (label, timeline, launch numbers)
+
+
+def _trace_items(
+    trace: str, kernel: str | None, num_sms: int | None, clock_mhz: float | None, launch: LaunchConfig | None
+) -> list[_Item]:
+    """The launches of a trace file (those of kernels named like ``kernel``), each with the
+    launch numbers given on the command line. Raises ValueError on a bad file or no launch."""
+    kw: dict[str, Any] = {"num_sms": num_sms}
+    if clock_mhz is not None:
+        kw["clock_mhz"] = clock_mhz
+    loaded = _read_file(trace, "a Proton Chrome trace or kperf timeline JSON", _load_trace_file, **kw)
+    tls = [t for t in loaded if not kernel or kernel in t.kernel]
+    if not tls:
+        raise ValueError(f"{trace}: no timeline" + (f" of a kernel named like {kernel!r}" if kernel else ""))
+    items: list[_Item] = []
+    for i, tl in enumerate(tls):
+        tl.num_sms = tl.num_sms or num_sms
+        items.append((f"{tl.kernel or 'kernel'} launch {i}", tl, launch))
+    return items
+
+
+def _analyze_items(
+    items: list[_Item], th: dict[str, float], report: AnalyzeReport, *, from_db: bool
+) -> list[Timeline]:
+    """Each launch analyzed into ``report`` (its timeline's findings, else its launch numbers'
+    wave findings); returns the timelines analyzed, for the sequence and the Perfetto file."""
+    timelines: list[Timeline] = []
+    for label, tl, cfg in items:
+        try:
+            if tl is not None:
+                fs = analyze_timeline(tl, launch=cfg, num_sms=tl.num_sms, thresholds=th)
+            else:
+                assert cfg is not None
+                fs = cfg.wave_findings(threshold=th["wave_idle"])
+        except ValueError as e:
+            if not from_db:
+                raise
+            # one variant's stored numbers (an arch no table knows, a grid of 0) cost that
+            # variant's analysis, never the others'
+            report.notes.append(f"{label}: not analyzed ({_short(e)})")
+            continue
+        if tl is not None:
+            if tl.meta.get("clock_mhz") is None and tl.meta.get("format") == "proton-chrome-trace":
+                report.notes.append(
+                    f"{label}: SM clock unknown, in-CTA times are cycles read as ns "
+                    "(pass --clock-mhz); cross-SM analyses may be off"
+                )
+            timelines.append(tl)
+        report.launches.append(LaunchReport(label, fs, tl))
+    return timelines
+
+
+def _sequence_records(
+    records: str | None, trace: str | None, timelines: list[Timeline]
+) -> list[KernelRecord]:
+    """The launch sequence to look for gaps in: the ``records`` file when given, else the
+    launches of one trace file (timelines of a run database come from different tests and
+    variants; their gaps are the stored kernel_records' findings). Raises ValueError on a
+    records file with no record in it."""
+    if records:
+        recs = _read_file(records, "kernel records JSON or a profiler trace", load_records)
+        if not recs:
+            raise ValueError(
+                f"{records}: no kernel records in it; pass kperf kernel-record JSON, a list of "
+                "{name, start_ns, end_ns} or a torch.profiler/Kineto trace with kernel events"
+            )
+        return recs
+    return records_from_timelines(timelines) if trace and len(timelines) > 1 else []
+
+
 def analyze(
     *,
     trace: str | None = None,
@@ -237,57 +313,14 @@ def analyze(
         raise ValueError("give exactly one of --trace FILE or --db run.db (or --records FILE)")
     th = {**FLAG_THRESHOLDS, **(thresholds or {})}
     report = AnalyzeReport()
-    items: list[tuple[str, Timeline | None, LaunchConfig | None]] = []
+    items: list[_Item] = []
     if trace:
-        kw: dict[str, Any] = {"num_sms": num_sms}
-        if clock_mhz is not None:
-            kw["clock_mhz"] = clock_mhz
-        loaded = _read_file(trace, "a Proton Chrome trace or kperf timeline JSON", _load_trace_file, **kw)
-        tls = [t for t in loaded if not kernel or kernel in t.kernel]
-        if not tls:
-            raise ValueError(
-                f"{trace}: no timeline" + (f" of a kernel named like {kernel!r}" if kernel else "")
-            )
-        for i, tl in enumerate(tls):
-            tl.num_sms = tl.num_sms or num_sms
-            items.append((f"{tl.kernel or 'kernel'} launch {i}", tl, launch))
+        items = _trace_items(trace, kernel, num_sms, clock_mhz, launch)
     elif db:
         assert record is not None, "a run database comes with the run read from it"
         items = _from_db(db, record, kernel, num_sms, report, th)
-    timelines = []
-    for label, tl, cfg in items:
-        try:
-            if tl is not None:
-                fs = analyze_timeline(tl, launch=cfg, num_sms=tl.num_sms, thresholds=th)
-            else:
-                assert cfg is not None
-                fs = cfg.wave_findings(threshold=th["wave_idle"])
-        except ValueError as e:
-            if not db:
-                raise
-            # one variant's stored numbers (an arch no table knows, a grid of 0) cost that
-            # variant's analysis, never the others'
-            report.notes.append(f"{label}: not analyzed ({_short(e)})")
-            continue
-        if tl is not None:
-            if tl.meta.get("clock_mhz") is None and tl.meta.get("format") == "proton-chrome-trace":
-                report.notes.append(
-                    f"{label}: SM clock unknown, in-CTA times are cycles read as ns "
-                    "(pass --clock-mhz); cross-SM analyses may be off"
-                )
-            timelines.append(tl)
-        report.launches.append(LaunchReport(label, fs, tl))
-    # launches of one trace file form a sequence; timelines of a run database come from
-    # different tests and variants (their gaps are the stored kernel_records' findings above)
-    if records:
-        recs = _read_file(records, "kernel records JSON or a profiler trace", load_records)
-        if not recs:
-            raise ValueError(
-                f"{records}: no kernel records in it; pass kperf kernel-record JSON, a list of "
-                "{name, start_ns, end_ns} or a torch.profiler/Kineto trace with kernel events"
-            )
-    else:
-        recs = records_from_timelines(timelines) if trace and len(timelines) > 1 else []
+    timelines = _analyze_items(items, th, report, from_db=bool(db))
+    recs = _sequence_records(records, trace, timelines)
     if recs:
         report.sequence = launch_gaps(recs, threshold=th["launch_gap_fraction"])
     if perfetto:

@@ -276,12 +276,9 @@ def build_report(
 _DIRECTION = {"better": "better", "worse": "worse", "same": "same"}
 
 
-def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
-    """Copy the verdicts, intervals, thresholds and gate results of a Comparison onto the rows.
-
-    Rows of a metric kind the comparison refused to compare (different GPU, Triton) lose their
-    direction: they are shown, never judged.
-    """
+def _mark_incomparable(comparison: Any, views: dict[str, VariantView]) -> None:
+    """Rows of a metric kind the comparison refused to compare (different GPU, Triton) lose
+    their direction: they are shown, never judged."""
     for inc in getattr(comparison, "incomparable", []):
         v = views.get(inc.variant.id)
         if v is None:
@@ -290,11 +287,44 @@ def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
         for r in v.rows:
             if r.kind == inc.kind:
                 r.verdict, r.note = "n/a", "not comparable"
+
+
+def _mark_failing_removed(comparison: Any, views: dict[str, VariantView]) -> None:
+    """Variants measured in the baseline and missing from this run although their test ran."""
     for key in getattr(comparison, "failing_removed", []):
         v = views.get(key.id)
         if v is not None:  # kperf compare exits 1 on it: the report must not look greener
             v.regression = True
             v.reasons.append("removed: measured in the baseline, missing from this run although its test ran")
+
+
+def _apply_change_to_row(ch: Any, r: MetricRow) -> None:
+    """One Change's verdict, relative change, interval, threshold and gate result on its row."""
+    if ch.base is not None and ch.current is not None:
+        if ch.direction == "n/a":
+            r.verdict = "changed" if ch.base != ch.current and r.better == "none" else "same"
+        else:
+            r.verdict = _DIRECTION.get(ch.direction, r.verdict)
+    if ch.verdict:  # timing decided on samples
+        r.verdict = row_verdict_of_timing(ch.verdict)
+    if ch.rel is not None and not math.isnan(ch.rel):
+        r.rel = ch.rel
+    if ch.ci and not any(math.isnan(x) for x in ch.ci):
+        r.ci = (ch.ci[0] - 1.0, ch.ci[1] - 1.0)  # compare gives the ratio's interval
+    r.threshold = ch.threshold
+    r.regression = bool(ch.regression)
+    if ch.regression or ch.verdict:
+        r.note = ch.reason
+
+
+def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
+    """Copy the verdicts, intervals, thresholds and gate results of a Comparison onto the rows.
+
+    Rows of a metric kind the comparison refused to compare (different GPU, Triton) lose their
+    direction: they are shown, never judged.
+    """
+    _mark_incomparable(comparison, views)
+    _mark_failing_removed(comparison, views)
     for ch in comparison.changes:
         v = views.get(ch.variant.id)
         if v is None:
@@ -307,21 +337,7 @@ def _apply_comparison(comparison: Any, views: dict[str, VariantView]) -> None:
         r = v.row(ch.metric)
         if r is None:
             continue
-        if ch.base is not None and ch.current is not None:
-            if ch.direction == "n/a":
-                r.verdict = "changed" if ch.base != ch.current and r.better == "none" else "same"
-            else:
-                r.verdict = _DIRECTION.get(ch.direction, r.verdict)
-        if ch.verdict:  # timing decided on samples
-            r.verdict = row_verdict_of_timing(ch.verdict)
-        if ch.rel is not None and not math.isnan(ch.rel):
-            r.rel = ch.rel
-        if ch.ci and not any(math.isnan(x) for x in ch.ci):
-            r.ci = (ch.ci[0] - 1.0, ch.ci[1] - 1.0)  # compare gives the ratio's interval
-        r.threshold = ch.threshold
-        r.regression = bool(ch.regression)
+        _apply_change_to_row(ch, r)
         if ch.regression:
             v.regression = True
             _add_reason(v, ch)
-        if ch.regression or ch.verdict:
-            r.note = ch.reason

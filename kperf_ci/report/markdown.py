@@ -290,13 +290,102 @@ class CommentBudget:
         return text
 
 
+# Room kept for the note that closes a cut table and the final truncation note.
+_RESERVE = 400
+
+
+def _add_variant_table(
+    out: CommentBudget,
+    variants: list[VariantView],
+    link: Callable[[VariantView], str | None],
+    what: Callable[[VariantView], str],
+) -> int:
+    """Adds as many rows as fit; returns how many were left out."""
+    lines = table_lines([])
+    if not out.fits("\n".join(lines), _RESERVE):
+        return len(variants)
+    for ln in lines:
+        out.add(ln)
+    for i, v in enumerate(variants):
+        row = table_lines([_row_cells(v, link, what(v))])[2]
+        if not out.fits(row, _RESERVE):
+            return len(variants) - i
+        out.add(row)
+    return 0
+
+
+def _add_regressions(out: CommentBudget, report: Report, link: Callable[[VariantView], str | None]) -> None:
+    """The regressions' table (what fails the gate), each with its reasons."""
+    regs = report.regressions
+    if not regs:
+        return
+    out.add(f"### Regressions ({md_field(report.verdict_line)})")
+    out.add("")
+    left = _add_variant_table(out, regs, link, lambda v: "; ".join(v.reasons) or v.summary)
+    out.add("")
+    if left:
+        out.add(f"_… {left} more regressions not shown (comment size limit); see the full report._")
+        out.add("")
+
+
+def _add_findings(
+    out: CommentBudget, report: Report, link: Callable[[VariantView], str | None]
+) -> str | None:
+    """The flagged analysis findings' table, as many rows as fit; returns what to name as left
+    out when not even its head fits, else None."""
+    findings = _findings_rows(report, link)
+    if not findings:
+        return None
+    lines = [_findings_head(report), "", *table_lines([], _FINDINGS_HEADER)]
+    if not out.fits("\n".join(lines), _RESERVE):
+        return f"analysis findings ({report.pr_flagged_total} flagged)"
+    for ln in lines:
+        out.add(ln)
+    n = 0
+    for cells in findings[:MAX_FINDINGS]:
+        row = table_lines([cells], _FINDINGS_HEADER)[2]
+        if not out.fits(row, _RESERVE):
+            break
+        out.add(row)
+        n += 1
+    out.add("")
+    if n < report.pr_flagged_total:
+        out.add(f"_… {report.pr_flagged_total - n} more flagged findings; see the full report._")
+        out.add("")
+    return None
+
+
+def _add_verdict_sections(
+    out: CommentBudget, report: Report, link: Callable[[VariantView], str | None]
+) -> list[str]:
+    """One collapsible section per verdict, worst first, of the variants not already shown as
+    regressions; returns the sections left out for want of room."""
+    omitted: list[str] = []
+    shown = {id(v) for v in report.regressions}
+    for verdict, title, is_open in _SECTIONS:
+        vs = [v for v in report.variants if v.verdict == verdict and id(v) not in shown]
+        if not vs:
+            continue
+        opening = f"<details{' open' if is_open else ''}><summary><b>{title}</b> ({len(vs)})</summary>"
+        if not out.open_fold(opening):
+            omitted.append(f"{title.lower()} ({len(vs)})")
+            continue
+        left = _add_variant_table(out, vs, link, lambda v: v.summary or "; ".join(v.notes))
+        out.add("")
+        if left:
+            out.add(f"_… {left} more not shown (comment size limit); see the full report._")
+            out.add("")
+        out.close_fold()
+    return omitted
+
+
 def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
     """The PR comment: verdict, counts, machine warning, regressions, then one collapsible
     section per verdict, worst first; at most ``max_chars`` characters."""
     if max_chars < 2000:
         raise ValueError("max_chars below 2000 leaves no room for a report")
     link = _link_fn(report)
-    out = CommentBudget(max_chars, reserve=400)
+    out = CommentBudget(max_chars, reserve=_RESERVE)
     head = [
         MARKER,
         _headline(report),
@@ -309,76 +398,19 @@ def render_markdown(report: Report, *, max_chars: int = COMMENT_LIMIT) -> str:
     ]
     if report.link:
         head += [f"**[Full report]({report.link})** (plots, distributions, SASS diffs, history)", ""]
-    # Room kept for the note that closes a cut table and the final truncation note.
-    reserve = 400
     for line in head:  # bounded by the caps above; checked all the same, the limit is GitHub's
-        if out.fits(line, reserve):
+        if out.fits(line, _RESERVE):
             out.add(line)
     omitted: list[str] = []
-
-    def add_table(variants: list[VariantView], what: Callable[[VariantView], str]) -> int:
-        """Adds as many rows as fit; returns how many were left out."""
-        lines = table_lines([])
-        if not out.fits("\n".join(lines), reserve):
-            return len(variants)
-        for ln in lines:
-            out.add(ln)
-        for i, v in enumerate(variants):
-            row = table_lines([_row_cells(v, link, what(v))])[2]
-            if not out.fits(row, reserve):
-                return len(variants) - i
-            out.add(row)
-        return 0
-
-    regs = report.regressions
-    if regs:
-        out.add(f"### Regressions ({md_field(report.verdict_line)})")
-        out.add("")
-        left = add_table(regs, lambda v: "; ".join(v.reasons) or v.summary)
-        out.add("")
-        if left:
-            out.add(f"_… {left} more regressions not shown (comment size limit); see the full report._")
-            out.add("")
-    findings = _findings_rows(report, link)
-    if findings:
-        # After the regressions (what fails the gate), before the verdict sections: a flagged
-        # finding says why a kernel is slow and what to try, which an author should see.
-        head = _findings_head(report)
-        lines = [head, "", *table_lines([], _FINDINGS_HEADER)]
-        if out.fits("\n".join(lines), reserve):
-            for ln in lines:
-                out.add(ln)
-            n = 0
-            for cells in findings[:MAX_FINDINGS]:
-                row = table_lines([cells], _FINDINGS_HEADER)[2]
-                if not out.fits(row, reserve):
-                    break
-                out.add(row)
-                n += 1
-            out.add("")
-            if n < report.pr_flagged_total:
-                out.add(f"_… {report.pr_flagged_total - n} more flagged findings; see the full report._")
-                out.add("")
-        else:
-            omitted.append(f"analysis findings ({report.pr_flagged_total} flagged)")
-    if (untouched := _untouched_line(report)) and out.fits(untouched, reserve):
+    _add_regressions(out, report, link)
+    # After the regressions (what fails the gate), before the verdict sections: a flagged
+    # finding says why a kernel is slow and what to try, which an author should see.
+    if (findings_left_out := _add_findings(out, report, link)) is not None:
+        omitted.append(findings_left_out)
+    if (untouched := _untouched_line(report)) and out.fits(untouched, _RESERVE):
         out.add(untouched)
         out.add("")
-    shown = {id(v) for v in regs}
-    for verdict, title, is_open in _SECTIONS:
-        vs = [v for v in report.variants if v.verdict == verdict and id(v) not in shown]
-        if not vs:
-            continue
-        opening = f"<details{' open' if is_open else ''}><summary><b>{title}</b> ({len(vs)})</summary>"
-        if not out.open_fold(opening):
-            omitted.append(f"{title.lower()} ({len(vs)})")
-            continue
-        left = add_table(vs, lambda v: v.summary or "; ".join(v.notes))
-        out.add("")
-        if left:
-            out.add(f"_… {left} more not shown (comment size limit); see the full report._")
-            out.add("")
-        out.close_fold()
+    omitted += _add_verdict_sections(out, report, link)
     if omitted:
         out.add(
             f"_Not shown for the comment size limit: {', '.join(omitted)}. The full report has everything._"

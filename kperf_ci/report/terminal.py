@@ -42,6 +42,19 @@ def console() -> Any:
 # --------------------------------------------------------------------------- comparison table
 
 
+def _key_moves(comparison: Any) -> dict[str, list[str]]:
+    """Per variant id, the key metrics (``_KEY_METRICS``) that moved, as "metric base -> current":
+    what the "changed:" line shows next to a variant's key change."""
+    key_moves: dict[str, list[str]] = {}
+    if comparison.key_changes:
+        for ch in comparison.changes:
+            if ch.metric in _KEY_METRICS and ch.base != ch.current:
+                key_moves.setdefault(ch.variant.id, []).append(
+                    f"{ch.metric} {fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"
+                )
+    return key_moves
+
+
 def print_table(comparison: Any, *, show_all: bool = False) -> None:
     out = console()
     b, c = comparison.baseline, comparison.current
@@ -94,13 +107,7 @@ def print_table(comparison: Any, *, show_all: bool = False) -> None:
             )
     else:
         out.print("no changes" + ("" if show_all else " (use --all to list every metric)"))
-    key_moves: dict[str, list[str]] = {}
-    if comparison.key_changes:
-        for ch in comparison.changes:
-            if ch.metric in _KEY_METRICS and ch.base != ch.current:
-                key_moves.setdefault(ch.variant.id, []).append(
-                    f"{ch.metric} {fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"
-                )
+    key_moves = _key_moves(comparison)
     for kc in comparison.key_changes:
         moved = key_moves.get(kc.current.id, [])
         text = "; ".join([kc.description, *moved])

@@ -34,6 +34,14 @@ _URL_KEYS = (
 ).split()
 
 
+#: What a route answers: status, JSON payload (None for no body), extra headers.
+_Response = tuple[int, Any, dict[str, str]]
+
+
+def _not_found() -> _Response:
+    return 404, {"message": "Not Found"}, {}
+
+
 @dataclass
 class Failure:
     method: str
@@ -332,104 +340,132 @@ class FakeGitHub:
         return sha
 
     # --- routing ----------------------------------------------------------------------------
-    def route(
-        self, method: str, path: str, query: dict[str, list[str]], body: Any
-    ) -> tuple[int, Any, dict[str, str]]:
+    # One handler per resource; each answers the paths it serves and None for any other, so
+    # route() tries them in turn (their paths do not overlap).
+    def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> _Response:
         base = f"/repos/{self.owner}/{self.name}"
         if not path.startswith(base):
-            return 404, {"message": "Not Found"}, {}
+            return _not_found()
         rest = path[len(base) :]
-        m = re.fullmatch
         if method == "GET" and rest == "":
             return 200, self._repo(), {}
+        for handler in (self._route_issues, self._route_checks, self._route_pulls, self._route_git):
+            if (answer := handler(method, rest, query, body)) is not None:
+                return answer
+        return 404, {"message": f"fake GitHub does not serve {method} {path}"}, {}
+
+    def _route_issues(
+        self, method: str, rest: str, query: dict[str, list[str]], body: Any
+    ) -> _Response | None:
+        """An issue (a pull request's), its comments and its labels."""
+        m = re.fullmatch
         if r := m(r"/issues/(\d+)", rest):
             n = int(r[1])
             if n not in self.pulls:
-                return 404, {"message": "Not Found"}, {}
+                return _not_found()
             return 200, self._issue(n), {}
         if r := m(r"/issues/(\d+)/comments", rest):
             n = int(r[1])
             if n not in self.pulls:
-                return 404, {"message": "Not Found"}, {}
+                return _not_found()
             if method == "POST":
                 cid = self.add_comment(n, body["body"])
                 return 201, self._comment(cid), {}
-            ids = [cid for cid, c in sorted(self.comments.items()) if c["issue"] == n]
-            page = int(query.get("page", ["1"])[0])
-            size = min(self.page_size, int(query.get("per_page", ["30"])[0]))
-            chunk = ids[(page - 1) * size : page * size]
-            headers = {}
-            if page * size < len(ids):
-                nxt = f"{self.api}/issues/{n}/comments?per_page={size}&page={page + 1}"
-                headers["Link"] = f'<{nxt}>; rel="next"'
-            return 200, [self._comment(c) for c in chunk], headers
+            return self._list_comments(n, query)
         if r := m(r"/issues/comments/(\d+)", rest):
-            cid = int(r[1])
-            if cid not in self.comments:
-                return 404, {"message": "Not Found"}, {}
-            if method == "PATCH":
-                self.comments[cid]["body"] = body["body"]
-                return 200, self._comment(cid), {}
-            if method == "DELETE":
-                del self.comments[cid]
-                return 204, None, {}
-            return 200, self._comment(cid), {}
+            return self._one_comment(method, int(r[1]), body)
         if r := m(r"/issues/(\d+)/labels(?:/(.+))?", rest):
-            n = int(r[1])
-            have = self.labels.setdefault(n, [])
-            if method == "POST":
-                names = body if isinstance(body, list) else body.get("labels", [])
-                for x in names:
-                    if x not in have:
-                        have.append(x)
-            elif method == "DELETE":
-                name = unquote(r[2] or "")
-                if name not in have:
-                    return 404, {"message": "Label does not exist"}, {}
-                have.remove(name)
-            return 200, [self._label(x) for x in have], {}
+            return self._labels_of(method, int(r[1]), r[2], body)
+        return None
+
+    def _list_comments(self, n: int, query: dict[str, list[str]]) -> _Response:
+        """One page of an issue's comments, with a Link header to the next page as GitHub has."""
+        ids = [cid for cid, c in sorted(self.comments.items()) if c["issue"] == n]
+        page = int(query.get("page", ["1"])[0])
+        size = min(self.page_size, int(query.get("per_page", ["30"])[0]))
+        chunk = ids[(page - 1) * size : page * size]
+        headers = {}
+        if page * size < len(ids):
+            nxt = f"{self.api}/issues/{n}/comments?per_page={size}&page={page + 1}"
+            headers["Link"] = f'<{nxt}>; rel="next"'
+        return 200, [self._comment(c) for c in chunk], headers
+
+    def _one_comment(self, method: str, cid: int, body: Any) -> _Response:
+        if cid not in self.comments:
+            return _not_found()
+        if method == "PATCH":
+            self.comments[cid]["body"] = body["body"]
+            return 200, self._comment(cid), {}
+        if method == "DELETE":
+            del self.comments[cid]
+            return 204, None, {}
+        return 200, self._comment(cid), {}
+
+    def _labels_of(self, method: str, n: int, quoted_name: str | None, body: Any) -> _Response:
+        """An issue's labels: POST adds, DELETE .../labels/NAME removes, GET lists."""
+        have = self.labels.setdefault(n, [])
+        if method == "POST":
+            names = body if isinstance(body, list) else body.get("labels", [])
+            for x in names:
+                if x not in have:
+                    have.append(x)
+        elif method == "DELETE":
+            name = unquote(quoted_name or "")
+            if name not in have:
+                return 404, {"message": "Label does not exist"}, {}
+            have.remove(name)
+        return 200, [self._label(x) for x in have], {}
+
+    def _route_checks(
+        self, method: str, rest: str, query: dict[str, list[str]], body: Any
+    ) -> _Response | None:
+        """Check runs and commit statuses (created only)."""
         if method == "POST" and rest == "/check-runs":
             self.check_runs.append(body)
             return 201, self._check_run(body), {}
-        if method == "POST" and (r := m(r"/statuses/([0-9a-f]{7,40})", rest)):
+        if method == "POST" and (r := re.fullmatch(r"/statuses/([0-9a-f]{7,40})", rest)):
             self.statuses.append({"sha": r[1], **body})
             return 201, self._status(r[1], body), {}
-        if r := m(r"/pulls/(\d+)", rest):
+        return None
+
+    def _route_pulls(
+        self, method: str, rest: str, query: dict[str, list[str]], body: Any
+    ) -> _Response | None:
+        """A pull request; the pull requests, listed (by head and base) or created."""
+        if r := re.fullmatch(r"/pulls/(\d+)", rest):
             n = int(r[1])
-            return (200, self._pull(n), {}) if n in self.pulls else (404, {"message": "Not Found"}, {})
-        if rest == "/pulls":
-            if method == "POST":
-                n = max(self.pulls, default=0) + 1
-                self.pulls[n] = {
-                    "number": n,
-                    "head_sha": "f" * 40,
-                    "title": body["title"],
-                    "body": body.get("body", ""),
-                    "head": body["head"],
-                    "base": body["base"],
-                }
-                return 201, self._pull(n), {}
-            want_head = query.get("head", [""])[0].split(":")[-1]
-            want_base = query.get("base", [""])[0]
-            found = [
-                self._pull(n)
-                for n, p in sorted(self.pulls.items())
-                if (not want_head or p.get("head") == want_head)
-                and (not want_base or p.get("base", "main") == want_base)
-            ]
-            return 200, found, {}
+            return (200, self._pull(n), {}) if n in self.pulls else _not_found()
+        if rest != "/pulls":
+            return None
+        if method == "POST":
+            n = max(self.pulls, default=0) + 1
+            self.pulls[n] = {
+                "number": n,
+                "head_sha": "f" * 40,
+                "title": body["title"],
+                "body": body.get("body", ""),
+                "head": body["head"],
+                "base": body["base"],
+            }
+            return 201, self._pull(n), {}
+        want_head = query.get("head", [""])[0].split(":")[-1]
+        want_base = query.get("base", [""])[0]
+        found = [
+            self._pull(n)
+            for n, p in sorted(self.pulls.items())
+            if (not want_head or p.get("head") == want_head)
+            and (not want_base or p.get("base", "main") == want_base)
+        ]
+        return 200, found, {}
+
+    def _route_git(self, method: str, rest: str, query: dict[str, list[str]], body: Any) -> _Response | None:
+        """The Git database: refs read, updated and created; blobs, trees and commits."""
+        m = re.fullmatch
         if method == "GET" and (r := m(r"/git/ref/(.+)", rest)):
             ref = unquote(r[1])
-            return (200, self._ref(ref), {}) if ref in self.refs else (404, {"message": "Not Found"}, {})
+            return (200, self._ref(ref), {}) if ref in self.refs else _not_found()
         if method == "PATCH" and (r := m(r"/git/refs/(.+)", rest)):
-            ref = unquote(r[1])
-            new = body["sha"]
-            if ref not in self.refs:
-                return 422, {"message": "Reference does not exist"}, {}
-            if not body.get("force") and self.refs[ref] not in self.objects.get(new, {}).get("parents", []):
-                return 422, {"message": "Update is not a fast forward"}, {}
-            self.refs[ref] = new
-            return 200, self._ref(ref), {}
+            return self._update_ref(unquote(r[1]), body)
         if method == "POST" and rest == "/git/refs":
             ref = body["ref"].removeprefix("refs/")
             if ref in self.refs:
@@ -453,9 +489,19 @@ class FakeGitHub:
             return 201, self._git_obj("commit", sha), {}
         if method == "GET" and (r := m(r"/git/(blob|tree|commit)s/([0-9a-f]{40})", rest)):
             if r[2] not in self.objects:
-                return 404, {"message": "Not Found"}, {}
+                return _not_found()
             return 200, self._git_obj(r[1], r[2]), {}
-        return 404, {"message": f"fake GitHub does not serve {method} {path}"}, {}
+        return None
+
+    def _update_ref(self, ref: str, body: Any) -> _Response:
+        """PATCH a ref: a fast forward, or any commit with ``force``."""
+        new = body["sha"]
+        if ref not in self.refs:
+            return 422, {"message": "Reference does not exist"}, {}
+        if not body.get("force") and self.refs[ref] not in self.objects.get(new, {}).get("parents", []):
+            return 422, {"message": "Update is not a fast forward"}, {}
+        self.refs[ref] = new
+        return 200, self._ref(ref), {}
 
     def file_on_branch(self, branch: str, path: str) -> bytes | None:
         sha = self.refs.get(f"heads/{branch}")

@@ -59,16 +59,19 @@ def device_properties(cc: int) -> dict[str, int]:
     return props
 
 
+class _Utils:
+    """The stand-in driver's ``utils``: device properties of the driver's current target."""
+
+    def __init__(self, drv: Any) -> None:
+        self._drv = drv
+
+    def get_device_properties(self, device: Any = None) -> dict[str, int]:
+        return device_properties(self._drv.cc)
+
+
 def _make_driver():
     from triton.backends.compiler import GPUTarget
     from triton.backends.driver import DriverBase
-
-    class _Utils:
-        def __init__(self, drv: Any) -> None:
-            self._drv = drv
-
-        def get_device_properties(self, device: Any = None) -> dict[str, int]:
-            return device_properties(self._drv.cc)
 
     class StaticDriver(DriverBase):
         """Reports a chosen CUDA target; the device index is the capability, so that each

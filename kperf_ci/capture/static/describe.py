@@ -131,8 +131,9 @@ def _jsonable(v: Any) -> bool:
         return False
 
 
-def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
-    """Describe one argument value (see :class:`ArgSpec`)."""
+def _describe_scalar(name: str, v: Any, constexpr: bool) -> ArgSpec | None:
+    """A None, bool, number or string (Python's or numpy's) as its ArgSpec; None for anything
+    else. bool is tested before int, as a bool is an int."""
     if v is None:
         return ArgSpec(name, "none", constexpr)
     if isinstance(v, bool):
@@ -148,6 +149,55 @@ def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
     if isinstance(v, numbers.Real) and not hasattr(v, "data_ptr"):  # numpy floats
         f = float(v)
         return ArgSpec(name, "float", constexpr, value=f if math.isfinite(f) else repr(f))
+    return None
+
+
+def _describe_tensor_descriptor(name: str, v: Any, constexpr: bool) -> ArgSpec:
+    """A TMA tensor descriptor: its base tensor's dtype and alignment, its shape, strides,
+    block shape and padding."""
+    base = v.base
+    return ArgSpec(
+        name,
+        "tensordesc",
+        constexpr,
+        dtype=_triton_dtype_name(base),
+        aligned=_aligned(base),
+        value={
+            "shape": [int(s) for s in v.shape],
+            "strides": [int(s) for s in v.strides],
+            "block_shape": [int(s) for s in v.block_shape],
+            "padding": str(getattr(v, "padding", "zero")),
+        },
+    )
+
+
+def _describe_jit(name: str, v: Any, constexpr: bool) -> ArgSpec | None:
+    """A jit function passed as constexpr (JITFunction or InterpretedFunction), named by module
+    and qualname; None for one defined inside a function (no import finds it again by name) or
+    one that does not unwrap to a Python function."""
+    try:
+        _, pyfn = _unwrap(v)
+        if "<locals>" not in pyfn.__qualname__:
+            return ArgSpec(
+                name,
+                "jit",
+                constexpr,
+                value={
+                    "module": pyfn.__module__,
+                    "qualname": pyfn.__qualname__,
+                    "file": _source_file(pyfn),
+                },
+            )
+    except TypeError:
+        pass
+    return None
+
+
+def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
+    """Describe one argument value (see :class:`ArgSpec`)."""
+    scalar = _describe_scalar(name, v, constexpr)
+    if scalar is not None:
+        return scalar
     cls = type(v)
     mod = getattr(cls, "__module__", "") or ""
     if mod.startswith("triton") and cls.__name__ in ("dtype", "pointer_type") or _is_triton_dtype(v):
@@ -157,20 +207,7 @@ def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
     if cls.__name__ == "constexpr" and hasattr(v, "value"):
         return describe_value(name, v.value, True)
     if _is_tensor_descriptor(v):
-        base = v.base
-        return ArgSpec(
-            name,
-            "tensordesc",
-            constexpr,
-            dtype=_triton_dtype_name(base),
-            aligned=_aligned(base),
-            value={
-                "shape": [int(s) for s in v.shape],
-                "strides": [int(s) for s in v.strides],
-                "block_shape": [int(s) for s in v.block_shape],
-                "padding": str(getattr(v, "padding", "zero")),
-            },
-        )
+        return _describe_tensor_descriptor(name, v, constexpr)
     if _is_tensor_like(v):
         return ArgSpec(name, "tensor", constexpr, dtype=_triton_dtype_name(v), aligned=_aligned(v))
     if isinstance(v, tuple):
@@ -180,23 +217,10 @@ def describe_value(name: str, v: Any, constexpr: bool = False) -> ArgSpec:
             constexpr,
             items=tuple(describe_value(f"{name}[{i}]", x, constexpr) for i, x in enumerate(v)),
         )
-    # a jit function passed as constexpr (JITFunction or InterpretedFunction)
     if hasattr(v, "fn") and (hasattr(v, "run") or hasattr(v, "rewrite")):
-        try:
-            _, pyfn = _unwrap(v)
-            if "<locals>" not in pyfn.__qualname__:
-                return ArgSpec(
-                    name,
-                    "jit",
-                    constexpr,
-                    value={
-                        "module": pyfn.__module__,
-                        "qualname": pyfn.__qualname__,
-                        "file": _source_file(pyfn),
-                    },
-                )
-        except TypeError:
-            pass
+        jit = _describe_jit(name, v, constexpr)
+        if jit is not None:
+            return jit
     return ArgSpec(name, "unknown", constexpr, value=repr(v)[:200])
 
 

@@ -49,19 +49,43 @@ def ptx_opcode(stmt: str) -> str:
     return stmt.split(None, 1)[0]
 
 
+def _is_shared(mods: set[str], opcode: str) -> bool:
+    """A shared-memory state space: ``.shared``, ``.shared::cta`` or ``.shared::cluster``."""
+    return "shared" in mods or "shared::cta" in opcode or "shared::cluster" in opcode
+
+
+def _classify_load(mods: set[str], opcode: str) -> str:
+    """``ld``/``ldu``: shared, else global (a generic address counts as global), else other."""
+    if _is_shared(mods, opcode):
+        return "shared_load"
+    generic_or_global = "global" in mods or not (mods & {"local", "param", "const"})
+    return "global_load" if generic_or_global else "other"
+
+
+def _classify_store(mods: set[str], opcode: str) -> str:
+    """``st``: shared, else global (a generic address counts as global), else other."""
+    if _is_shared(mods, opcode):
+        return "shared_store"
+    return "global_store" if ("global" in mods or len(mods & {"local", "param"}) == 0) else "other"
+
+
+def _classify_copy(mods: set[str]) -> str:
+    """``cp``: a bulk copy is TMA, an async one cp.async."""
+    if "bulk" in mods:
+        return "tma"
+    if "async" in mods:
+        return "async_copy"
+    return "other"
+
+
 def classify_ptx(opcode: str) -> str:
     parts = opcode.split(".")
     base = parts[0]
     mods = set(parts[1:])
     if base in ("ld", "ldu"):
-        if "shared" in mods or "shared::cta" in opcode or "shared::cluster" in opcode:
-            return "shared_load"
-        generic_or_global = "global" in mods or not (mods & {"local", "param", "const"})
-        return "global_load" if generic_or_global else "other"
+        return _classify_load(mods, opcode)
     if base == "st":
-        if "shared" in mods or "shared::cta" in opcode or "shared::cluster" in opcode:
-            return "shared_store"
-        return "global_store" if ("global" in mods or len(mods & {"local", "param"}) == 0) else "other"
+        return _classify_store(mods, opcode)
     if base == "ldmatrix":
         return "shared_load"
     if base == "stmatrix":
@@ -71,11 +95,7 @@ def classify_ptx(opcode: str) -> str:
     if base == "wgmma" or (base == "tcgen05" and "mma" in mods):
         return "wgmma"
     if base == "cp":
-        if "bulk" in mods:
-            return "tma"
-        if "async" in mods:
-            return "async_copy"
-        return "other"
+        return _classify_copy(mods)
     if base in (
         "fma",
         "add",
