@@ -634,6 +634,10 @@ def assemble(out: Path) -> dict[str, Any]:
     }
 
 
+def _s(v: Any) -> str:
+    return "-" if v is None else f"{float(v):.1f}"
+
+
 def _pct(v: Any) -> str:
     return "-" if v is None else f"{v:+.2f}%"
 
@@ -708,7 +712,7 @@ def render_md(d: dict[str, Any]) -> str:
     ]
     for n in d["wall_s_ab"]:
         lines.append(
-            f"| {n} | {d['wall_s_ab'][n]} | {d['wall_s_plain_two_trees'][n]} | {d['gpu_s'][n]} | "
+            f"| {n} | {d['wall_s_ab'][n]} | {d['wall_s_plain_two_trees'][n]} | {_s(d['gpu_s'][n])} | "
             f"{d['cost_ok'][n]} |"
         )
     for r in d.get("reruns") or []:
@@ -720,7 +724,7 @@ def render_md(d: dict[str, Any]) -> str:
             "(the device lent it): the numbers above stay the H100's. "
             f"Timed {r['timed']} of {r['changed']} changed launches, "
             f"{r['with_truth']} with a truth; false alarms {r['false_alarms']}; kperf ab {r['wall_s_ab']} s "
-            f"({r['gpu_s']} GPU s). Its cases:",
+            f"({_s(r['gpu_s'])} GPU s). Its cases:",
             "",
             "| case | kernel | base us | truth | kperf | verdict |",
             "|---|---|---|---|---|---|",
