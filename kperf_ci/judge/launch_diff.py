@@ -107,6 +107,9 @@ class TestDiff:
     test: str
     status: str  # identical | changed | unknown | added | removed | no-launches
     launches: list[LaunchChange] = field(default_factory=list)
+    # a test that stopped before its end in a static pass (an unchecked result failed it): its
+    # later launches were never seen, so its launches alike are "unknown", never "identical"
+    ended_early: str = ""
 
     @property
     def needs_timing(self) -> bool:
@@ -121,6 +124,8 @@ class TestDiff:
                 continue
             what = "; ".join(lc.changes) if lc.changes else lc.status
             out.append(f"{lc.label}: {what}")
+        if self.ended_early:
+            out.append(self.ended_early)
         return out
 
     @property
@@ -356,7 +361,14 @@ def diff_tests(
             out.append(TestDiff(test, "no-launches"))
             continue
         launches = _pair_launches(base[test], head[test])
-        out.append(TestDiff(test, diff_status(launches), launches))
+        status = diff_status(launches)
+        early = next((r["ended_early"] for r in (*head[test], *base[test]) if r.get("ended_early")), None)
+        if early and status == "identical":
+            # the launches seen are the same, but the test stopped before its end in a static
+            # pass: what it would have launched after is unknown, never identical
+            status = "unknown"
+        why = f"the test stopped before its end: {early}" if early else ""
+        out.append(TestDiff(test, status, launches, why))
     return out
 
 

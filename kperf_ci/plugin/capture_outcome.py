@@ -158,6 +158,7 @@ class StaticCapture:
                 # the kernels, so it is an expected failure and the launches are kept
                 report.outcome = "skipped"
                 report.wasxfail = f"kperf static: {line}; the test then failed: {_failure_reason(report)}"
+                self.session.ended_early[item.nodeid] = f"{line}; the test then failed"
                 self.session.test_passed(item, marker)
             self.session.warn(item.nodeid, line)
         elif report.failed and launches:

@@ -44,6 +44,9 @@ class KperfSession:
     results: list[VariantResult] = field(default_factory=list)
     pending: list[Any] = field(default_factory=list)  # LaunchSpecs of passed tests, compiled at the end
     errors: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one-line reason)
+    # tests that stopped before their end in static mode (an unchecked result failed them): their
+    # later launches were never seen, so `kperf ab` cannot call them identical (nodeid -> why)
+    ended_early: dict[str, str] = field(default_factory=dict)
     # the errors above that say a run went to a pending file (exit 2, not 1: finish.py)
     diverted: list[str] = field(default_factory=list)
     saved_to: str | None = None
@@ -289,7 +292,9 @@ class KperfSession:
         )
         for line in warnings:  # a refused static-metrics cache entry, recomputed
             self.warn("<metrics cache>", line)
-        manifest = build_manifest(launches, variants, list(self.settings.arch), str(self.config.rootpath))
+        manifest = build_manifest(
+            launches, variants, list(self.settings.arch), str(self.config.rootpath), self.ended_early
+        )
         worker = getattr(self.config, "workerinput", {}).get("workerid") if self.is_worker else None
         self.blobs.append(("", f"{BLOB}:{worker}" if worker else BLOB, manifest_json(manifest)))
         seen: set[str] = set()

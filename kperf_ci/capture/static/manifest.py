@@ -65,8 +65,14 @@ def launch_values(ls: LaunchSpec) -> dict[str, Any]:
 
 
 def build_manifest(
-    launches: list[LaunchSpec], variants: list[VariantResult], archs: list[str], rootdir: str | None
+    launches: list[LaunchSpec],
+    variants: list[VariantResult],
+    archs: list[str],
+    rootdir: str | None,
+    ended_early: dict[str, str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
+    """Per test, its launch rows. A test that stopped before its end (``ended_early``: test ->
+    why) has ``ended_early`` on each row: its later launches were never seen."""
     by_id = {v.key.id: v for v in variants}
     archs = [normalize_arch(a) for a in archs]
     out: dict[str, list[dict[str, Any]]] = {}
@@ -103,6 +109,7 @@ def build_manifest(
                 # the marker's thresholds= / metrics=: what the user asked to gate
                 "gate": dict(ls.thresholds or {}),
                 "code": code,
+                **({"ended_early": ended_early[ls.test]} if ended_early and ls.test in ended_early else {}),
             }
         )
     return out
