@@ -374,8 +374,14 @@ def _refuse_head_usage_error(rc: int, out: str) -> None:
     """The head pass ended on pytest's usage error: the arguments are wrong, in both trees or in
     head's (the base's exit 4 alone is a test new in head, and goes on); one line, pytest's."""
     if rc == USAGE_ERROR:
-        line = usage_error_line(out) or "see pytest's output above"
-        _fail(f"pytest refused the arguments in the head tree (usage error, exit 4): {line}", out)
+        line = usage_error_line(out)
+        # pytest's own line says it all; the rest of its output (kperf's "no test ran marked",
+        # a run stored in a scratch database) is noise around a usage error, shown only when
+        # no line could be found in it
+        message = (
+            f"pytest refused the arguments in the head tree (usage error, exit 4): {line or 'see above'}"
+        )
+        _fail(message, "" if line else out)
 
 
 def static_pass(
