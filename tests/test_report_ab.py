@@ -495,8 +495,7 @@ def test_the_static_gate_reads_regressed_improved_or_changed():
     fast = next(line for line in table if "fast\\_kernel" in line)
     # the cause: the launch's option change first, then what the verdict says moved
     assert (
-        "num\\_warps 4 -&gt; 2; spills 184 bytes -&gt; 0 bytes" in fast
-        and "1 of 1 changed launch improved" in fast
+        "num\\_warps 4 -&gt; 2; spills 184 B -&gt; 0 B" in fast and "1 of 1 changed launch improved" in fast
     )
     timed_row = next(line for line in text.splitlines() if line.startswith("| 🟢 faster | timed\\_kernel"))
     assert "| improved |" in timed_row  # the timed table's static column, in the same words

@@ -1,17 +1,24 @@
-"""Issue 36's reviewer walk, the rest (.walk36-notes.md items 13 to 17): the occupancy cause names
-what limits it, in both modes; metric ids read as words; shapes in the kernel's order; one kernel
-cell and one column order for the timed and the static tables."""
+"""Issue 36's reviewer walk, the rest (docs/reviewer-walk/fresh-walk-2026-11-27/NOTES.md items 11
+and 13 to 16): the occupancy cause names what limits it, in both modes; metric ids read as words;
+shapes in the kernel's order; one kernel cell and one column order for the timed and the static
+tables."""
 
 from __future__ import annotations
 
+import copy
+import html as html_lib
+import json
+import re
 from typing import Any
 
+from kperf_ci import metrics
 from kperf_ci.judge.launch_diff import LaunchChange, launch_changes
 from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import judge
 from kperf_ci.report import ab
 from tests.test_report_ab import document, static_entry
+from tests.test_report_ab_walk36 import GPU_DOC, text_of
 
 CODE = {"sass": "a", "spills": 0, "spill_loads": 0, "shared_bytes": 0, "sass.instructions": 100}
 
@@ -65,3 +72,55 @@ def test_a_timed_launch_says_its_occupancy_change_too():
     assert "sm_90 theoretical occupancy 75% -> 50% (num_warps 4 -> 1: at most 32 blocks per SM)" in (
         launch_changes(_row(4, 40, "a"), _row(1, 40, "b"))
     )
+
+
+# ---- item 11: metric ids read as words, one unit spelling
+
+
+def test_every_metric_has_a_display_name_that_is_no_id():
+    for s in metrics.CATALOGUE:
+        assert s.display and s.display.strip() == s.display, s.pattern
+        # an id has "_" or "." between words; a launch option keeps the name users write
+        assert (
+            s.display == s.pattern
+            or not re.fullmatch(r"[a-z0-9_.<>]+", s.display)
+            or ("_" not in s.display and "." not in s.display)
+        ), s.pattern
+    assert metrics.display_name("shared_bytes") == "shared memory"
+    assert metrics.display_name("sass.instructions") == "SASS instructions"
+    assert metrics.display_name("sass.FMA") == "SASS FMA instructions"
+    assert metrics.display_name("region.loop0.fraction") == "loop0 share"
+    assert metrics.display_name("not.in.the.catalogue") == "not.in.the.catalogue"
+    assert metrics.moved_text("shared_bytes", 0, 4096) == "shared memory 0 B -> 4,096 B"
+
+
+def test_a_launch_diff_says_metrics_by_their_display_names_and_units():
+    """ "shared_bytes 3,072 bytes" mixed a metric id and a spelled unit (walk item 11)."""
+    b, h = _row(4, 40, "a"), _row(4, 40, "b")
+    h["code"]["sm_90"].update({"shared_bytes": 4096, "sass.instructions": 120})
+    (sass,) = [c for c in launch_changes(b, h) if "SASS changed" in c]
+    assert sass == "sm_90 SASS changed: shared memory 0 B -> 4,096 B, SASS instructions 100 -> 120"
+    # the stored ids are data: the manifest row keeps its keys
+    assert h["code"]["sm_90"]["shared_bytes"] == 4096
+
+
+def test_an_older_documents_metric_ids_read_as_words_and_the_document_is_left_as_it_is():
+    """The committed GPU document (written before display names) says "sass.instructions 375 ->
+    1,252"; its static diff of another document "shared_bytes 1,040 bytes -> 0 bytes". Every
+    report reads them as today's words; the document is data and stays as stored."""
+    doc = json.loads(GPU_DOC.read_text(encoding="utf-8"))
+    doc["tests"][0]["changes"] = ["k: sm_90 SASS changed: shared_bytes 1,040 bytes -> 0 bytes"]
+    doc["static_changed"] = [
+        static_entry(
+            "k", "registers 18 -> 22 (occupancy 100% -> 50%: not lowered by registers or shared_bytes)"
+        )
+    ]
+    stored = copy.deepcopy(doc)
+    text, html = ab.render_markdown(doc), html_lib.unescape(text_of(ab.render_html(doc)))
+    terminal = "\n".join(ab.terminal_lines(doc))
+    for out in (text.replace("\\_", "_"), html, terminal):
+        assert "sass.instructions" not in out and "shared_bytes" not in out
+        assert not re.search(r"\d bytes", out)
+    assert "SASS instructions 375 -&gt; 1,252" in text and "SASS instructions 375 -> 1,252" in html
+    assert "shared memory 1,040 B -&gt; 0 B" in text and "not lowered by registers or shared memory" in html
+    assert doc == stored

@@ -25,6 +25,7 @@ from kperf_ci.report.ab_view import (
     kernels_of,
     launch_cause,
     pct,
+    readable,
     shape_text,
     sides,
     site_text,
@@ -245,6 +246,7 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
     """The PR comment, at most ``max_chars`` characters. Cut by the run comment's rules
     (markdown.CommentBudget): every fold closed, and the timing note, the link and the
     truncation notice outside every fold."""
+    doc = readable(doc)  # an older document's metric ids in today's words
     base_sha, base_rev, head_sha, same = sides(doc)
     # a slimmed document may not record the revisions: said, never an empty `` ()
     base_words = " ".join(

@@ -20,6 +20,7 @@ from kperf_ci.report.ab_view import (
     kernel_change,
     kernels_of,
     number,
+    readable,
     shape_text,
     sides,
     site_text,
@@ -176,6 +177,7 @@ def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def render_html(doc: dict[str, Any]) -> str:
     """The A/B page: the run report's design (its stylesheet, banner and tiles), wide tables
     scrolling inside their box, kernels worst first, one interval plot per kernel."""
+    doc = readable(doc)  # an older document's metric ids in today's words
     moved_by_test = {t["test"]: t.get("changes") or [] for t in doc.get("tests") or []}
     timed = [
         {

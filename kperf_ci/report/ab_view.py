@@ -15,7 +15,42 @@ from typing import Any
 
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import kernel_groups, launch_text, severity, static_groups, static_launch_text
+from kperf_ci.metrics import CODE_METRICS, display_name
 from kperf_ci.units import fmt_value
+
+#: a metric id in the prose of a document written before the catalogue's display names: its
+#: launch diff and static reasons said "sass.instructions 375 -> 1,252", "shared_bytes 1,040
+#: bytes -> 0 bytes", "not lowered by shared_bytes)"
+_STORED_IDS = re.compile(
+    r"(?<![\w.])("
+    + "|".join(re.escape(n) for n in CODE_METRICS if display_name(n) != n)
+    + r")(?=\)| [-+]?\d| from 0| or )"
+)
+_STORED_BYTES = re.compile(r"(\d[\d,]*(?:\.\d+)?) bytes\b")
+#: the fields of a document that hold prose about metrics (never names, tests or launches)
+_PROSE_KEYS = frozenset({"changes", "reason", "reasons", "notes"})
+
+
+def stored_words(text: str) -> str:
+    """Stored prose in today's words: "SASS instructions 375 -> 1,252", "shared memory 1,040 B
+    -> 0 B" for what an older document said with the metric's id and "bytes". The document
+    itself is left as it is (it is data); today's documents read the same through this."""
+    text = _STORED_IDS.sub(lambda m: display_name(m.group(1)), text)
+    return _STORED_BYTES.sub(r"\1 B", text)
+
+
+def readable(doc: Any) -> Any:
+    """A copy of ``doc`` whose prose about metrics (:data:`_PROSE_KEYS`) reads as today's
+    (:func:`stored_words`): what every renderer of an A/B document reads."""
+
+    def walk(v: Any, prose: bool) -> Any:
+        if isinstance(v, dict):
+            return {k: walk(x, k in _PROSE_KEYS) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x, prose) for x in v]
+        return stored_words(v) if prose and isinstance(v, str) else v
+
+    return walk(doc, False)
 
 
 def pct(v: float | None) -> str:
@@ -89,7 +124,7 @@ def terminal_lines(doc: dict[str, Any]) -> list[str]:
     effect, base → head times and why it was not called slower (not yet escaped: the caller
     writes them through terminal_safe)."""
     out = []
-    for k in kernels_of(doc):
+    for k in kernels_of(readable(doc)):
         out.append(
             f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
             f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from kperf_ci.judge.comparison import COMPARED
 from kperf_ci.judge.group import count_words, plural, triton_kernels
-from kperf_ci.metrics import key_metrics
+from kperf_ci.metrics import key_metrics, moved_text
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.units import fmt_value
@@ -98,9 +98,8 @@ def print_table(comparison: Any, *, show_all: bool = False) -> None:
     if comparison.key_changes:
         for ch in comparison.changes:
             if ch.metric in _KEY_METRICS and ch.base != ch.current:
-                key_moves.setdefault(ch.variant.id, []).append(
-                    f"{ch.metric} {fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"
-                )
+                moved = moved_text(ch.metric, ch.base, ch.current, ch.unit)
+                key_moves.setdefault(ch.variant.id, []).append(moved)
     for kc in comparison.key_changes:
         moved = key_moves.get(kc.current.id, [])
         text = "; ".join([kc.description, *moved])
