@@ -124,3 +124,99 @@ def test_an_older_documents_metric_ids_read_as_words_and_the_document_is_left_as
     assert "SASS instructions 375 -&gt; 1,252" in text and "SASS instructions 375 -> 1,252" in html
     assert "shared memory 1,040 B -&gt; 0 B" in text and "not lowered by registers or shared memory" in html
     assert doc == stored
+
+
+# ---- item 16: arguments in the kernel's signature order, the worst launch's tensors named
+
+#: layernorm's signature (examples/kernels/layernorm.py), which ASCII order turns into
+#: "B, BLOCK_SIZE, Mean, N, Rstd, W, X, Y, eps, stride"
+_LN = [("X", "37x1000"), ("Y", "37x1000"), ("W", "1000"), ("B", "1000"), ("Mean", "37"), ("Rstd", "37")]
+
+
+def _layernorm_row(n: int = 1000, block: int = 1024) -> dict[str, Any]:
+    """A manifest row of a layernorm launch as `kperf ab` reads it back: through its JSON, whose
+    keys are sorted."""
+    from kperf_ci.capture.static.launch_spec import ArgSpec, LaunchSpec
+    from kperf_ci.capture.static.manifest import build_manifest, manifest_json
+
+    args = [ArgSpec(name, "tensor", dtype="fp32") for name, _ in _LN]
+    args += [
+        ArgSpec("stride", "int", value=n),
+        ArgSpec("N", "int", value=n),
+        ArgSpec("eps", "float", value=1e-5),
+    ]
+    args += [ArgSpec("BLOCK_SIZE", "int", constexpr=True, value=block)]
+    shapes = {name: [int(d) for d in shape.split("x")] for name, shape in _LN}
+    name = "_layer_norm_fwd_fused"
+    ls = LaunchSpec(kernel=name, qualname=name, module="kernels.layernorm",
+                    source_file="", args=tuple(args), options={}, grid=(37, 1, 1), spec="",
+                    config="num_warps=4,num_stages=3,num_ctas=1", test="t.py::t", shapes=shapes)  # fmt: skip
+    (row,) = json.loads(manifest_json(build_manifest([ls], [], ["sm_90"], None)))["t.py::t"]
+    row["code"] = {"sm_90": {**CODE, "registers": 40}}
+    return row
+
+
+def test_a_launch_lists_its_arguments_in_the_kernels_order_and_its_worst_shape_by_name():
+    """The manifest is JSON with sorted keys: launch lines read "BLOCK_SIZE=1024, B=fp32[1000],
+    Mean=..., X=...", and the worst-launch cell "fp32[1000], fp32[37], fp32[37x1000]" (B,
+    Mean/Rstd, X/Y), the main tensor last and unnamed (walk item 16)."""
+    from kperf_ci.judge.group import launch_text
+
+    b, h = _layernorm_row(), _layernorm_row(n=2000, block=2048)
+    assert h["arg_order"] == ["X", "Y", "W", "B", "Mean", "Rstd", "stride", "N", "eps", "BLOCK_SIZE"]
+    text = launch_text(h["args"], h["grid"], h["config"], h["arg_order"])
+    assert text.startswith("X=fp32[37x1000], Y=fp32[37x1000], W=fp32[1000], B=fp32[1000], Mean=fp32[37]")
+    # what changed, in the signature's order too (ASCII put BLOCK_SIZE first)
+    h["code"]["sm_90"].update(sass="b", registers=128)
+    changes = launch_changes(b, h)
+    assert changes[:3] == ["stride 1000 -> 2000", "N 1000 -> 2000", "BLOCK_SIZE 1024 -> 2048"]
+    # the static verdict's entry carries the order into the document and its reports
+    lc = LaunchChange("layernorm", "kernels/layernorm.py::_layer_norm_fwd_fused", "changed", changes, b, h)
+    (reg,) = judge([ABTestDiff("t.py::t", "changed", [lc])], ThresholdPolicy()).regressions
+    doc = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
+    doc["static_regressions"] = json.loads(json.dumps([reg], sort_keys=True))  # stored sorted, too
+    text = ab.render_markdown(doc)
+    (table_row,) = [x for x in text.splitlines() if x.startswith("| 🔴 regressed")]
+    assert "| X fp32\\[37x1000\\], W fp32\\[1000\\], Mean fp32\\[37\\]; grid 37x1x1 |" in table_row
+    (line,) = [x for x in text.splitlines() if x.startswith("- ") and "regressed" in x]
+    assert "; X=fp32\\[37x1000\\], Y=fp32\\[37x1000\\], W=fp32\\[1000\\]" in line
+
+
+def test_a_timed_launch_keeps_the_kernels_order_through_the_stored_variant():
+    """The timing pass stores the launch as canonical (sorted) JSON; the document's launch line
+    is built from it in the signature's order, the base's too."""
+    from kperf_ci.capture.launches.ab_launch import PlanEntry
+    from kperf_ci.capture.measure_replay import _launch_doc
+    from kperf_ci.model import VariantKey, VariantResult, canonical_json
+    from kperf_ci.prcheck.document import _ab_rows
+
+    b, h = _layernorm_row(), _layernorm_row(n=2000)
+    entry = PlanEntry("t.py::t", "kernels/layernorm.py::_layer_norm_fwd_fused", "changed", [], h, b)
+
+    class Launch:
+        grid_seen = (37, 1, 1)
+        count = 1
+
+    r = VariantResult(VariantKey("layernorm", "NVIDIA H100 80GB HBM3", test="t.py::t"), tags=["ab:slower"],
+                      artifacts={"launch": canonical_json(_launch_doc(entry, Launch()))})  # fmt: skip
+    (row,) = _ab_rows([r])
+    assert row["launch"].startswith("X=fp32[37x1000], Y=fp32[37x1000], W=fp32[1000], B=fp32[1000]")
+    assert row["base_launch"].startswith("X=fp32[37x1000], Y=fp32[37x1000], W=fp32[1000], B=fp32[1000]")
+
+
+def test_an_older_document_without_the_order_still_renders_its_shapes_named():
+    """A document (or manifest) written before ``arg_order`` keeps its stored order; its shapes
+    are named all the same."""
+    from kperf_ci.judge.group import launch_text
+
+    old = static_entry("k", "registers 40 -> 128")
+    old["args"] = {"B": "fp32[1000]", "BLOCK_SIZE": "1024", "Mean": "fp32[37]", "X": "fp32[37x1000]"}
+    assert "arg_order" not in old
+    assert launch_text(old["args"], old["grid"], old["config"]).startswith("B=fp32[1000], BLOCK_SIZE=1024")
+    doc = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
+    doc["static_regressions"] = [old]
+    (table_row,) = [x for x in ab.render_markdown(doc).splitlines() if x.startswith("| 🔴 regressed")]
+    assert "B fp32\\[1000\\], Mean fp32\\[37\\], X fp32\\[37x1000\\]; grid 4x1x1" in table_row
+    # the committed GPU document, timed before either: its launches named by their first tensor
+    gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
+    assert "| a bf16\\[369x4231\\]; grid 369x1x1 |" in ab.render_markdown(gpu)

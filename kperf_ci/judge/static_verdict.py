@@ -315,6 +315,8 @@ def _entry(t: TestDiff, lc: LaunchChange, arch: str, reason: str) -> dict[str, A
         "reason": reason,
         "site": lc.site,
         "args": dict(lc.head.get("args") or {}),
+        # the kernel's signature order of args (the document may be written with sorted keys)
+        "arg_order": list(lc.head.get("arg_order") or []),
         "grid": list(lc.head.get("grid") or ()),
         "config": lc.head.get("config"),
     }

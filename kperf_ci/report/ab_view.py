@@ -166,13 +166,24 @@ def times_text(x: dict[str, Any]) -> str:
     return f"{time_text(b)} → {time_text(h)}"
 
 
-_SHAPE = re.compile(r"\b[a-z]+\d*\[[0-9x]*\]")
+_SHAPE = re.compile(r"\b[a-z][a-z0-9]*\[[0-9x]*\]")
+#: a tensor argument in a launch text: "X=fp32[37x1000]" (its name, then dtype[shape])
+_NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\])(?=, |; |$)")
 
 
 def shape_text(x: dict[str, Any]) -> str:
-    """The launch's tensor shapes, each distinct one once ("bf16[4096x4096]"), and its grid."""
+    """The launch's tensor shapes, each distinct one once and named by its first argument in the
+    launch's order ("X fp32[37x1000], W fp32[1000], Mean fp32[37]"), and its grid. The launch
+    lists its arguments in the kernel's signature order (an older document: in ASCII order);
+    a launch text without argument names (a callable's) gives its shapes unnamed."""
     launch = str(x.get("launch") or "")
-    shapes = list(dict.fromkeys(_SHAPE.findall(launch)))
+    args = launch.split("; grid ", 1)[0]
+    first: dict[str, str] = {}
+    for name, shape in _NAMED_SHAPE.findall(args):
+        first.setdefault(shape, name)
+    shapes = [f"{name} {shape}" for shape, name in first.items()]
+    if not shapes:
+        shapes = list(dict.fromkeys(_SHAPE.findall(launch)))
     grid = re.search(r"grid ([0-9x]+)", launch)
     bits = [", ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "")] if shapes else []
     if grid:
