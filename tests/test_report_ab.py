@@ -519,7 +519,7 @@ def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
         assert "``" not in text and "()" not in text and "<code></code>" not in text
         assert "not recorded in this document" in text
     top = next(line for line in ab.render_markdown(doc).splitlines() if line.startswith("| 🔴 slower |"))
-    assert "softmax\\_kernel (ops.py) |" in top and "ops.py::softmax" not in top
+    assert "softmax\\_kernel in ops.py |" in top and "ops.py::softmax" not in top
     assert ">ops.py</code>" in ab.render_html(doc)
     # each timed launch says its own cause before its arguments
     one = document(

@@ -17,7 +17,7 @@ from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import judge
 from kperf_ci.report import ab
-from tests.test_report_ab import document, static_entry
+from tests.test_report_ab import document, launch, row, static_entry
 from tests.test_report_ab_walk36 import GPU_DOC, text_of
 
 CODE = {"sass": "a", "spills": 0, "spill_loads": 0, "shared_bytes": 0, "sass.instructions": 100}
@@ -220,3 +220,51 @@ def test_an_older_document_without_the_order_still_renders_its_shapes_named():
     # the committed GPU document, timed before either: its launches named by their first tensor
     gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
     assert "| a bf16\\[369x4231\\]; grid 369x1x1 |" in ab.render_markdown(gpu)
+
+
+# ---- item 15: one kernel cell and one column order for the timed and the static tables
+
+
+def _both_tables() -> dict[str, Any]:
+    """A document with a timed kernel and a kernel regressed statically, each named by a marker
+    ("layernorm", "softmax") other than its Triton function."""
+    site = "kernels/layernorm.py::_layer_norm_fwd_fused"
+    doc = document([row("layernorm", "t.py::a", "slower", 1.1, 0.01, launch=launch(0), site=site)])
+    reg = static_entry("softmax (softmax_kernel)", "registers 27 -> 72", test="t.py::b")
+    doc["static_regressions"] = [{**reg, "site": "kernels/softmax.py::softmax_kernel"}]
+    doc["static_kernels"] = None
+    return doc
+
+
+def _columns(header: str) -> list[str]:
+    return [c.strip() for c in header.strip().strip("|").split("|")]
+
+
+def test_the_timed_and_static_tables_share_one_kernel_cell_and_one_column_order():
+    """GPU "_geglu_tanh_forward_kernel (src/.../geglu.py)" against static "layernorm
+    (_layer_norm_fwd_fused) in kernels/layernorm.py"; "launches" before "static" in the timed
+    table, last in the static one (walk item 15)."""
+    doc = _both_tables()
+    text = ab.render_markdown(doc)
+    timed_head = _columns(next(x for x in text.splitlines() if x.startswith("| time |")))
+    static_head = _columns(next(x for x in text.splitlines() if x.startswith("| static |")))
+    shared = ["kernel", "worst launch", "launches", "cause"]
+    for head in (timed_head, static_head):
+        assert [c for c in head if c in shared] == shared, head
+        assert head[1:3] == ["kernel", "worst launch"] and head[-1] == "cause", head
+    timed_row = _columns(next(x for x in text.splitlines() if x.startswith("| 🔴 slower |")))
+    static_row = _columns(next(x for x in text.splitlines() if x.startswith("| 🔴 regressed |")))
+    assert timed_row[1] == "layernorm (\\_layer\\_norm\\_fwd\\_fused) in kernels/layernorm.py"
+    assert static_row[1] == "softmax (softmax\\_kernel) in kernels/softmax.py"
+    # the HTML: the same columns in the same order, the same cell (name, then the file)
+    html = ab.render_html(doc)
+    heads, cells = {}, {}
+    for table in ("kernels", "static"):
+        part = html.split(f'<table id="{table}">', 1)[1].split("</table>", 1)[0]
+        heads[table] = [text_of(th).strip() for th in re.findall(r"<th[^>]*>(.*?)</th>", part)]
+        cells[table] = re.search(r'<td class="kname">(.*?)</td>', part, re.S).group(1)
+    assert heads["kernels"] == timed_head and heads["static"] == static_head
+    assert re.sub(r"<a [^>]*>|</a>", "", cells["kernels"]) == (
+        'layernorm (_layer_norm_fwd_fused)<br><code class="small">kernels/<wbr>layernorm.py</code>'
+    )
+    assert cells["static"] == 'softmax (softmax_kernel)<br><code class="small">kernels/<wbr>softmax.py</code>'

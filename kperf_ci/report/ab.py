@@ -21,6 +21,7 @@ from kperf_ci.report.ab_view import (
     floor_ms,
     headline,
     identical_notes,
+    kernel_cell,
     kernel_change,
     kernels_of,
     launch_cause,
@@ -28,7 +29,6 @@ from kperf_ci.report.ab_view import (
     readable,
     shape_text,
     sides,
-    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
@@ -81,7 +81,7 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
     verdict = str(k.get("verdict"))
     return [
         f"{_ICON.get(verdict, '')} {md(verdict)}",
-        f"{md(k['kernel'])} ({md(site_text(k))})",
+        md(kernel_cell(k)),
         md(shape_text(w)),
         _nbsp(md(times_text(w))),
         md(kernel_change(k)),
@@ -174,7 +174,9 @@ def _launch_fold(out: CommentBudget, kernels: list[dict[str, Any]], cut: _Cut) -
     out.close_fold()
 
 
-_STATIC_TOP = ["static", "kernel", "arch", "worst launch", "cause", "launches"]
+#: the timed table's columns in its order (_TOP): the verdict, the kernel, its worst launch,
+#: what it was judged on, the launches, the cause last (the longest cell)
+_STATIC_TOP = ["static", "kernel", "worst launch", "arch", "launches", "cause"]
 _GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
 
 
@@ -188,10 +190,9 @@ def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> 
     out.add("\n".join(table_lines([], _STATIC_TOP)))
     shown = 0
     for k in rows[:MAX_KERNEL_ROWS]:
-        where = f" in {md(k['file'])}" if k["file"] else ""
         cells = [
-            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(k["kernel"]) + where,
-            md(k["arch"]), md(k["shape"]), md(k["cause"]), md(k["count"]),
+            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(kernel_cell(k)),
+            md(k["shape"]), md(k["arch"]), md(k["count"]), md(k["cause"]),
         ]  # fmt: skip
         if not out.add_if_fits(table_lines([cells], _STATIC_TOP)[2]):
             break

@@ -18,12 +18,12 @@ from kperf_ci.report.ab_view import (
     headline,
     identical_notes,
     kernel_change,
+    kernel_where,
     kernels_of,
     number,
     readable,
     shape_text,
     sides,
-    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
@@ -158,8 +158,9 @@ def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
         {
             **{f: str(k[f]) for f in ("gate", "arch", "shape", "count")},
             "cause": arrows(k["cause"]),
-            "kernel": breakable(k["kernel"]),
-            "site": breakable(k["site"]),
+            # the timed table's kernel cell: name, then the file (kernel_where)
+            "kernel": breakable(kernel_where(k)[0]),
+            "site": breakable(kernel_where(k)[1]),
             "launches": [
                 {
                     "gate": str(x["gate"]),
@@ -200,11 +201,12 @@ def render_html(doc: dict[str, Any]) -> str:
     for k in kernels_of(doc):
         svg = _plot(k, floor)
         w = (k.get("launches") or [{}])[0]
+        name, path = kernel_where(k)  # one kernel cell for the timed and the static tables
         kernels.append(
             {
                 "verdict": str(k["verdict"]),
-                "kernel": breakable(k["kernel"]),
-                "site": breakable(site_text(k)),
+                "kernel": breakable(name),
+                "site": breakable(path),
                 "shape": shape_text(w),
                 "times": _cell(times_text(w)),
                 "change": _cell(kernel_change(k)),

@@ -191,12 +191,25 @@ def shape_text(x: dict[str, Any]) -> str:
     return "; ".join(bits) or (launch[:60] if launch else "-")
 
 
-def site_text(k: dict[str, Any]) -> str:
-    """Where the kernel lives, without saying its name twice: "src/ops/geglu.py" for the site
-    "src/ops/geglu.py::_geglu_kernel" of _geglu_kernel; the whole site when the names differ."""
+def kernel_where(k: dict[str, Any]) -> tuple[str, str]:
+    """(the kernel as the A/B tables name it, the file it lives in): the one kernel cell of the
+    timed and the static tables ("softmax (softmax_kernel)", "kernels/softmax.py"), never its
+    name twice. A marker's name is followed by the Triton function's (the launch diff's label,
+    as the static verdict stores it); a row without a launch site (a callable's) is its name."""
     site, kernel = str(k.get("site") or ""), str(k.get("kernel") or "")
-    path, _, qualname = site.rpartition("::")
-    return path if path and qualname == kernel else site
+    path, sep, qualname = site.rpartition("::")
+    if not sep or not path:
+        return kernel, ""
+    if qualname and not kernel.endswith((qualname, f"({qualname})")):
+        kernel = f"{kernel} ({qualname})"
+    return kernel, path
+
+
+def kernel_cell(k: dict[str, Any]) -> str:
+    """ "softmax (softmax_kernel) in kernels/softmax.py": :func:`kernel_where` as one line of
+    text (not escaped: the caller escapes for its medium)."""
+    name, path = kernel_where(k)
+    return f"{name} in {path}" if path else name
 
 
 def slower_count(k: dict[str, Any]) -> str:
@@ -387,7 +400,7 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 **k,
                 "shape": shape_text(w),
-                "file": k["site"].split("::", 1)[0] if "::" in k["site"] else "",
+                "file": kernel_where(k)[1],
                 "cause": w["reason"] or "-",
                 # only the launches whose code changed are listed: said, never "1 of 1" for a
                 # kernel whose other launch is identical
