@@ -268,3 +268,41 @@ def test_the_timed_and_static_tables_share_one_kernel_cell_and_one_column_order(
         'layernorm (_layer_norm_fwd_fused)<br><code class="small">kernels/<wbr>layernorm.py</code>'
     )
     assert cells["static"] == 'softmax (softmax_kernel)<br><code class="small">kernels/<wbr>softmax.py</code>'
+
+
+# ---- item 14, in the reports: a timed launch's cause states its occupancy change as a static one
+
+
+def test_a_timed_cause_states_the_occupancy_change_as_the_static_cause_does():
+    """The same change (num_warps 4 -> 1, registers 40 -> 128: 75% -> 25%) timed on a GPU and
+    judged statically: the static cause leads with "theoretical occupancy 75% -> 25% (num_warps
+    4 -> 1: ...; registers 40 -> 128)"; the timed one said the SASS line first and the occupancy
+    last, after 'registers 40 -> 128, SASS instructions ...'. Both now read alike; a document
+    without the occupancy line (written before kperf said it for timed launches) renders
+    without it."""
+    b, h = _row(4, 40, "a"), _row(1, 128, "b")
+    h["code"]["sm_90"]["sass.instructions"] = 300
+    changes = launch_changes(b, h)
+    timed = document([row("layernorm", "t.py::a", "slower", 1.2, 0.01, launch=launch(0), changes=changes)])
+    text = ab.render_markdown(timed)
+    cause = _columns(next(x for x in text.splitlines() if x.startswith("| 🔴 slower |")))[-1]
+    occupancy = (
+        "theoretical occupancy 75% -&gt; 25% (num\\_warps 4 -&gt; 1: at most 32 blocks per SM; "
+        "registers 40 -&gt; 128)"
+    )
+    sass = "sm\\_90 SASS changed: registers 40 -&gt; 128, SASS instructions 100 -&gt; 300"
+    assert cause == f"sm\\_90 {occupancy}; {sass}"
+    (line,) = [x for x in text.splitlines() if x.startswith("  - 🔴 slower")]
+    assert f"; cause: sm\\_90 {occupancy}; sm\\_90 SASS changed" in line
+    html = html_lib.unescape(text_of(ab.render_html(timed)))
+    assert "sm_90 theoretical occupancy 75% -> 25% (num_warps 4 -> 1" in html.split("SASS changed")[0]
+    # the static cause of the same pair: the same words, the arch in its own column
+    lc = LaunchChange("k", "k.py::k", "changed", changes, b, h)
+    (reg,) = judge([ABTestDiff("t.py::a", "changed", [lc])], ThresholdPolicy()).regressions
+    static = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
+    static["static_regressions"] = [reg]
+    row_text = next(x for x in ab.render_markdown(static).splitlines() if x.startswith("| 🔴 regressed |"))
+    assert _columns(row_text)[-1] == occupancy
+    # the committed GPU document predates it: no occupancy said, nothing invented
+    gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
+    assert "occupancy" not in ab.render_markdown(gpu) and "occupancy" not in ab.render_html(gpu)

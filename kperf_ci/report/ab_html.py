@@ -12,6 +12,7 @@ from markupsafe import Markup, escape
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
+    cause_order,
     cause_text,
     change_text,
     floor_ms,
@@ -191,7 +192,7 @@ def render_html(doc: dict[str, Any]) -> str:
             ),
             "pairs": int(t.get("pairs") or 0),
             "moved": [arrows(m) for m in (t.get("regions_moved") or [])]
-            + [arrows(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
+            + [arrows(m) for m in cause_order(t.get("changes") or moved_by_test.get(t["test"], []))],
         }
         for t in sorted(doc.get("timed") or [], key=severity)
     ]
@@ -219,7 +220,7 @@ def render_html(doc: dict[str, Any]) -> str:
                         "verdict": str(x["verdict"]),
                         "change": _cell(change_text(x)),
                         "times": _cell(times_text(x)),
-                        "cause": [arrows(c) for c in x.get("changes") or []]
+                        "cause": [arrows(c) for c in cause_order(x.get("changes") or [])]
                         + ([str(x["why"])] if x.get("why") else []),
                         "launch": breakable(x.get("launch") or ""),
                         "tests": [breakable(t) for t in [*(x.get("tests") or []), *identical_notes(x)]],

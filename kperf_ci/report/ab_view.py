@@ -219,12 +219,42 @@ def slower_count(k: dict[str, Any]) -> str:
     return f"{n} of {len(launches)} {'launch' if len(launches) == 1 else 'launches'} slower"
 
 
+#: what a launch diff says of the compiled code rather than of the call: the verdict's to say
+#: in a static cause (_option_changes), said after the occupancy in a timed one (cause_order)
+_CODE_LINES = ("SASS changed", "theoretical occupancy")
+_OCCUPANCY = "theoretical occupancy"
+
+
+def options_first(options: list[str], reasons: list[str]) -> list[str]:
+    """A cause in the order a reviewer reads it, the one rule of both tables: the option and
+    argument changes, except those a reason already names ("num_warps 4 -> 1: at most 32
+    blocks per SM"), then the reasons."""
+    return [o for o in options if not any(o in r for r in reasons)] + reasons
+
+
+def cause_order(changes: list[Any]) -> list[str]:
+    """A timed launch's changes as its cause reads, like a static one (:func:`options_first`):
+    its options and arguments, then the theoretical occupancy change where the launch diff
+    says one (a document written since kperf said it for timed launches), then the code's
+    lines (SASS, registers, instruction counts) and region shares. An older document, without
+    an occupancy line, keeps its order."""
+    text = [str(c) for c in changes]
+    occupancy = [c for c in text if _OCCUPANCY in c]
+    if not occupancy:
+        return text
+    first_code = next((i for i, c in enumerate(text) if any(w in c for w in _CODE_LINES)), len(text))
+    options = text[:first_code]
+    rest = [c for c in text[first_code:] if _OCCUPANCY not in c]
+    return options_first(options, occupancy) + rest
+
+
 def cause_text(k: dict[str, Any]) -> str:
-    """What changed in the worst launch, in words: the launch diff's option and constexpr
-    changes, registers / spills, region shares (or the kernel's when its worst launch has none)."""
+    """What changed in the worst launch, in words (:func:`cause_order`): the launch diff's option
+    and constexpr changes, the occupancy change, registers / spills, region shares (or the
+    kernel's when its worst launch has none)."""
     launches = k.get("launches") or []
     changes = (launches[0].get("changes") if launches else None) or k.get("changes") or []
-    return "; ".join(str(c) for c in changes) or "-"
+    return "; ".join(cause_order(changes)) or "-"
 
 
 def headline(doc: dict[str, Any]) -> str:
@@ -312,7 +342,7 @@ def test_status_word(status: Any) -> str:
 def launch_cause(x: dict[str, Any]) -> str:
     """A timed launch's cause in words: what its launch diff says changed (options,
     constexprs, registers, regions), then why it was not called slower; "" when neither."""
-    return "; ".join([*(str(c) for c in x.get("changes") or []), *([str(x["why"])] if x.get("why") else [])])
+    return "; ".join([*cause_order(x.get("changes") or []), *([str(x["why"])] if x.get("why") else [])])
 
 
 def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -360,8 +390,9 @@ def _option_changes(doc: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
         for lc in t.get("launches") or [] if isinstance(t, dict) else []:
             if isinstance(lc, dict) and lc.get("status") == "changed":
                 # the code's lines (SASS, occupancy) are the verdict's to say, not an option's
-                code = ("SASS changed", "theoretical occupancy")
-                changes = [str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in code)]
+                changes = [
+                    str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in _CODE_LINES)
+                ]
                 out.setdefault((str(t.get("test")), str(lc.get("site"))), changes)
     return out
 
@@ -390,7 +421,7 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 moved = options.get((str((x.get("tests") or [""])[0]), str(g["site"])), [])
                 reason = str(x.get("reason") or "")
                 # the option changes first, unless the reason names them ("num_warps 4 -> 1: ...")
-                cause = "; ".join([*(o for o in moved if o not in reason), reason]).strip("; ")
+                cause = "; ".join(options_first(moved, [reason] if reason else []))
                 k["launches"].append({**x, "gate": gate, "launch": text, "options": moved, "reason": cause})
     out = []
     for k in kernels.values():
