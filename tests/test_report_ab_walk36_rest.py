@@ -109,7 +109,7 @@ def test_an_older_documents_metric_ids_read_as_words_and_the_document_is_left_as
     1,252"; its static diff of another document "shared_bytes 1,040 bytes -> 0 bytes". Every
     report reads them as today's words; the document is data and stays as stored."""
     doc = json.loads(GPU_DOC.read_text(encoding="utf-8"))
-    doc["tests"][0]["changes"] = ["k: sm_90 SASS changed: shared_bytes 1,040 bytes -> 0 bytes"]
+    doc["tests"][0]["launches"][0]["changes"] = ["sm_90 SASS changed: shared_bytes 1,040 bytes -> 0 bytes"]
     doc["static_changed"] = [
         static_entry(
             "k", "registers 18 -> 22 (occupancy 100% -> 50%: not lowered by registers or shared_bytes)"
@@ -306,3 +306,22 @@ def test_a_timed_cause_states_the_occupancy_change_as_the_static_cause_does():
     # the committed GPU document predates it: no occupancy said, nothing invented
     gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
     assert "occupancy" not in ab.render_markdown(gpu) and "occupancy" not in ab.render_html(gpu)
+
+
+def test_the_static_diff_per_test_says_the_occupancy_before_the_code_and_whole():
+    """The per-test fold cut its line at 200 characters inside the occupancy change ("sm_90
+    theoretical occupancy 100% -> 43.8% (num_w…"), said after the SASS line."""
+    b, h = _row(4, 40, "a"), _row(1, 128, "b")
+    h["code"]["sm_90"].update({"sass.instructions": 300, "shared_bytes": 4096})
+    lc = LaunchChange("layernorm", "kernels/layernorm.py::_layer_norm_fwd_fused", "changed", [], b, h)
+    lc.changes = launch_changes(b, h)
+    doc = {**document([]), "device": None, "timed": [], "kernels": []}
+    doc["tests"] = [ABTestDiff("t.py::t", "changed", [lc]).to_dict()]
+    text = ab.render_markdown(doc)
+    fold = text.split("Static diff per test", 1)[1]
+    (line,) = [x for x in fold.splitlines() if x.startswith("  - layernorm")]
+    name = "layernorm (\\_layer\\_norm\\_fwd\\_fused)"
+    assert line.startswith(f"  - {name}: sm\\_90 theoretical occupancy 75% -&gt; 25% (num\\_warps")
+    assert "…" not in line and line.endswith("SASS instructions 100 -&gt; 300")
+    html = html_lib.unescape(text_of(ab.render_html(doc)))
+    assert "_layer_norm_fwd_fused): sm_90 theoretical occupancy 75% -> 25%" in html

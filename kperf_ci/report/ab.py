@@ -18,6 +18,7 @@ from kperf_ci.report.ab_view import (
     cause_text,
     change_text,
     changed_tests,
+    changes_of_test,
     floor_ms,
     headline,
     identical_notes,
@@ -41,7 +42,7 @@ from kperf_ci.report.ab_view import (
     where_text,
     why_not_called,
 )
-from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
+from kperf_ci.report.markdown import FIELD_CHARS, CommentBudget, md_field, table_lines
 
 #: what other modules import from here (the comment's module was the A/B reports' only one)
 __all__ = [
@@ -228,7 +229,8 @@ def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None
         "\n".join(
             [
                 f"- **{md(test_status_word(t['status']))}** {md(t['test'])}",
-                *(f"  - {md(c)}" for c in t["changes"] or []),
+                # in a fold: room for the occupancy and the code's lines (a cut one ends "…")
+                *(f"  - {md_field(c, 2 * FIELD_CHARS)}" for c in changes_of_test(t)),
             ]
         )
         for t in changed_tests(doc)

@@ -15,6 +15,7 @@ from kperf_ci.report.ab_view import (
     cause_order,
     cause_text,
     change_text,
+    changes_of_test,
     floor_ms,
     headline,
     identical_notes,
@@ -254,7 +255,7 @@ def render_html(doc: dict[str, Any]) -> str:
             {
                 "test": breakable(t["test"]),
                 "status": test_status_word(t["status"]),
-                "changes": [arrows(c) for c in t.get("changes") or []],
+                "changes": [arrows(c) for c in changes_of_test(t)],
             }
             for t in doc.get("tests") or []
             if t.get("status") != "identical"

@@ -349,6 +349,22 @@ def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
 
 
+def changes_of_test(t: dict[str, Any]) -> list[str]:
+    """What differs in a test, one line per launch that differs: "softmax (softmax_kernel):
+    num_warps 4 -> 1; sm_90 theoretical occupancy ...; sm_90 SASS changed: ..." in a cause's
+    order (:func:`cause_order`), from the test's launches; a document without them gives its
+    stored lines."""
+    launches = [x for x in t.get("launches") or [] if isinstance(x, dict) and x.get("status") != "identical"]
+    if not launches:
+        return [str(c) for c in t.get("changes") or []]
+    out = []
+    for x in launches:
+        name, _ = kernel_where({"kernel": x.get("name"), "site": x.get("site")})
+        what = "; ".join(cause_order(x.get("changes") or [])) or str(x.get("status") or "")
+        out.append(f"{name}: {what}")
+    return out
+
+
 def sides(doc: dict[str, Any]) -> tuple[str, str, str, bool]:
     """(base sha, base rev, head sha, head is the working tree of the base commit)."""
     base = doc.get("base") or {}
