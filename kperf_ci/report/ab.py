@@ -27,7 +27,6 @@ from kperf_ci.report.ab_view import (
     kernels_of,
     launch_cause,
     pct,
-    readable,
     shape_text,
     sides,
     slower_count,
@@ -42,6 +41,7 @@ from kperf_ci.report.ab_view import (
     where_text,
     why_not_called,
 )
+from kperf_ci.report.ab_words import readable
 from kperf_ci.report.markdown import FIELD_CHARS, CommentBudget, md_field, table_lines
 
 #: what other modules import from here (the comment's module was the A/B reports' only one)

@@ -12,7 +12,6 @@ from markupsafe import Markup, escape
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
-    cause_order,
     cause_text,
     change_text,
     changes_of_test,
@@ -23,7 +22,6 @@ from kperf_ci.report.ab_view import (
     kernel_where,
     kernels_of,
     number,
-    readable,
     shape_text,
     sides,
     slower_count,
@@ -35,6 +33,7 @@ from kperf_ci.report.ab_view import (
     timing_note,
     where_text,
 )
+from kperf_ci.report.ab_words import cause_order, readable
 from kperf_ci.report.html import render_page
 from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
 from kperf_ci.report.sweeps import MAX_SWEEPS

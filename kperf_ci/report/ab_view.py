@@ -15,42 +15,8 @@ from typing import Any
 
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import kernel_groups, launch_text, severity, static_groups, static_launch_text
-from kperf_ci.metrics import CODE_METRICS, display_name
+from kperf_ci.report.ab_words import CODE_LINES, cause_order, options_first, readable
 from kperf_ci.units import fmt_value
-
-#: a metric id in the prose of a document written before the catalogue's display names: its
-#: launch diff and static reasons said "sass.instructions 375 -> 1,252", "shared_bytes 1,040
-#: bytes -> 0 bytes", "not lowered by shared_bytes)"
-_STORED_IDS = re.compile(
-    r"(?<![\w.])("
-    + "|".join(re.escape(n) for n in CODE_METRICS if display_name(n) != n)
-    + r")(?=\)| [-+]?\d| from 0| or )"
-)
-_STORED_BYTES = re.compile(r"(\d[\d,]*(?:\.\d+)?) bytes\b")
-#: the fields of a document that hold prose about metrics (never names, tests or launches)
-_PROSE_KEYS = frozenset({"changes", "reason", "reasons", "notes"})
-
-
-def stored_words(text: str) -> str:
-    """Stored prose in today's words: "SASS instructions 375 -> 1,252", "shared memory 1,040 B
-    -> 0 B" for what an older document said with the metric's id and "bytes". The document
-    itself is left as it is (it is data); today's documents read the same through this."""
-    text = _STORED_IDS.sub(lambda m: display_name(m.group(1)), text)
-    return _STORED_BYTES.sub(r"\1 B", text)
-
-
-def readable(doc: Any) -> Any:
-    """A copy of ``doc`` whose prose about metrics (:data:`_PROSE_KEYS`) reads as today's
-    (:func:`stored_words`): what every renderer of an A/B document reads."""
-
-    def walk(v: Any, prose: bool) -> Any:
-        if isinstance(v, dict):
-            return {k: walk(x, k in _PROSE_KEYS) for k, x in v.items()}
-        if isinstance(v, list):
-            return [walk(x, prose) for x in v]
-        return stored_words(v) if prose and isinstance(v, str) else v
-
-    return walk(doc, False)
 
 
 def pct(v: float | None) -> str:
@@ -219,35 +185,6 @@ def slower_count(k: dict[str, Any]) -> str:
     return f"{n} of {len(launches)} {'launch' if len(launches) == 1 else 'launches'} slower"
 
 
-#: what a launch diff says of the compiled code rather than of the call: the verdict's to say
-#: in a static cause (_option_changes), said after the occupancy in a timed one (cause_order)
-_CODE_LINES = ("SASS changed", "theoretical occupancy")
-_OCCUPANCY = "theoretical occupancy"
-
-
-def options_first(options: list[str], reasons: list[str]) -> list[str]:
-    """A cause in the order a reviewer reads it, the one rule of both tables: the option and
-    argument changes, except those a reason already names ("num_warps 4 -> 1: at most 32
-    blocks per SM"), then the reasons."""
-    return [o for o in options if not any(o in r for r in reasons)] + reasons
-
-
-def cause_order(changes: list[Any]) -> list[str]:
-    """A timed launch's changes as its cause reads, like a static one (:func:`options_first`):
-    its options and arguments, then the theoretical occupancy change where the launch diff
-    says one (a document written since kperf said it for timed launches), then the code's
-    lines (SASS, registers, instruction counts) and region shares. An older document, without
-    an occupancy line, keeps its order."""
-    text = [str(c) for c in changes]
-    occupancy = [c for c in text if _OCCUPANCY in c]
-    if not occupancy:
-        return text
-    first_code = next((i for i, c in enumerate(text) if any(w in c for w in _CODE_LINES)), len(text))
-    options = text[:first_code]
-    rest = [c for c in text[first_code:] if _OCCUPANCY not in c]
-    return options_first(options, occupancy) + rest
-
-
 def cause_text(k: dict[str, Any]) -> str:
     """What changed in the worst launch, in words (:func:`cause_order`): the launch diff's option
     and constexpr changes, the occupancy change, registers / spills, region shares (or the
@@ -407,7 +344,7 @@ def _option_changes(doc: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
             if isinstance(lc, dict) and lc.get("status") == "changed":
                 # the code's lines (SASS, occupancy) are the verdict's to say, not an option's
                 changes = [
-                    str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in _CODE_LINES)
+                    str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in CODE_LINES)
                 ]
                 out.setdefault((str(t.get("test")), str(lc.get("site"))), changes)
     return out
