@@ -1,8 +1,9 @@
 """The metric catalogue and the verdict vocabulary: what each metric is and which way is good.
 
-One entry per metric (or family: ``sass.<class>``, ``region.<name>.cycles``) says its unit, kind,
-direction (lower/higher is better, or none: shown, never judged), default threshold, absolute
-limit, headline order, aggregate and meaning. Capture builds metrics from it (:func:`metric`),
+One entry per metric (or family: ``sass.<class>``, ``region.<name>.cycles``) says its display name
+(what prose calls it: :func:`display_name`, :func:`moved_text`), unit, kind, direction
+(lower/higher is better, or none: shown, never judged), default threshold, absolute limit,
+headline order, aggregate and meaning. Capture builds metrics from it (:func:`metric`),
 compare judges by it (:func:`direction_of`, :data:`DEFAULT_THRESHOLDS`), the report orders rows
 by it (:func:`headline`), and ``docs/METRICS.md`` is generated from it
 (``python scripts/gen_metrics_doc.py``; a test fails when the committed page is stale).
@@ -37,9 +38,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .model import Better, Metric, MetricKind, make_metric
+from .units import fmt_value
 
 __all__ = [
     "ABSOLUTE_KEYS",
@@ -57,10 +59,12 @@ __all__ = [
     "TimingVerdict",
     "change_of",
     "direction_of",
+    "display_name",
     "headline",
     "is_regression",
     "key_metrics",
     "metric",
+    "moved_text",
     "row_verdict_of_timing",
     "spec",
     "timing_change",
@@ -148,6 +152,9 @@ class MetricSpec:
     """One metric, or a family of them (``<...>`` in ``pattern`` stands for any name)."""
 
     pattern: str
+    #: what a person reads where a report says the metric in prose ("shared memory 0 B -> 4,096 B"):
+    #: the pattern is the stored id and the key users configure thresholds by, never shown there
+    display: str
     unit: str
     kind: MetricKind
     better: Better
@@ -174,152 +181,161 @@ _CTA_MEDIAN = "median over the region's records (one per CTA or warp) of the ins
 # fmt: off
 CATALOGUE: tuple[MetricSpec, ...] = (
     # ---- static: from the compiled kernel (cuobjdump, nvdisasm, ptxas, Triton's metadata)
-    MetricSpec("registers", "count", _S, "lower", "per thread",
+    MetricSpec("registers", "registers", "count", _S, "lower", "per thread",
                "registers per thread (cuobjdump -res-usage REG)", threshold=0.10, headline=0, code="moved",
                untimed="occupancy"),
-    MetricSpec("spills", "bytes", _S, "lower", "per thread",
+    MetricSpec("spills", "spills", "bytes", _S, "lower", "per thread",
                "bytes of spill stores (ptxas); any increase fails", threshold=0.0, absolute=True, headline=1,
                code="moved"),
-    MetricSpec("spill_loads", "bytes", _S, "lower", "per thread", "bytes of spill loads (ptxas)",
-               code="moved"),
-    MetricSpec("shared_bytes", "bytes", _S, "lower", "per block",
+    MetricSpec("spill_loads", "spill loads", "bytes", _S, "lower", "per thread",
+               "bytes of spill loads (ptxas)", code="moved"),
+    MetricSpec("shared_bytes", "shared memory", "bytes", _S, "lower", "per block",
                "shared memory per block (Triton's metadata: static + dynamic); above the arch's opt-in "
                "maximum the kernel cannot launch", limit="max_shared_per_block", headline=2, code="moved",
                untimed="occupancy"),
-    MetricSpec("stack_bytes", "bytes", _S, "lower", "per thread", "stack frame (cuobjdump STACK)",
-               headline=3),
-    MetricSpec("local_bytes", "bytes", _S, "lower", "per thread", "local memory (cuobjdump LOCAL)",
-               headline=4),
-    MetricSpec("num_warps", "count", _S, "none", "per block", "launch option: warps per CTA", headline=5),
-    MetricSpec("num_stages", "count", _S, "none", "per kernel", "launch option: software pipeline stages",
-               headline=6),
-    MetricSpec("cubin_bytes", "bytes", _S, "none", "per kernel binary",
+    MetricSpec("stack_bytes", "stack frame", "bytes", _S, "lower", "per thread",
+               "stack frame (cuobjdump STACK)", headline=3),
+    MetricSpec("local_bytes", "local memory", "bytes", _S, "lower", "per thread",
+               "local memory (cuobjdump LOCAL)", headline=4),
+    MetricSpec("num_warps", "num_warps", "count", _S, "none", "per block", "launch option: warps per CTA",
+               headline=5),
+    MetricSpec("num_stages", "num_stages", "count", _S, "none", "per kernel",
+               "launch option: software pipeline stages", headline=6),
+    MetricSpec("cubin_bytes", "cubin size", "bytes", _S, "none", "per kernel binary",
                "code size; the cubin carries line tables, so a comment moves it while the SASS stays the "
                "same: shown, never judged", headline=7),
-    MetricSpec("sass.instructions", "count", _S, "lower", "per kernel binary",
+    MetricSpec("sass.instructions", "SASS instructions", "count", _S, "lower", "per kernel binary",
                "SASS instructions (NOP padding not counted)", threshold=0.05, headline=8, code="moved",
                untimed="shown"),
-    MetricSpec("ptx.instructions", "count", _S, "lower", "per kernel binary", "PTX instructions", headline=9,
-               code="manifest"),
-    MetricSpec("sass.<class>", "count", _S, "none", "per kernel binary",
+    MetricSpec("ptx.instructions", "PTX instructions", "count", _S, "lower", "per kernel binary",
+               "PTX instructions", headline=9, code="manifest"),
+    MetricSpec("sass.<class>", "SASS <class> instructions", "count", _S, "none", "per kernel binary",
                "SASS instructions of one class (capture.static.sass.CLASSES): a mix, neither good nor bad"),
-    MetricSpec("ptx.<class>", "count", _S, "none", "per kernel binary", "PTX instructions of one class"),
+    MetricSpec("ptx.<class>", "PTX <class> instructions", "count", _S, "none", "per kernel binary",
+               "PTX instructions of one class"),
     # ---- time: the callable timed on the GPU (capture.timing); all samples are stored too
-    MetricSpec("time.median", "ms", _T, "lower", "per call, median of all samples",
+    MetricSpec("time.median", "median time", "ms", _T, "lower", "per call, median of all samples",
                "device time per call; carries the timing verdict, decided on the raw samples (confidence "
                "interval above the threshold and the floor)", threshold=0.05, threshold_key="time",
                headline=0),
-    MetricSpec("time.mean", "ms", _T, "lower", "per call, mean of all samples",
+    MetricSpec("time.mean", "mean time", "ms", _T, "lower", "per call, mean of all samples",
                "shown; time.median carries the verdict", headline=1),
-    MetricSpec("time.min", "ms", _T, "lower", "per call, fastest sample",
+    MetricSpec("time.min", "fastest time", "ms", _T, "lower", "per call, fastest sample",
                "shown; time.median carries the verdict", headline=2),
-    MetricSpec("time.ci_low", "ms", _T, "lower", "per call", "low end of the median's confidence interval",
-               headline=3),
-    MetricSpec("time.ci_high", "ms", _T, "lower", "per call", "high end of the median's confidence interval",
-               headline=4),
-    MetricSpec("time.iqr", "ms", _T, "lower", "per call", "interquartile range of the samples", headline=5),
-    MetricSpec("time.cv", "fraction", _T, "none", "per call", "coefficient of variation of the samples",
-               headline=6),
-    MetricSpec("time.stddev", "ms", _T, "none", "per call", "standard deviation of the samples"),
-    MetricSpec("time.max", "ms", _T, "none", "per call, slowest sample",
+    MetricSpec("time.ci_low", "median's interval low", "ms", _T, "lower", "per call",
+               "low end of the median's confidence interval", headline=3),
+    MetricSpec("time.ci_high", "median's interval high", "ms", _T, "lower", "per call",
+               "high end of the median's confidence interval", headline=4),
+    MetricSpec("time.iqr", "time IQR", "ms", _T, "lower", "per call", "interquartile range of the samples",
+               headline=5),
+    MetricSpec("time.cv", "time CV", "fraction", _T, "none", "per call",
+               "coefficient of variation of the samples", headline=6),
+    MetricSpec("time.stddev", "time std dev", "ms", _T, "none", "per call",
+               "standard deviation of the samples"),
+    MetricSpec("time.max", "slowest time", "ms", _T, "none", "per call, slowest sample",
                "slowest sample (pytest-benchmark imports): one outlier, never judged"),
     # do_bench's quantiles=[0.5, 0.2, 0.8] (benchmark scripts, Liger-style CSV imports): the
     # spread around the median, kept so an import loses nothing; never judged
-    MetricSpec("time.p20", "ms", _T, "lower", "per call, 20th percentile of the samples",
-               "shown; time.median carries the verdict"),
-    MetricSpec("time.p80", "ms", _T, "lower", "per call, 80th percentile of the samples",
-               "shown; time.median carries the verdict"),
+    MetricSpec("time.p20", "20th-percentile time", "ms", _T, "lower",
+               "per call, 20th percentile of the samples", "shown; time.median carries the verdict"),
+    MetricSpec("time.p80", "80th-percentile time", "ms", _T, "lower",
+               "per call, 80th percentile of the samples", "shown; time.median carries the verdict"),
     # kind "time": measured by calling on the GPU, so only comparable on the same GPU model
-    MetricSpec("memory.peak", "MB", _T, "lower", "per call",
+    MetricSpec("memory.peak", "peak memory", "MB", _T, "lower", "per call",
                "peak device memory allocated by the call (torch max_memory_allocated / 2**20, as Liger "
                "benchmark scripts write it); shown, never judged"),
-    MetricSpec("time.graph", "bool", _T, "none", "per variant",
+    MetricSpec("time.graph", "CUDA-graph timing", "bool", _T, "none", "per variant",
                "1 when the samples are CUDA-graph replays, 0 for plain events; compare names a change of "
                "method next to the time verdict"),
-    MetricSpec("time.cupti", "bool", _T, "none", "per variant",
+    MetricSpec("time.cupti", "CUPTI timing", "bool", _T, "none", "per variant",
                "1 when the samples are CUPTI kernel durations (launch overhead left out), 0 for events or "
                "graph replays; compare names a change of method next to the time verdict"),
-    MetricSpec("time.l2_read_flush", "bool", _T, "none", "per variant",
+    MetricSpec("time.l2_read_flush", "L2 flush by reading", "bool", _T, "none", "per variant",
                "1 when every timed call followed an L2 flush by reading (a clean L2), 0 without a flush; "
                "absent from runs that flushed by zeroing; compare names a change next to the time verdict"),
     # ---- region: one instrumented launch (capture.regions.instrument), per region
-    MetricSpec("region.dropped_events", "count", _R, "lower", _LAUNCH,
+    MetricSpec("region.dropped_events", "dropped region records", "count", _R, "lower", _LAUNCH,
                "Proton records lost in the instrumented launch"),
-    MetricSpec("region.<name>.cycles", "cycles", _R, "none", _CTA_MEDIAN,
+    MetricSpec("region.<name>.cycles", "<name> cycles", "cycles", _R, "none", _CTA_MEDIAN,
                "SM cycles of a region (kernel, prologue, loopN, epilogue, body, user scopes); a per-CTA "
                "figure, never judged: a launch can get slower while it falls"),
-    MetricSpec("region.<name>.ms", "ms", _R, "none", _CTA_MEDIAN,
+    MetricSpec("region.<name>.ms", "<name> time", "ms", _R, "none", _CTA_MEDIAN,
                "region.<name>.cycles over the measured SM clock; never judged, as .cycles"),
-    MetricSpec("region.<name>.fraction", "fraction", _R, "none",
+    MetricSpec("region.<name>.fraction", "<name> share", "fraction", _R, "none",
                "region's cycles over the kernel region's, all CTAs",
                "share of the launch's kernel-region cycles spent in the region"),
     # ---- analysis: findings of the intra-kernel analyses (kperf_ci.analysis), one launch
-    MetricSpec("analysis.sm_utilization", "fraction", _A, "higher", _LAUNCH, "busy SM-time / (SMs x span)"),
-    MetricSpec("analysis.sm_finish_skew", "fraction", _A, "lower", _LAUNCH,
+    MetricSpec("analysis.sm_utilization", "SM utilization", "fraction", _A, "higher", _LAUNCH,
+               "busy SM-time / (SMs x span)"),
+    MetricSpec("analysis.sm_finish_skew", "SM finish skew", "fraction", _A, "lower", _LAUNCH,
                "slowest SM's finish after the median SM's, relative to the median finish"),
-    MetricSpec("analysis.cta_duration_max_over_median", "ratio", _A, "lower", _LAUNCH,
-               "longest CTA over the median CTA"),
-    MetricSpec("analysis.cta_duration_cv", "fraction", _A, "lower", _LAUNCH,
+    MetricSpec("analysis.cta_duration_max_over_median", "longest CTA over median", "ratio", _A, "lower",
+               _LAUNCH, "longest CTA over the median CTA"),
+    MetricSpec("analysis.cta_duration_cv", "CTA duration CV", "fraction", _A, "lower", _LAUNCH,
                "coefficient of variation of CTA durations"),
-    MetricSpec("analysis.sm_work_max_over_mean", "ratio", _A, "lower", _LAUNCH,
+    MetricSpec("analysis.sm_work_max_over_mean", "busiest SM over mean", "ratio", _A, "lower", _LAUNCH,
                "busiest SM's CTA time over the mean of the used SMs"),
-    MetricSpec("analysis.waves", "waves", _A, "none", "per launch (grid and occupancy)",
+    MetricSpec("analysis.waves", "waves", "waves", _A, "none", "per launch (grid and occupancy)",
                "grid / (SMs x CTAs per SM)"),
-    MetricSpec("analysis.ctas_per_sm", "count", _A, "none", "per launch (grid and occupancy)",
+    MetricSpec("analysis.ctas_per_sm", "CTAs per SM", "count", _A, "none", "per launch (grid and occupancy)",
                "CTAs that fit on one SM (registers, shared memory, warps)"),
-    MetricSpec("analysis.wave_tail", "fraction", _A, "higher", "per launch (grid and occupancy)",
+    MetricSpec("analysis.wave_tail", "last-wave fullness", "fraction", _A, "higher",
+               "per launch (grid and occupancy)",
                "fullness of the last wave: its CTAs over a wave's CTA slots (1 = full); lower is worse"),
-    MetricSpec("analysis.wave_idle", "fraction", _A, "lower", "per launch (grid and occupancy)",
+    MetricSpec("analysis.wave_idle", "wave idle", "fraction", _A, "lower", "per launch (grid and occupancy)",
                "SM-time idled by wave quantization, equal CTAs assumed"),
-    MetricSpec("analysis.grid_fill", "fraction", _A, "higher", "per launch (grid and occupancy)",
+    MetricSpec("analysis.grid_fill", "grid fill", "fraction", _A, "higher", "per launch (grid and occupancy)",
                "share of one wave's CTA slots the grid fills (below 1: too little work for the GPU)"),
-    MetricSpec("analysis.wave_tail_idle_measured", "fraction", _A, "lower", _LAUNCH,
+    MetricSpec("analysis.wave_tail_idle_measured", "measured tail idle", "fraction", _A, "lower", _LAUNCH,
                "SM-time idle after each SM's last CTA (or never used), from the timeline"),
-    MetricSpec("analysis.ctas_per_sm_observed", "count", _A, "none", _LAUNCH,
+    MetricSpec("analysis.ctas_per_sm_observed", "CTAs per SM observed", "count", _A, "none", _LAUNCH,
                "most CTAs resident at once on one SM"),
-    MetricSpec("analysis.prologue_fraction", "fraction", _A, "lower", "median over CTAs or warps",
-               "share of CTA time before the first loopN region"),
-    MetricSpec("analysis.epilogue_fraction", "fraction", _A, "lower", "median over CTAs or warps",
-               "share of CTA time after the last loopN region"),
-    MetricSpec("analysis.memory_exposed_fraction", "fraction", _A, "lower", "median over CTAs",
+    MetricSpec("analysis.prologue_fraction", "prologue share", "fraction", _A, "lower",
+               "median over CTAs or warps", "share of CTA time before the first loopN region"),
+    MetricSpec("analysis.epilogue_fraction", "epilogue share", "fraction", _A, "lower",
+               "median over CTAs or warps", "share of CTA time after the last loopN region"),
+    MetricSpec("analysis.memory_exposed_fraction", "exposed memory share", "fraction", _A, "lower",
+               "median over CTAs",
                "share of the main loop in memory waits with no tensor-core region open in the CTA"),
-    MetricSpec("analysis.pipeline_bubble_fraction", "fraction", _A, "lower", "median over CTAs",
-               "share of the main loop with no tensor-core region open"),
-    MetricSpec("analysis.mma_busy_fraction", "fraction", _A, "higher", "median over CTAs",
-               "share of the main loop with a tensor-core region open"),
-    MetricSpec("analysis.memory_compute_overlap", "fraction", _A, "higher", "median over CTAs",
-               "share of memory-wait time overlapping tensor-core work in other warps"),
-    MetricSpec("analysis.launch_gap_fraction", "fraction", _A, "lower", "per call (steady state of 5 calls)",
-               "GPU idle between consecutive kernels over the span"),
-    MetricSpec("analysis.launch_gap_median_ns", "ns", _A, "lower", "per call (steady state of 5 calls)",
-               "median gap between consecutive kernels"),
-    MetricSpec("analysis.kernel_median_ns", "ns", _A, "none", "per call (steady state of 5 calls)",
-               "median kernel duration"),
-    MetricSpec("analysis.bandwidth_gbs", "GB/s", _A, "none", "per call (time.median)",
+    MetricSpec("analysis.pipeline_bubble_fraction", "pipeline bubble share", "fraction", _A, "lower",
+               "median over CTAs", "share of the main loop with no tensor-core region open"),
+    MetricSpec("analysis.mma_busy_fraction", "tensor-core busy share", "fraction", _A, "higher",
+               "median over CTAs", "share of the main loop with a tensor-core region open"),
+    MetricSpec("analysis.memory_compute_overlap", "memory/compute overlap", "fraction", _A, "higher",
+               "median over CTAs", "share of memory-wait time overlapping tensor-core work in other warps"),
+    MetricSpec("analysis.launch_gap_fraction", "launch gap share", "fraction", _A, "lower",
+               "per call (steady state of 5 calls)", "GPU idle between consecutive kernels over the span"),
+    MetricSpec("analysis.launch_gap_median_ns", "median launch gap", "ns", _A, "lower",
+               "per call (steady state of 5 calls)", "median gap between consecutive kernels"),
+    MetricSpec("analysis.kernel_median_ns", "median kernel duration", "ns", _A, "none",
+               "per call (steady state of 5 calls)", "median kernel duration"),
+    MetricSpec("analysis.bandwidth_gbs", "bandwidth", "GB/s", _A, "none", "per call (time.median)",
                "achieved bandwidth from the declared bytes; time.median carries the verdict"),
-    MetricSpec("analysis.bandwidth_fraction", "fraction", _A, "none", "per call (time.median)",
-               "achieved bandwidth over the device's peak"),
-    MetricSpec("analysis.tflops", "TFLOP/s", _A, "none", "per call (time.median)",
+    MetricSpec("analysis.bandwidth_fraction", "bandwidth of peak", "fraction", _A, "none",
+               "per call (time.median)", "achieved bandwidth over the device's peak"),
+    MetricSpec("analysis.tflops", "TFLOP/s", "TFLOP/s", _A, "none", "per call (time.median)",
                "achieved FLOP/s from the declared FLOPs"),
-    MetricSpec("analysis.flops_fraction", "fraction", _A, "none", "per call (time.median)",
+    MetricSpec("analysis.flops_fraction", "FLOP/s of peak", "fraction", _A, "none", "per call (time.median)",
                "achieved FLOP/s over the device's peak"),
     # ---- ab: an interleaved A/B run, stored with the head variant (kperf_ci.capture.timing.interleaved)
-    MetricSpec("ab.ratio", "ratio", _A, "lower", "paired blocks of calls",
+    MetricSpec("ab.ratio", "A/B ratio", "ratio", _A, "lower", "paired blocks of calls",
                "head/base time ratio (Hodges-Lehmann)"),
-    MetricSpec("ab.ci_low", "ratio", _A, "lower", "paired blocks of calls",
+    MetricSpec("ab.ci_low", "A/B interval low", "ratio", _A, "lower", "paired blocks of calls",
                "low end of the ratio's confidence interval"),
-    MetricSpec("ab.ci_high", "ratio", _A, "lower", "paired blocks of calls",
+    MetricSpec("ab.ci_high", "A/B interval high", "ratio", _A, "lower", "paired blocks of calls",
                "high end of the ratio's confidence interval"),
-    MetricSpec("ab.pairs", "count", _A, "none", "per A/B run", "interleaved pairs of calls measured"),
-    MetricSpec("ab.seconds", "s", _A, "none", "per A/B run", "host seconds spent measuring"),
-    MetricSpec("ab.threshold", "fraction", _A, "none", "per A/B run",
+    MetricSpec("ab.pairs", "A/B pairs", "count", _A, "none", "per A/B run",
+               "interleaved pairs of calls measured"),
+    MetricSpec("ab.seconds", "A/B measuring time", "s", _A, "none", "per A/B run",
+               "host seconds spent measuring"),
+    MetricSpec("ab.threshold", "A/B threshold", "fraction", _A, "none", "per A/B run",
                "relative band of the verdict (floor included)"),
 )
 # fmt: on
 
 _EXACT: dict[str, MetricSpec] = {s.pattern: s for s in CATALOGUE if "<" not in s.pattern}
 _PATTERNS: tuple[tuple[re.Pattern[str], MetricSpec], ...] = tuple(
-    (re.compile(re.sub(r"<[^>]+>", ".+", re.escape(s.pattern)) + "$"), s)
+    (re.compile(re.sub(r"<[^>]+>", "(.+)", re.escape(s.pattern)) + "$"), s)
     for s in CATALOGUE
     if "<" in s.pattern
 )
@@ -355,6 +371,34 @@ def direction_of(name: str, fallback: Better | str = "lower") -> Better:
 def unit_of(name: str, fallback: str = "") -> str:
     s = spec(name)
     return s.unit if s is not None else fallback
+
+
+@functools.lru_cache(maxsize=4096)
+def display_name(name: str) -> str:
+    """A metric as prose names it: "shared memory" for ``shared_bytes``, "SASS FMA instructions"
+    for ``sass.FMA``, "loop0 share" for ``region.loop0.fraction``; a name the catalogue does not
+    know is shown as it is. Stored ids and JSON keys stay what they are: they are data."""
+    s = _EXACT.get(name)
+    if s is not None:
+        return s.display
+    for rx, s in _PATTERNS:
+        m = rx.match(name)
+        if m:
+            head, _, tail = re.split(r"(<[^>]+>)", s.display, maxsplit=1)
+            return head + m.group(1) + tail
+    return name
+
+
+def moved_text(name: str, base: Any, head: Any, unit: str | None = None) -> str:
+    """ "shared memory 0 B -> 4,096 B": one metric's move as every report says it in prose, by
+    its display name, both values in its catalogue unit (``unit`` for a name it does not know)."""
+    u = unit_of(name, unit or "")
+
+    def f(v: Any) -> str:
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        return fmt_value(float(v), u) if number else fmt_value(None)
+
+    return f"{display_name(name)} {f(base)} -> {f(head)}"
 
 
 def metric(name: str, value: float) -> Metric:

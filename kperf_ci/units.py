@@ -11,9 +11,11 @@ Units (the ``unit`` of a ``Metric`` or an analysis finding):
 * ``ms`` (device time): scaled to s / ms / µs / ns, whichever keeps the number at 1 or above;
 * ``fraction``: a percentage with one decimal ("23.4%");
 * ``count`` or no unit: the bare number;
-* anything else (``bytes``, ``cycles``, ``ns``, ``ratio`` ...): the number followed by the unit.
+* ``bytes``: the number followed by "B" ("4,096 B"), as the README writes sizes: "bytes" spelled
+  out beside a metric's name read as part of it ("shared_bytes 3,072 bytes");
+* anything else (``cycles``, ``ns``, ``ratio`` ...): the number followed by the unit.
 
-Numbers keep up to 4 significant digits, thousands are separated ("17,360 bytes"), and the usual
+Numbers keep up to 4 significant digits, thousands are separated ("17,360 B"), and the usual
 ranges never show an exponent. A missing value (None or NaN) is an en dash.
 """
 
@@ -26,6 +28,8 @@ __all__ = ["MISSING", "fmt_ci", "fmt_number", "fmt_rel", "fmt_value"]
 #: what a missing value (None, NaN) reads as
 MISSING = "–"
 
+#: a stored unit as it is written after a number (the stored unit is data and stays as it is)
+_SHOWN_UNITS = {"bytes": "B"}
 # (milliseconds per unit, unit name), largest first: fmt_value picks the first one <= the value
 _TIME_UNITS = ((1e3, "s"), (1.0, "ms"), (1e-3, "µs"), (1e-6, "ns"))
 
@@ -56,6 +60,7 @@ def fmt_value(v: float | None, unit: str = "") -> str:
     if unit == "bool":  # flags stored as 0/1 metrics, e.g. time.graph
         return "yes" if v else "no"
     s = fmt_number(v)
+    unit = _SHOWN_UNITS.get(unit, unit)
     return f"{s} {unit}" if unit and unit != "count" else s
 
 

@@ -79,6 +79,9 @@ def render() -> str:
         "shared memory fail only when they lower the launch's theoretical occupancy on its arch,",
         "instruction counts are shown and never fail (`kperf_ci/judge/static_verdict.py`).",
         "",
+        '**shown as** is what reports call the metric in prose ("shared memory 1,040 B -> 0 B" in a',
+        "cause); the metric's name is what runs store and what thresholds and `metrics=` are keyed by.",
+        "",
         "**aggregate** says over what the number is taken. Region cycles and times are medians over",
         "a region's records (one per CTA or warp) of one instrumented launch, not the launch's time:",
         "a launch can get slower while they fall (one extra tail CTA: +46.7% time on an H100, kernel",
@@ -88,13 +91,14 @@ def render() -> str:
     for kind, title, intro in _KINDS:
         lines += [f"## {title}", "", intro, ""]
         lines += [
-            "| metric | unit | kind | better | threshold | aggregate | meaning |",
-            "|---|---|---|---|---|---|---|",
+            "| metric | shown as | unit | kind | better | threshold | aggregate | meaning |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for s in metrics.CATALOGUE:
             if s.kind != kind:
                 continue
-            cells = [f"`{s.pattern}`", s.unit, s.kind, s.better, _threshold(s), s.aggregate, s.meaning]
+            cells = [f"`{s.pattern}`", s.display, s.unit, s.kind, s.better, _threshold(s), s.aggregate]
+            cells.append(s.meaning)
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
     limits = ", ".join(f"{arch} {limit:,} B" for arch, limit in SHARED_LIMITS.items())

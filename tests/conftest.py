@@ -78,6 +78,14 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+def checkout_path(repo: Path) -> str:
+    """PYTHONPATH for a `kperf` or pytest subprocess run in a scratch ``repo``: the repository's
+    own modules first, then this checkout's kperf_ci. With ``repo`` alone the subprocess imported
+    whatever kperf_ci the environment has installed, another checkout's in an editable install,
+    and the test checked that code instead of this one's."""
+    return os.pathsep.join([str(repo), str(Path(__file__).resolve().parents[1])])
+
+
 #: skips a test where no CUDA GPU is usable (the plugin's own check: cheap, no torch import on
 #: machines without an NVIDIA driver)
 needs_gpu = pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")

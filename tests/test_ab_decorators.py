@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import checkout_path
 from test_pr_check_replay import CONFTEST, git
 
 pytest.importorskip("torch")
@@ -186,7 +187,11 @@ def make_repo(root: Path, base: dict[str, str], head: dict[str, str]) -> Path:
 def kperf_ab(repo: Path, tmp: Path, **env_extra: str) -> tuple[subprocess.CompletedProcess, dict, list]:
     log = tmp / "launches.jsonl"
     env = dict(
-        os.environ, KPERF_TEST_FAKE_GPU=str(log), TRITON_INTERPRET="1", PYTHONPATH=str(repo), **env_extra
+        os.environ,
+        KPERF_TEST_FAKE_GPU=str(log),
+        TRITON_INTERPRET="1",
+        PYTHONPATH=checkout_path(repo),
+        **env_extra,
     )
     env.pop("KPERF_DB", None)
     out = tmp / "ab.json"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_gpu
+from conftest import checkout_path, needs_gpu
 from test_ab_decorators import KERNELS, KERNELS_HEAD
 from test_pr_check_replay import git
 
@@ -57,7 +57,7 @@ def test_autotune_over_heuristics_is_timed_through_each_sides_decorators(tmp_pat
     git(repo, "commit", "-q", "-a", "-m", "head")
     out = tmp_path / "ab.json"
     # the caller's path too: on the GPU machine kperf-ci's own needs travel there (gpu_env.sh)
-    path = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [checkout_path(repo), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     env.pop("KPERF_DB", None)
     r = subprocess.run(

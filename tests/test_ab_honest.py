@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+from conftest import checkout_path
 from test_pr_check import kperf, make_repo
 
 KERNELS = """
@@ -71,7 +72,7 @@ def test_the_summary_says_a_repeated_error_once_and_counts_kernels_and_failures(
         cwd=repo,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(repo)},
+        env={**os.environ, "PYTHONPATH": checkout_path(repo)},
         timeout=600,
     )
     out = r.stdout

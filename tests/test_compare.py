@@ -68,7 +68,7 @@ def test_higher_is_better_metric_with_threshold():
 
 def test_shared_memory_arch_limit():
     _, ch = one({"shared_bytes": 100_000}, {"shared_bytes": 240_000})
-    assert ch["shared_bytes"].regression and "sm_90 limit of 232448" in ch["shared_bytes"].reason
+    assert ch["shared_bytes"].regression and "sm_90 limit of 232,448 B" in ch["shared_bytes"].reason
     _, ch = one({"shared_bytes": 100_000}, {"shared_bytes": 200_000})  # below sm_90's limit
     assert not ch["shared_bytes"].regression
     _, ch = one({"shared_bytes": 100_000}, {"shared_bytes": 102_000}, arch="sm_86")

@@ -110,7 +110,7 @@ def test_num_warps_change_is_changed_and_the_register_blowup_fails(project):
     assert r.exit_code == 1, r.output
     assert (
         f"changed: softmax sm_90 num_warps=1,num_stages=3,num_ctas=1 ({SOFTMAX_TEST}): "
-        "num_warps 4 -> 1; registers 34 -> 166; sass.instructions 295 -> 1,777" in out
+        "num_warps 4 -> 1; registers 34 -> 166; SASS instructions 295 -> 1,777" in out
     )
     # one kernel regressed on two metrics: counted once, in kernels (kperf_ci.judge.group)
     assert "REGRESSION" in out and "1 regressed kernel (2 metric rows over threshold)" in out

@@ -276,16 +276,14 @@ def test_kperf_ab_what_moved_uses_the_catalogue_units_and_rules():
     )
     line, occupancy = launch_changes(b, h)
     assert line == (
-        "sm_90 SASS changed: spills 0 bytes -> 16 bytes, shared_bytes 99,328 bytes -> 33,792 bytes, "
-        "sass.instructions 388 -> 1,028"
+        "sm_90 SASS changed: spills 0 B -> 16 B, shared memory 99,328 B -> 33,792 B, "
+        "SASS instructions 388 -> 1,028"
     )
-    assert (
-        occupancy == "sm_90 theoretical occupancy 12.5% -> 37.5% (shared_bytes 99,328 bytes -> 33,792 bytes)"
-    )
+    assert occupancy == "sm_90 theoretical occupancy 12.5% -> 37.5% (shared memory 99,328 B -> 33,792 B)"
     lc = LaunchChange("k", "k.py::k", "changed", [line], b, h)
     (reg,) = static_regressions([ABTestDiff("t", "changed", [lc])], ThresholdPolicy())
     # without timing the instruction count is shown, not judged (the catalogue's "untimed")
-    assert reg["reason"] == "spills +16 bytes > 0 bytes allowed (default)"
+    assert reg["reason"] == "spills +16 B > 0 B allowed (default)"
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -409,5 +407,5 @@ def test_metrics_doc_lists_every_entry_with_its_direction():
     text = _doc_module().render()
     for s in metrics.CATALOGUE:
         assert f"`{s.pattern}`" in text, s.pattern
-    assert "| `analysis.wave_tail` | fraction | analysis | higher |" in text
-    assert "| `region.<name>.ms` | ms | region | none |" in text
+    assert "| `analysis.wave_tail` | last-wave fullness | fraction | analysis | higher |" in text
+    assert "| `region.<name>.ms` | <name> time | ms | region | none |" in text

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_gpu
+from conftest import checkout_path, needs_gpu
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -179,7 +179,7 @@ def repo(tmp_path: Path) -> Path:
 def kperf_ab(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict, list]:
     log = tmp_path / "launches.jsonl"
     # the repository first, then the caller's path (the kperf_ci under test, where it is not installed)
-    path = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [checkout_path(repo), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, KPERF_TEST_FAKE_GPU=str(log), TRITON_INTERPRET="1", PYTHONPATH=path)
     env.pop("KPERF_DB", None)
     out = tmp_path / "ab.json"
@@ -233,7 +233,8 @@ def test_changed_launches_are_timed_against_the_base_launch(repo, tmp_path):
     assert doc["device"] is None and "static only" not in comment, comment[:600]
     # markdown-escaped: one row for the kernel (its worst launch, base -> head, "2 of 2 launches
     # slower"), then each timed launch with its own effect and times
-    rows = [r for r in comment.splitlines() if r.startswith("| 🔴 slower | scale\\_kernel (abkern/ops.py) |")]
+    top = "| 🔴 slower | scale\\_kernel in abkern/ops.py |"
+    rows = [r for r in comment.splitlines() if r.startswith(top)]
     assert len(rows) == 1, comment
     # base -> head kept on one line: non-breaking spaces around the arrow (issue 36's walk)
     assert "+10.00%" in rows[0] and "2 of 2 launches slower" in rows[0] and "\xa0→\xa0" in rows[0]
@@ -267,7 +268,7 @@ def test_a_float_argument_of_another_dtype_gets_the_base_its_own(repo, tmp_path)
 def test_run_from_a_subdirectory_pairs_the_launches_by_repository_paths(repo, tmp_path):
     """From the tests' folder, pytest's rootdir is that folder and the kernels live outside it:
     sites and test ids are still relative to the repository, so base and head launches pair."""
-    env = dict(os.environ, PYTHONPATH=str(repo))
+    env = dict(os.environ, PYTHONPATH=checkout_path(repo))
     env.pop("KPERF_TEST_FAKE_GPU", None)
     out = tmp_path / "ab.json"
     r = subprocess.run(
@@ -391,9 +392,8 @@ def test_a_launch_option_change_is_timed_slower_on_the_gpu(tmp_path):
         )
     )
     git(repo, "commit", "-q", "-a", "-m", "head")
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
-    )
+    path = os.pathsep.join(filter(None, [checkout_path(repo), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
     out = tmp_path / "ab.json"
     r = subprocess.run(
         [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--json", str(out),

@@ -124,7 +124,7 @@ def test_instruction_counts_and_registers_that_keep_the_occupancy_are_changed_no
     out = p.stdout
     assert "static regression" not in out
     (instr,) = [line for line in out.splitlines() if "static changed: more_instructions sm_90" in line]
-    assert "sass.instructions 34 -> 74" in instr, out
+    assert "SASS instructions 34 -> 74" in instr, out
     (regs,) = [line for line in out.splitlines() if "static changed: one_warp sm_90" in line]
     assert "registers 18 -> 61 (occupancy 50% unchanged)" in regs, out
 
@@ -180,13 +180,13 @@ def test_spills_still_fail_and_registers_are_judged_by_occupancy(harmful):
     (reg,) = _regressions(doc, "test_spills")
     # registers 98 -> 64 and num_warps 8 -> 1: no occupancy lost to registers; the instruction
     # count (266 -> 14,229) is shown, not judged, so the spill is the one reason
-    assert reg["reason"] == "spills +23,836 bytes > 0 bytes allowed (default)", reg
+    assert reg["reason"] == "spills +23,836 B > 0 B allowed (default)", reg
 
 
 def test_a_metric_the_marker_names_gates_as_asked_and_only_there(harmful):
     p, doc, _ = harmful
     (reg,) = _regressions(doc, "test_named")
-    assert reg["reason"] == "sass.instructions +117.6% > +5% (marker)", reg
+    assert reg["reason"] == "SASS instructions +117.6% > +5% (marker)", reg
     assert _regressions(doc, "test_unnamed") == []
     assert "static changed: unnamed sm_90" in p.stdout
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import replace
@@ -133,6 +134,17 @@ def test_plots_escape_text_and_skip_missing_data():
     assert "<script" not in svg and "&lt;script&gt;" in svg
     svg = plots.history_svg([(HOSTILE, 1.0), ("b", 2.0), ("c", 1.5)], change_points=[1])
     assert "<script" not in svg and svg.count('class="changepoint"') == 1
+
+
+def test_a_value_near_the_largest_float_gets_an_axis_not_an_overflow():
+    """Found by tests/test_fuzz_cli.py: a stored region.loop0.cycles of 1.797693134362316e+308
+    ended `kperf report` in "internal error ... OverflowError: int too large to convert to
+    float" (plots.py): the tick step was an int (10 ** 307 * 5) and the last tick, past the
+    largest float, could not be placed."""
+    big = 1.797693134362316e308
+    ticks = plots.nice_ticks(0, big)
+    assert ticks and all(isinstance(t, float) and math.isfinite(t) for t in ticks)
+    assert plots.stacked_bars_svg([("head", [("loop0", big)])], unit="cycles") is not None
 
 
 def test_distribution_keeps_outliers_off_axis():

@@ -87,7 +87,7 @@ def test_an_instruction_count_alone_is_changed_not_a_regression():
     assert _regs(lc) == []
     verdict = judge([ABTestDiff("t.py::t", "changed", [lc])], ThresholdPolicy())
     (moved,) = verdict.changed
-    assert moved["reason"] == "sass.instructions 100 -> 115 (+15.0%)"
+    assert moved["reason"] == "SASS instructions 100 -> 115 (+15.0%)"
 
 
 def test_registers_fail_only_when_they_lower_the_occupancy():
@@ -104,16 +104,16 @@ def test_shared_memory_is_judged_by_occupancy_and_its_limit():
     # 16 KB -> 32 KB at 4 warps of 32 registers: 233472 / 17408 = 13 CTAs an SM on sm_90 (52 of
     # 64 warps), 233472 / 33792 = 6 (24 warps)
     (reg,) = _regs(_lc(_code(shared_bytes=16384), _code(shared_bytes=32768)))
-    assert reg["reason"] == "theoretical occupancy 81.2% -> 37.5% (shared_bytes 16,384 bytes -> 32,768 bytes)"
+    assert reg["reason"] == "theoretical occupancy 81.2% -> 37.5% (shared memory 16,384 B -> 32,768 B)"
     # 1 KB -> 2 KB: 16 CTAs either way (the warp limit)
     assert _regs(_lc(_code(shared_bytes=1024), _code(shared_bytes=2048))) == []
     (reg,) = _regs(_lc(_code(shared_bytes=1024), _code(shared_bytes=240000)))
-    assert reg["reason"] == "shared_bytes 240000 above the sm_90 limit of 232448 bytes"
+    assert reg["reason"] == "shared memory 240,000 B above the sm_90 limit of 232,448 B"
 
 
 def test_spills_still_fail():
     (reg,) = _regs(_lc(_code(), _code(spills=16, **{"sass.instructions": 140})))
-    assert reg["reason"] == "spills +16 bytes > 0 bytes allowed (default)"
+    assert reg["reason"] == "spills +16 B > 0 B allowed (default)"
 
 
 def _verdict(*lcs: LaunchChange, policy: ThresholdPolicy | None = None):
@@ -127,7 +127,7 @@ def test_fewer_spills_and_a_higher_occupancy_read_improved():
     v = _verdict(_lc(_code(spills=184), _code(spills=0, **{"sass.instructions": 120})))
     (x,) = v.improved
     assert v.regressions == [] and v.changed == []
-    assert x["reason"] == "spills 184 bytes -> 0 bytes, sass.instructions 100 -> 120 (+20.0%)"
+    assert x["reason"] == "spills 184 B -> 0 B, SASS instructions 100 -> 120 (+20.0%)"
     # fewer registers that raise the occupancy: 128 -> 64 at 4 warps is 25% -> 50%
     (x,) = _verdict(_lc(_code(registers=128), _code(registers=64))).improved
     assert x["reason"] == "theoretical occupancy 25% -> 50% (registers 128 -> 64)"
@@ -182,11 +182,11 @@ def test_a_named_instruction_count_gates_and_other_metrics_of_the_marker_do_not(
     head = _code(registers=64, **{"sass.instructions": 115})
     (reg,) = _regs(_lc(_code(registers=32), head, gate={"metrics": ["sass"]}))
     # the marker gates sass only: the occupancy lost to registers is not its business
-    assert reg["reason"] == "sass.instructions +15.0% > +5% (default)"
+    assert reg["reason"] == "SASS instructions +15.0% > +5% (default)"
     (reg,) = _regs(
         _lc(_code(), _code(**{"sass.instructions": 115})), policy=ThresholdPolicy({"sass.instructions": 0.1})
     )
-    assert reg["reason"] == "sass.instructions +15.0% > +10% ([tool.kperf.thresholds])"
+    assert reg["reason"] == "SASS instructions +15.0% > +10% ([tool.kperf.thresholds])"
     assert _regs(_lc(_code(), _code(**{"sass.instructions": 115}))) == []  # the same, unnamed
 
 

@@ -16,7 +16,7 @@ from kperf_ci.units import MISSING, fmt_ci, fmt_number, fmt_rel, fmt_value
 def test_fmt_value_units():
     assert fmt_value(0.0600312, "ms") == "60.03 µs"
     assert fmt_value(7.6e-6, "ms") == "7.6 ns"
-    assert fmt_value(17360, "bytes") == "17,360 bytes"
+    assert fmt_value(17360, "bytes") == "17,360 B"
     assert fmt_value(0.234, "fraction") == "23.4%"
     assert fmt_value(None) == "–"
 

@@ -213,9 +213,11 @@ def _launch_doc(entry: PlanEntry, launch: CapturedLaunch) -> dict:
     return {
         "site": entry.site,
         "args": entry.head.get("args") or {},
+        "arg_order": entry.head.get("arg_order"),
         "grid": list(entry.head.get("grid") or launch.grid_seen or ()),
         "config": entry.head.get("config"),
         "base_args": base.get("args") or {},
+        "base_arg_order": base.get("arg_order"),
         "base_grid": list(base.get("grid") or ()),
         "base_config": base.get("config"),
         "changes": entry.changes,

@@ -30,6 +30,7 @@ from ..metrics import (
     Change,
     change_of,
     direction_of,
+    display_name,
     is_regression,
     spec,
     timing_change,
@@ -64,31 +65,32 @@ def _static_change(
     regression, reason = False, ""
     unit = c.unit or b.unit
     s = spec(c.name)
+    shown_name = display_name(c.name)  # the reason is prose: "shared memory", never "shared_bytes"
     if s is not None and s.limit:
         arch = key.arch.rstrip("af") if key.arch.startswith("sm_") else key.arch
         limit = _LIMITS[s.limit].get(arch)
         if limit is not None and c.value > limit:
-            regression, reason = True, f"{c.name} {int(c.value)} above the {arch} limit of {limit} {s.unit}"
+            over = f"{fmt_value(c.value, s.unit)} above the {arch} limit of {fmt_value(limit, s.unit)}"
+            regression, reason = True, f"{shown_name} {over}"
     if not regression and threshold is not None and delta > 0 and better == "lower":
         if c.name in ABSOLUTE_KEYS:
             if delta > threshold:
                 regression = True
-                reason = (
-                    f"{c.name} +{fmt_value(delta, unit)} > {fmt_value(threshold, unit)} allowed ({source})"
-                )
+                allowed = f"{fmt_value(threshold, unit)} allowed ({source})"
+                reason = f"{shown_name} +{fmt_value(delta, unit)} > {allowed}"
         elif rel is None or rel > threshold:
             regression = True
             shown = "from 0" if rel is None else f"{rel:+.1%}"
-            reason = f"{c.name} {shown} > +{threshold:.0%} ({source})"
+            reason = f"{shown_name} {shown} > +{threshold:.0%} ({source})"
     elif not regression and threshold is not None and delta < 0 and better == "higher":
         if rel is not None and -rel > threshold:  # e.g. analysis.sm_utilization dropping
             regression = True
-            reason = f"{c.name} {rel:+.1%} < -{threshold:.0%} ({source})"
+            reason = f"{shown_name} {rel:+.1%} < -{threshold:.0%} ({source})"
     if not reason and direction in ("better", "worse"):
         reason = (
-            f"{c.name} {rel:+.1%}"
+            f"{shown_name} {rel:+.1%}"
             if rel is not None
-            else f"{c.name} {fmt_value(b.value, unit)} -> {fmt_value(c.value, unit)}"
+            else f"{shown_name} {fmt_value(b.value, unit)} -> {fmt_value(c.value, unit)}"
         )
         if threshold is not None and direction == "worse":
             reason += f" within +{threshold:.0%} ({source})" if c.name not in ABSOLUTE_KEYS else ""
@@ -160,7 +162,8 @@ def _time_change(
         big = rel is not None and rel > threshold and (ch.delta or 0) > policy.time_floor_ms
         ch.regression = bool(big)
         shown = "n/a" if rel is None else f"{rel:+.1%}"
-        ch.reason = f"time.median {shown} (no samples; medians only; threshold +{threshold:.0%} {source})"
+        medians = f"(no samples; medians only; threshold +{threshold:.0%} {source})"
+        ch.reason = f"{display_name(c.name)} {shown} {medians}"
     return ch
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "launch_identity",
     "launch_label",
     "launch_text",
+    "ordered_args",
     "severity",
     "static_groups",
     "count_words",
@@ -142,11 +143,25 @@ def distinct_spec_labels(labels: dict[str, tuple[str, str, str]]) -> dict[str, s
 LAUNCH_TEXT_MAX = 240
 
 
-def launch_text(args: dict[str, Any], grid: Any, config: Any) -> str:
-    """ "x=fp32[4096x4096], n_cols=4096, BLOCK_SIZE=4096; grid 4096x1x1; num_warps=8" """
+def ordered_args(args: dict[str, Any], order: Any = None) -> dict[str, Any]:
+    """``args`` in the kernel's signature order: ``order`` is the manifest row's ``arg_order``
+    (the manifest is JSON written with sorted keys, and an A/B document may be too, so a dict's
+    own order is ASCII order by then: "B, Mean, N, ..., X, Y"). Names ``order`` lacks follow in
+    their own order; without ``order`` (a manifest or document written before it) the dict's."""
+    if not isinstance(order, (list, tuple)) or not order:
+        return dict(args)
+    out = {str(k): args[str(k)] for k in order if str(k) in args}
+    out.update((k, v) for k, v in args.items() if k not in out)
+    return out
+
+
+def launch_text(args: dict[str, Any] | None, grid: Any, config: Any, order: Any = None) -> str:
+    """ "x=fp32[4096x4096], n_cols=4096, BLOCK_SIZE=4096; grid 4096x1x1; num_warps=8", the
+    arguments in the kernel's signature order when ``order`` gives it (:func:`ordered_args`)."""
+    args = args if isinstance(args, dict) else {}
     if not args and not grid:
         return ""
-    parts = ", ".join(f"{k}={v}" for k, v in args.items())
+    parts = ", ".join(f"{k}={v}" for k, v in ordered_args(args, order).items())
     g = "x".join(str(int(x)) for x in grid or ()) if isinstance(grid, (list, tuple)) else ""
     opts = ",".join(
         o for o in str(config or "").split(",") if o.startswith("num_warps") or o.startswith("num_stages")
@@ -160,7 +175,7 @@ def static_launch_text(x: dict[str, Any], alike: str = "regress") -> str:
     configs (:mod:`kperf_ci.judge.static_verdict`), also says that it shows the worst config and
     how many of the call's configs are alike: "...; num_warps=4 (worst of 3 autotune configs, 3
     regress)". Read from stored documents: counts that are not plain integers are left out."""
-    text = launch_text(x.get("args") or {}, x.get("grid"), x.get("config"))
+    text = launch_text(x.get("args") or {}, x.get("grid"), x.get("config"), x.get("arg_order"))
     auto = x.get("autotune")
     counts = [auto.get(k) for k in ("configs", "regressed")] if isinstance(auto, dict) else []
     if counts and all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
@@ -282,8 +297,9 @@ def static_groups(regs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             g["tests"].append(r.get("test"))
         key = json.dumps([r.get("args"), r.get("grid"), r.get("config")], sort_keys=True, default=str)
         launch = g["launches"].setdefault(
-            key, {"args": r.get("args") or {}, "grid": r.get("grid"), "config": r.get("config"),
-                  "reason": r.get("reason"), "autotune": r.get("autotune"), "tests": []},
+            key, {"args": r.get("args") or {}, "arg_order": r.get("arg_order"), "grid": r.get("grid"),
+                  "config": r.get("config"), "reason": r.get("reason"), "autotune": r.get("autotune"),
+                  "tests": []},
         )  # fmt: skip
         launch["tests"].append(r.get("test"))
     return [{**g, "launches": list(g["launches"].values())} for g in groups.values()]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kperf_ci.judge.group import ordered_args
 from kperf_ci.judge.launch_calls import (
     autotuned,
     call_key,
@@ -169,7 +170,10 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
         parse_config(h.get("config", "")),
         lambda k, x, y: f"{k} {x} -> {y}",
     )
-    out += _dict_changes(b.get("args") or {}, h.get("args") or {}, lambda k, x, y: f"{k} {x} -> {y}")
+    # in the kernel's signature order (the head's), not the manifest's sorted keys
+    b_args = ordered_args(b.get("args") or {}, h.get("arg_order") or b.get("arg_order"))
+    h_args = ordered_args(h.get("args") or {}, h.get("arg_order"))
+    out += _dict_changes(b_args, h_args, lambda k, x, y: f"{k} {x} -> {y}")
     if b.get("grid") != h.get("grid"):
         out.append(f"grid {tuple(b.get('grid') or ())} -> {tuple(h.get('grid') or ())}")
     if not out and b.get("spec") != h.get("spec"):

@@ -43,10 +43,9 @@ from typing import TYPE_CHECKING, Any
 from kperf_ci.judge.compare import _static_change
 from kperf_ci.judge.matching import parse_config
 from kperf_ci.judge.policy import ThresholdPolicy, gated
-from kperf_ci.metrics import MOVED_METRICS, metric, unit_of, untimed_verdict
+from kperf_ci.metrics import MOVED_METRICS, display_name, metric, moved_text, untimed_verdict
 from kperf_ci.model import VariantKey
 from kperf_ci.occupancy import Occupancy, limit_text, occupancy
-from kperf_ci.units import fmt_value
 
 if TYPE_CHECKING:  # launch_diff imports this module: its types are for the annotations only
     from kperf_ci.judge.launch_diff import LaunchChange, TestDiff
@@ -81,14 +80,10 @@ class StaticVerdict:
 
 
 def metric_moved(name: str, b: Any, h: Any) -> str:
-    """ "spills 0 bytes -> 16 bytes": the catalogue's unit, formatted as `kperf compare` does (the
-    launch diff's "what moved" and the verdict's reasons say it alike)."""
-    unit = unit_of(name)
-
-    def f(v: Any) -> str:
-        return fmt_value(float(v), unit) if isinstance(v, (int, float)) else fmt_value(None)
-
-    return f"{name} {f(b)} -> {f(h)}"
+    """ "shared memory 1,040 B -> 0 B": the catalogue's display name and unit
+    (:func:`kperf_ci.metrics.moved_text`; the launch diff's "what moved" and the verdict's
+    reasons say it alike)."""
+    return moved_text(name, b, h)
 
 
 def asked(name: str, marker: dict[str, Any], policy: Any) -> bool:
@@ -201,7 +196,8 @@ def _occupancy_verdict(
         return str(occupancy_change(x, y, b_warps, h_warps, arch)), (fb - fh) / fb if fb else math.inf
     if fh == fb:
         return f"{moved} (occupancy {_pct(fb)} unchanged)"
-    return f"{moved} (occupancy {_pct(fb)} -> {_pct(fh)}: not lowered by {' or '.join(names)})"
+    by = " or ".join(map(display_name, names))
+    return f"{moved} (occupancy {_pct(fb)} -> {_pct(fh)}: not lowered by {by})"
 
 
 def _occupancy_gain(
@@ -319,6 +315,8 @@ def _entry(t: TestDiff, lc: LaunchChange, arch: str, reason: str) -> dict[str, A
         "reason": reason,
         "site": lc.site,
         "args": dict(lc.head.get("args") or {}),
+        # the kernel's signature order of args (the document may be written with sorted keys)
+        "arg_order": list(lc.head.get("arg_order") or []),
         "grid": list(lc.head.get("grid") or ()),
         "config": lc.head.get("config"),
     }

@@ -151,9 +151,9 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
                 # the Triton kernel ("path::qualname") and the launch timed: a kernel's identity
                 # and its work, whatever the test is called
                 "site": launch.get("site") or r.key.source,
-                "launch": launch_text(launch.get("args") or {}, launch.get("grid"), launch.get("config")),
+                "launch": launch_text(*(launch.get(k) for k in ("args", "grid", "config", "arg_order"))),
                 "base_launch": launch_text(
-                    launch.get("base_args") or {}, launch.get("base_grid"), launch.get("base_config")
+                    *(launch.get(f"base_{k}") for k in ("args", "grid", "config", "arg_order"))
                 )
                 if launch
                 else "",

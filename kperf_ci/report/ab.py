@@ -18,16 +18,17 @@ from kperf_ci.report.ab_view import (
     cause_text,
     change_text,
     changed_tests,
+    changes_of_test,
     floor_ms,
     headline,
     identical_notes,
+    kernel_cell,
     kernel_change,
     kernels_of,
     launch_cause,
     pct,
     shape_text,
     sides,
-    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
@@ -40,7 +41,8 @@ from kperf_ci.report.ab_view import (
     where_text,
     why_not_called,
 )
-from kperf_ci.report.markdown import CommentBudget, md_field, table_lines
+from kperf_ci.report.ab_words import readable
+from kperf_ci.report.markdown import FIELD_CHARS, CommentBudget, md_field, table_lines
 
 #: what other modules import from here (the comment's module was the A/B reports' only one)
 __all__ = [
@@ -80,7 +82,7 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
     verdict = str(k.get("verdict"))
     return [
         f"{_ICON.get(verdict, '')} {md(verdict)}",
-        f"{md(k['kernel'])} ({md(site_text(k))})",
+        md(kernel_cell(k)),
         md(shape_text(w)),
         _nbsp(md(times_text(w))),
         md(kernel_change(k)),
@@ -173,7 +175,9 @@ def _launch_fold(out: CommentBudget, kernels: list[dict[str, Any]], cut: _Cut) -
     out.close_fold()
 
 
-_STATIC_TOP = ["static", "kernel", "arch", "worst launch", "cause", "launches"]
+#: the timed table's columns in its order (_TOP): the verdict, the kernel, its worst launch,
+#: what it was judged on, the launches, the cause last (the longest cell)
+_STATIC_TOP = ["static", "kernel", "worst launch", "arch", "launches", "cause"]
 _GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
 
 
@@ -187,10 +191,9 @@ def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> 
     out.add("\n".join(table_lines([], _STATIC_TOP)))
     shown = 0
     for k in rows[:MAX_KERNEL_ROWS]:
-        where = f" in {md(k['file'])}" if k["file"] else ""
         cells = [
-            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(k["kernel"]) + where,
-            md(k["arch"]), md(k["shape"]), md(k["cause"]), md(k["count"]),
+            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(kernel_cell(k)),
+            md(k["shape"]), md(k["arch"]), md(k["count"]), md(k["cause"]),
         ]  # fmt: skip
         if not out.add_if_fits(table_lines([cells], _STATIC_TOP)[2]):
             break
@@ -226,7 +229,8 @@ def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None
         "\n".join(
             [
                 f"- **{md(test_status_word(t['status']))}** {md(t['test'])}",
-                *(f"  - {md(c)}" for c in t["changes"] or []),
+                # in a fold: room for the occupancy and the code's lines (a cut one ends "…")
+                *(f"  - {md_field(c, 2 * FIELD_CHARS)}" for c in changes_of_test(t)),
             ]
         )
         for t in changed_tests(doc)
@@ -245,6 +249,7 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
     """The PR comment, at most ``max_chars`` characters. Cut by the run comment's rules
     (markdown.CommentBudget): every fold closed, and the timing note, the link and the
     truncation notice outside every fold."""
+    doc = readable(doc)  # an older document's metric ids in today's words
     base_sha, base_rev, head_sha, same = sides(doc)
     # a slimmed document may not record the revisions: said, never an empty `` ()
     base_words = " ".join(

@@ -14,15 +14,16 @@ from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
     cause_text,
     change_text,
+    changes_of_test,
     floor_ms,
     headline,
     identical_notes,
     kernel_change,
+    kernel_where,
     kernels_of,
     number,
     shape_text,
     sides,
-    site_text,
     slower_count,
     static_gate,
     static_kernels_of,
@@ -32,6 +33,7 @@ from kperf_ci.report.ab_view import (
     timing_note,
     where_text,
 )
+from kperf_ci.report.ab_words import cause_order, readable
 from kperf_ci.report.html import render_page
 from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
 from kperf_ci.report.sweeps import MAX_SWEEPS
@@ -157,8 +159,9 @@ def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
         {
             **{f: str(k[f]) for f in ("gate", "arch", "shape", "count")},
             "cause": arrows(k["cause"]),
-            "kernel": breakable(k["kernel"]),
-            "site": breakable(k["site"]),
+            # the timed table's kernel cell: name, then the file (kernel_where)
+            "kernel": breakable(kernel_where(k)[0]),
+            "site": breakable(kernel_where(k)[1]),
             "launches": [
                 {
                     "gate": str(x["gate"]),
@@ -176,6 +179,7 @@ def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def render_html(doc: dict[str, Any]) -> str:
     """The A/B page: the run report's design (its stylesheet, banner and tiles), wide tables
     scrolling inside their box, kernels worst first, one interval plot per kernel."""
+    doc = readable(doc)  # an older document's metric ids in today's words
     moved_by_test = {t["test"]: t.get("changes") or [] for t in doc.get("tests") or []}
     timed = [
         {
@@ -188,7 +192,7 @@ def render_html(doc: dict[str, Any]) -> str:
             ),
             "pairs": int(t.get("pairs") or 0),
             "moved": [arrows(m) for m in (t.get("regions_moved") or [])]
-            + [arrows(m) for m in (t.get("changes") or moved_by_test.get(t["test"], []))],
+            + [arrows(m) for m in cause_order(t.get("changes") or moved_by_test.get(t["test"], []))],
         }
         for t in sorted(doc.get("timed") or [], key=severity)
     ]
@@ -198,11 +202,12 @@ def render_html(doc: dict[str, Any]) -> str:
     for k in kernels_of(doc):
         svg = _plot(k, floor)
         w = (k.get("launches") or [{}])[0]
+        name, path = kernel_where(k)  # one kernel cell for the timed and the static tables
         kernels.append(
             {
                 "verdict": str(k["verdict"]),
-                "kernel": breakable(k["kernel"]),
-                "site": breakable(site_text(k)),
+                "kernel": breakable(name),
+                "site": breakable(path),
                 "shape": shape_text(w),
                 "times": _cell(times_text(w)),
                 "change": _cell(kernel_change(k)),
@@ -215,7 +220,7 @@ def render_html(doc: dict[str, Any]) -> str:
                         "verdict": str(x["verdict"]),
                         "change": _cell(change_text(x)),
                         "times": _cell(times_text(x)),
-                        "cause": [arrows(c) for c in x.get("changes") or []]
+                        "cause": [arrows(c) for c in cause_order(x.get("changes") or [])]
                         + ([str(x["why"])] if x.get("why") else []),
                         "launch": breakable(x.get("launch") or ""),
                         "tests": [breakable(t) for t in [*(x.get("tests") or []), *identical_notes(x)]],
@@ -249,7 +254,7 @@ def render_html(doc: dict[str, Any]) -> str:
             {
                 "test": breakable(t["test"]),
                 "status": test_status_word(t["status"]),
-                "changes": [arrows(c) for c in t.get("changes") or []],
+                "changes": [arrows(c) for c in changes_of_test(t)],
             }
             for t in doc.get("tests") or []
             if t.get("status") != "identical"

@@ -15,6 +15,7 @@ from typing import Any
 
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import kernel_groups, launch_text, severity, static_groups, static_launch_text
+from kperf_ci.report.ab_words import CODE_LINES, cause_order, options_first, readable
 from kperf_ci.units import fmt_value
 
 
@@ -89,7 +90,7 @@ def terminal_lines(doc: dict[str, Any]) -> list[str]:
     effect, base → head times and why it was not called slower (not yet escaped: the caller
     writes them through terminal_safe)."""
     out = []
-    for k in kernels_of(doc):
+    for k in kernels_of(readable(doc)):
         out.append(
             f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
             f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
@@ -131,13 +132,24 @@ def times_text(x: dict[str, Any]) -> str:
     return f"{time_text(b)} → {time_text(h)}"
 
 
-_SHAPE = re.compile(r"\b[a-z]+\d*\[[0-9x]*\]")
+_SHAPE = re.compile(r"\b[a-z][a-z0-9]*\[[0-9x]*\]")
+#: a tensor argument in a launch text: "X=fp32[37x1000]" (its name, then dtype[shape])
+_NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\])(?=, |; |$)")
 
 
 def shape_text(x: dict[str, Any]) -> str:
-    """The launch's tensor shapes, each distinct one once ("bf16[4096x4096]"), and its grid."""
+    """The launch's tensor shapes, each distinct one once and named by its first argument in the
+    launch's order ("X fp32[37x1000], W fp32[1000], Mean fp32[37]"), and its grid. The launch
+    lists its arguments in the kernel's signature order (an older document: in ASCII order);
+    a launch text without argument names (a callable's) gives its shapes unnamed."""
     launch = str(x.get("launch") or "")
-    shapes = list(dict.fromkeys(_SHAPE.findall(launch)))
+    args = launch.split("; grid ", 1)[0]
+    first: dict[str, str] = {}
+    for name, shape in _NAMED_SHAPE.findall(args):
+        first.setdefault(shape, name)
+    shapes = [f"{name} {shape}" for shape, name in first.items()]
+    if not shapes:
+        shapes = list(dict.fromkeys(_SHAPE.findall(launch)))
     grid = re.search(r"grid ([0-9x]+)", launch)
     bits = [", ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "")] if shapes else []
     if grid:
@@ -145,12 +157,25 @@ def shape_text(x: dict[str, Any]) -> str:
     return "; ".join(bits) or (launch[:60] if launch else "-")
 
 
-def site_text(k: dict[str, Any]) -> str:
-    """Where the kernel lives, without saying its name twice: "src/ops/geglu.py" for the site
-    "src/ops/geglu.py::_geglu_kernel" of _geglu_kernel; the whole site when the names differ."""
+def kernel_where(k: dict[str, Any]) -> tuple[str, str]:
+    """(the kernel as the A/B tables name it, the file it lives in): the one kernel cell of the
+    timed and the static tables ("softmax (softmax_kernel)", "kernels/softmax.py"), never its
+    name twice. A marker's name is followed by the Triton function's (the launch diff's label,
+    as the static verdict stores it); a row without a launch site (a callable's) is its name."""
     site, kernel = str(k.get("site") or ""), str(k.get("kernel") or "")
-    path, _, qualname = site.rpartition("::")
-    return path if path and qualname == kernel else site
+    path, sep, qualname = site.rpartition("::")
+    if not sep or not path:
+        return kernel, ""
+    if qualname and not kernel.endswith((qualname, f"({qualname})")):
+        kernel = f"{kernel} ({qualname})"
+    return kernel, path
+
+
+def kernel_cell(k: dict[str, Any]) -> str:
+    """ "softmax (softmax_kernel) in kernels/softmax.py": :func:`kernel_where` as one line of
+    text (not escaped: the caller escapes for its medium)."""
+    name, path = kernel_where(k)
+    return f"{name} in {path}" if path else name
 
 
 def slower_count(k: dict[str, Any]) -> str:
@@ -161,11 +186,12 @@ def slower_count(k: dict[str, Any]) -> str:
 
 
 def cause_text(k: dict[str, Any]) -> str:
-    """What changed in the worst launch, in words: the launch diff's option and constexpr
-    changes, registers / spills, region shares (or the kernel's when its worst launch has none)."""
+    """What changed in the worst launch, in words (:func:`cause_order`): the launch diff's option
+    and constexpr changes, the occupancy change, registers / spills, region shares (or the
+    kernel's when its worst launch has none)."""
     launches = k.get("launches") or []
     changes = (launches[0].get("changes") if launches else None) or k.get("changes") or []
-    return "; ".join(str(c) for c in changes) or "-"
+    return "; ".join(cause_order(changes)) or "-"
 
 
 def headline(doc: dict[str, Any]) -> str:
@@ -253,11 +279,27 @@ def test_status_word(status: Any) -> str:
 def launch_cause(x: dict[str, Any]) -> str:
     """A timed launch's cause in words: what its launch diff says changed (options,
     constexprs, registers, regions), then why it was not called slower; "" when neither."""
-    return "; ".join([*(str(c) for c in x.get("changes") or []), *([str(x["why"])] if x.get("why") else [])])
+    return "; ".join([*cause_order(x.get("changes") or []), *([str(x["why"])] if x.get("why") else [])])
 
 
 def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
+
+
+def changes_of_test(t: dict[str, Any]) -> list[str]:
+    """What differs in a test, one line per launch that differs: "softmax (softmax_kernel):
+    num_warps 4 -> 1; sm_90 theoretical occupancy ...; sm_90 SASS changed: ..." in a cause's
+    order (:func:`cause_order`), from the test's launches; a document without them gives its
+    stored lines."""
+    launches = [x for x in t.get("launches") or [] if isinstance(x, dict) and x.get("status") != "identical"]
+    if not launches:
+        return [str(c) for c in t.get("changes") or []]
+    out = []
+    for x in launches:
+        name, _ = kernel_where({"kernel": x.get("name"), "site": x.get("site")})
+        what = "; ".join(cause_order(x.get("changes") or [])) or str(x.get("status") or "")
+        out.append(f"{name}: {what}")
+    return out
 
 
 def sides(doc: dict[str, Any]) -> tuple[str, str, str, bool]:
@@ -301,8 +343,9 @@ def _option_changes(doc: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
         for lc in t.get("launches") or [] if isinstance(t, dict) else []:
             if isinstance(lc, dict) and lc.get("status") == "changed":
                 # the code's lines (SASS, occupancy) are the verdict's to say, not an option's
-                code = ("SASS changed", "theoretical occupancy")
-                changes = [str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in code)]
+                changes = [
+                    str(c) for c in lc.get("changes") or [] if not any(w in str(c) for w in CODE_LINES)
+                ]
                 out.setdefault((str(t.get("test")), str(lc.get("site"))), changes)
     return out
 
@@ -331,7 +374,7 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 moved = options.get((str((x.get("tests") or [""])[0]), str(g["site"])), [])
                 reason = str(x.get("reason") or "")
                 # the option changes first, unless the reason names them ("num_warps 4 -> 1: ...")
-                cause = "; ".join([*(o for o in moved if o not in reason), reason]).strip("; ")
+                cause = "; ".join(options_first(moved, [reason] if reason else []))
                 k["launches"].append({**x, "gate": gate, "launch": text, "options": moved, "reason": cause})
     out = []
     for k in kernels.values():
@@ -341,7 +384,7 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 **k,
                 "shape": shape_text(w),
-                "file": k["site"].split("::", 1)[0] if "::" in k["site"] else "",
+                "file": kernel_where(k)[1],
                 "cause": w["reason"] or "-",
                 # only the launches whose code changed are listed: said, never "1 of 1" for a
                 # kernel whose other launch is identical

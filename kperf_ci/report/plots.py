@@ -36,12 +36,12 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     if hi <= lo:
         hi = lo + (abs(lo) or 1.0)
     raw = (hi - lo) / max(n, 1)
-    mag = 10 ** math.floor(math.log10(raw))
+    mag = 10.0 ** math.floor(math.log10(raw))  # a float: int steps of 1.8e308 passed the float range
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    first = math.ceil(lo / step) * step
+    first = float(math.ceil(lo / step)) * step
     ticks = []
     t = first
-    while t <= hi + step * 1e-9 and len(ticks) < 50:
+    while t <= hi + step * 1e-9 and math.isfinite(t) and len(ticks) < 50:
         ticks.append(round(t, 12))
         t += step
     return ticks

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from kperf_ci.judge.comparison import COMPARED
 from kperf_ci.judge.group import count_words, plural, triton_kernels
-from kperf_ci.metrics import key_metrics
+from kperf_ci.metrics import key_metrics, moved_text
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.units import fmt_value
@@ -50,7 +50,7 @@ def _key_moves(comparison: Any) -> dict[str, list[str]]:
         for ch in comparison.changes:
             if ch.metric in _KEY_METRICS and ch.base != ch.current:
                 key_moves.setdefault(ch.variant.id, []).append(
-                    f"{ch.metric} {fmt_value(ch.base, ch.unit)} -> {fmt_value(ch.current, ch.unit)}"
+                    moved_text(ch.metric, ch.base, ch.current, ch.unit)
                 )
     return key_moves
 

@@ -15,7 +15,7 @@ from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, flagged, ra
 from ..capture.static.sass import CLASSES
 from ..judge.group import count_words, size_words, triton_kernels
 from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
-from ..metrics import VERDICT_RANK, headline
+from ..metrics import VERDICT_RANK, display_name, headline, moved_text, unit_of
 from ..metrics import VERDICTS as VERDICTS
 from ..model import Fingerprint, RunInfo, VariantKey, VariantResult
 from ..units import fmt_ci, fmt_rel, fmt_value
@@ -318,13 +318,15 @@ def fingerprint_rows(base: Fingerprint | None, cur: Fingerprint) -> list[tuple[s
 
 
 def describe_row(r: MetricRow) -> str:
-    """Short attribution text: 'registers 96 -> 128', 'time.median +3.1% [+2.8%, +3.4%]'."""
-    name = r.name.removeprefix("region.").removesuffix(".cycles") if r.kind == "region" else r.name
+    """Short attribution text, in the catalogue's display names: 'registers 96 -> 128',
+    'median time +3.1% [+2.8%, +3.4%]', '16 B more spills (0 B -> 16 B)'."""
     if r.kind in ("time", "region") and r.rel is not None:
-        return f"{name} {fmt_rel(r.rel)} {fmt_ci(r.ci)}".rstrip()
+        return f"{display_name(r.name)} {fmt_rel(r.rel)} {fmt_ci(r.ci)}".rstrip()
     if r.name == "spills" and r.base is not None and r.cur is not None and r.cur > r.base:
-        return f"{fmt_value(r.cur - r.base)} B more spills ({fmt_value(r.base)} -> {fmt_value(r.cur)})"
-    return f"{name} {fmt_value(r.base)} -> {fmt_value(r.cur)}"
+        unit = unit_of(r.name, r.unit)
+        more = fmt_value(r.cur - r.base, unit)
+        return f"{more} more spills ({fmt_value(r.base, unit)} -> {fmt_value(r.cur, unit)})"
+    return moved_text(r.name, r.base, r.cur, r.unit)
 
 
 def threshold_text(f: Finding) -> str:

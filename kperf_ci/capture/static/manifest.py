@@ -11,7 +11,7 @@ plain JSON, stored as the run-level blob ``launches`` (one per xdist worker: ``l
     {"tests/test_add.py::test_add[4096]": [
         {"site": "kernels/add.py::add_kernel", "name": "vector_add", "spec": "...",
          "config": "num_warps=4,num_stages=3,num_ctas=1", "grid": [4, 1, 1],
-         "args": {"n": "4096", "BLOCK": "1024", "x": "fp32[4096]"},
+         "args": {"n": "4096", "BLOCK": "1024", "x": "fp32[4096]"}, "arg_order": ["x", "n", "BLOCK"],
          "code": {"sm_90": {"variant": "<id>", "sass": "<hash>", "registers": 26, ...}}}]}
 """
 
@@ -92,6 +92,7 @@ def build_manifest(
                 "error": v.error,
                 **{k: m[k] for k in CODE_METRICS if k in m},
             }
+        args = launch_args(ls)
         rows.append(
             {
                 "site": source_location(ls, rootdir),
@@ -99,7 +100,10 @@ def build_manifest(
                 "spec": ls.spec,
                 "config": ls.config,
                 "grid": list(ls.grid),
-                "args": launch_args(ls),
+                "args": args,
+                # the signature's order: the manifest is written with sorted keys (one text for
+                # one manifest), and a launch line reads "X, Y, W, ...", not "B, Mean, N, ..."
+                "arg_order": list(args),
                 "values": launch_values(ls),
                 "options": dict(ls.options),
                 "autotune": ls.autotune,
