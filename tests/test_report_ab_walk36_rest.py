@@ -40,7 +40,8 @@ def test_the_occupancy_cause_names_what_limits_it_on_each_side():
     )
     (reg,) = judge([ABTestDiff("t.py::t", "changed", [lc])], ThresholdPolicy()).regressions
     assert reg["reason"] == (
-        "theoretical occupancy 75% -> 25% (num_warps 4 -> 1: at most 32 blocks per SM; registers 40 -> 128)"
+        "theoretical occupancy 75% -> 50% (num_warps 4 -> 1: at most 32 blocks per SM) -> 25% "
+        "(registers 40 -> 128)"
     )
     # the report's per-launch line keeps the option change (it said only the occupancy)
     doc = {**document([]), "device": None, "timed": [], "kernels": []}
@@ -57,7 +58,7 @@ def test_the_occupancy_cause_names_what_limits_it_on_each_side():
         x for x in ab.render_markdown(doc).splitlines() if x.startswith("- ") and "regressed" in x
     )
     assert (
-        "BLOCK 8 -&gt; 16; theoretical occupancy 75% -&gt; 25% (num\\_warps 4 -&gt; 1: at most" in launch_line
+        "BLOCK 8 -&gt; 16; theoretical occupancy 75% -&gt; 50% (num\\_warps 4 -&gt; 1: at most" in launch_line
     )
 
 
@@ -287,15 +288,15 @@ def test_a_timed_cause_states_the_occupancy_change_as_the_static_cause_does():
     text = ab.render_markdown(timed)
     cause = _columns(next(x for x in text.splitlines() if x.startswith("| 🔴 slower |")))[-1]
     occupancy = (
-        "theoretical occupancy 75% -&gt; 25% (num\\_warps 4 -&gt; 1: at most 32 blocks per SM; "
-        "registers 40 -&gt; 128)"
+        "theoretical occupancy 75% -&gt; 50% (num\\_warps 4 -&gt; 1: at most 32 blocks per SM) -&gt; 25% "
+        "(registers 40 -&gt; 128)"
     )
     sass = "sm\\_90 SASS changed: registers 40 -&gt; 128, SASS instructions 100 -&gt; 300"
     assert cause == f"sm\\_90 {occupancy}; {sass}"
     (line,) = [x for x in text.splitlines() if x.startswith("  - 🔴 slower")]
     assert f"; cause: sm\\_90 {occupancy}; sm\\_90 SASS changed" in line
     html = html_lib.unescape(text_of(ab.render_html(timed)))
-    assert "sm_90 theoretical occupancy 75% -> 25% (num_warps 4 -> 1" in html.split("SASS changed")[0]
+    assert "sm_90 theoretical occupancy 75% -> 50% (num_warps 4 -> 1" in html.split("SASS changed")[0]
     # the static cause of the same pair: the same words, the arch in its own column
     lc = LaunchChange("k", "k.py::k", "changed", changes, b, h)
     (reg,) = judge([ABTestDiff("t.py::a", "changed", [lc])], ThresholdPolicy()).regressions
@@ -321,7 +322,7 @@ def test_the_static_diff_per_test_says_the_occupancy_before_the_code_and_whole()
     fold = text.split("Static diff per test", 1)[1]
     (line,) = [x for x in fold.splitlines() if x.startswith("  - layernorm")]
     name = "layernorm (\\_layer\\_norm\\_fwd\\_fused)"
-    assert line.startswith(f"  - {name}: sm\\_90 theoretical occupancy 75% -&gt; 25% (num\\_warps")
+    assert line.startswith(f"  - {name}: sm\\_90 theoretical occupancy 75% -&gt; 50% (num\\_warps")
     assert "…" not in line and line.endswith("SASS instructions 100 -&gt; 300")
     html = html_lib.unescape(text_of(ab.render_html(doc)))
-    assert "_layer_norm_fwd_fused): sm_90 theoretical occupancy 75% -> 25%" in html
+    assert "_layer_norm_fwd_fused): sm_90 theoretical occupancy 75% -> 50%" in html

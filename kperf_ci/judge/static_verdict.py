@@ -167,14 +167,21 @@ def occupancy_change(
     if occ is None or occ[0].fraction == occ[1].fraction:
         return None
     ob, oh, ohb = occ
-    parts = []
-    if ohb.fraction != ob.fraction:
-        parts.append(f"num_warps {b_warps} -> {h_warps}: {limit_text(ohb)}")
-    moved = [n for n in _RESOURCES if _number(x.get(n)) and _number(y.get(n)) and x[n] != y[n]]
-    if oh.fraction != ohb.fraction and moved:
-        parts.append(", ".join(metric_moved(n, x[n], y[n]) for n in moved))
-    fb, fh = float(ob.fraction or 0), float(oh.fraction or 0)
-    return f"theoretical occupancy {_pct(fb)} -> {_pct(fh)} ({'; '.join(parts)})"
+    fb, fh, fm = (float(o.fraction or 0) for o in (ob, oh, ohb))
+    # the resources that moved the way the occupancy did (a smaller one cannot lower it, a
+    # larger one cannot raise it)
+    lower = fh < fb
+    moved = [
+        n for n in _RESOURCES
+        if _number(x.get(n)) and _number(y.get(n)) and x[n] != y[n] and (float(y[n]) > float(x[n])) == lower
+    ]  # fmt: skip
+    by_warps = f"num_warps {b_warps} -> {h_warps}: {limit_text(ohb)}" if fm != fb else ""
+    by_code = ", ".join(metric_moved(n, x[n], y[n]) for n in moved) if fh != fm and moved else ""
+    if by_warps and by_code:
+        # each step with the occupancy it leads to: "75% -> 25% (warps: 32 blocks; registers)"
+        # read as if 32 blocks per SM gave 25% (issue 36's second walk)
+        return f"theoretical occupancy {_pct(fb)} -> {_pct(fm)} ({by_warps}) -> {_pct(fh)} ({by_code})"
+    return f"theoretical occupancy {_pct(fb)} -> {_pct(fh)} ({by_warps or by_code})"
 
 
 def _occupancy_verdict(
