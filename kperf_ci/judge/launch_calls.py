@@ -78,11 +78,12 @@ def config_labels(rows: list[dict[str, Any]]) -> dict[str, str]:
     return value_labels({config_id(r): tuned_values(r) for r in rows})
 
 
-def value_labels(values: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Config key -> short text naming it by what varies across ``values`` ("num_warps=16")."""
+def value_labels(values: dict[Any, dict[str, Any]], empty: str = "default") -> dict[Any, str]:
+    """Config key -> short text naming it by what varies across ``values`` ("num_warps=16");
+    ``empty`` for a config that sets none of the varying values."""
     keys = sorted({k for v in values.values() for k in v})
     varying = [k for k in keys if len({str(v.get(k)) for v in values.values()}) > 1] or keys
-    return {cid: ",".join(f"{k}={v[k]}" for k in varying if k in v) or "default" for cid, v in values.items()}
+    return {cid: ",".join(f"{k}={v[k]}" for k in varying if k in v) or empty for cid, v in values.items()}
 
 
 def set_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import Any
 from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
+from kperf_ci.judge.launch_calls import value_labels
 from kperf_ci.metrics import is_regression
 
 #: the blob that holds the A/B document, on the run labelled "ab"
@@ -339,14 +340,9 @@ def best_of_configs_text(launch: dict[str, Any]) -> str | None:
     if launch.get("compare") != "best_of_configs":
         return None
     texts = [launch.get(k) or "" for k in ("base_best", "head_best", "base_pick", "head_pick")]
-    values = [_config_values(t) for t in texts]
-    keys = sorted({k for v in values for k in v})
-    varying = [k for k in keys if len({v.get(k) for v in values if v}) > 1] or keys
-
-    def name(v: dict[str, str]) -> str:
-        return ",".join(f"{k}={v[k]}" for k in varying if k in v) or "its only config"
-
-    bb, hb, bp, hp = (name(v) if v else "-" for v in values)
+    values = {i: _config_values(t) for i, t in enumerate(texts)}
+    labels = value_labels({i: v for i, v in values.items() if v}, empty="its only config")
+    bb, hb, bp, hp = (labels.get(i, "-") for i in range(4))
     timed = launch.get("configs_timed") or {}
     n_base, n_head = timed.get("base", "?"), timed.get("head", "?")
     out = f"best against best: base {bb} vs head {hb} ({n_base} and {n_head} configs timed"

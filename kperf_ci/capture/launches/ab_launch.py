@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.capture.launches.base_tree import load_base_callable
-from kperf_ci.capture.launches.best_config import Side
-from kperf_ci.capture.static.describe import _unwrap, decorator_names, make_launch_spec
+from kperf_ci.capture.launches.best_config import Side, config_text
+from kperf_ci.capture.static.describe import _unwrap, decorator_names, kernel_object, make_launch_spec
 from kperf_ci.capture.static.manifest import launch_args
 from kperf_ci.judge.launch_calls import call_key
 
@@ -305,12 +305,10 @@ def head_side(launch: Any, entry: PlanEntry) -> Side | None:
     found in the kernel's module."""
     jit = launch.jit_fn
     fn = getattr(jit, "fn", None)
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    if module is None:
-        return None
-    obj = getattr(module, getattr(fn, "__name__", ""), None)
-    if obj is None or _inner_jit(obj) is not jit:
-        obj = next((v for v in vars(module).values() if _wraps(v, jit)), None)
+    obj = kernel_object(fn)  # the module-level name of the kernel, as the static pass finds it
+    if obj is None:  # else an object under another name that wraps this kernel
+        module = sys.modules.get(getattr(fn, "__module__", "") or "")
+        obj = next((v for v in vars(module).values() if _wraps(v, jit)), None) if module else None
     if obj is None:
         return None
     bound = _bound(jit, tuple(launch.args), dict(launch.kwargs))
@@ -329,10 +327,6 @@ def _wraps(obj: Any, jit: Any) -> bool:
         return False
 
 
-def _pick_text(values: dict[str, Any]) -> str:
-    return ",".join(f"{k}={values[k]}" for k in sorted(values))
-
-
 def autotuner_pick(obj: Any) -> str | None:
     """The config the autotuner in ``obj``'s decorator chain picked at its last launch
     ("BLOCK=64,num_warps=1"), None before any or without an autotuner."""
@@ -341,7 +335,7 @@ def autotuner_pick(obj: Any) -> str | None:
     for _ in range(16):
         if isinstance(obj, Autotuner):
             best = getattr(obj, "best_config", None)
-            return _pick_text(best.all_kwargs()) if best is not None else None
+            return config_text(best.all_kwargs()) if best is not None else None
         obj = getattr(obj, "fn", None)
         if obj is None:
             break
@@ -355,7 +349,7 @@ def head_pick(launch: Any, entry: PlanEntry) -> str | None:
     if not tuned:
         return None
     given = {**_bound(launch.jit_fn, tuple(launch.args), dict(launch.kwargs)), **dict(launch.kwargs)}
-    return _pick_text({k: v for k, v in given.items() if k in tuned})
+    return config_text({k: v for k, v in given.items() if k in tuned})
 
 
 def _caller_value(
