@@ -48,7 +48,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import kperf_commit  # noqa: E402 - the one reader of the measured commit
 from _corpus_truth import record_path  # noqa: E402 - where the truth plugin writes each kernel's record
+from cpu_corpus_eval import checkout  # noqa: E402 - one way to copy a repository's pinned paths
 from realrepo_ab_eval import Plant, apply_plant, commit_all, git  # noqa: E402 - one way to plant
 from suites_eval import _run as run_group  # noqa: E402 - one process-group runner with a timeout
 
@@ -257,20 +257,8 @@ BY_NAME = {r.name: r for r in REPOS}
 
 def export(spec: Repo, src: str, dest: Path) -> str:
     """The pinned commit's ``paths`` copied to ``dest`` (a plain directory: the GPU machine has no
-    network), with ``COMMIT`` naming the commit; returns it."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    full = dest.with_name(dest.name + "-clone")
-    shutil.rmtree(full, ignore_errors=True)
-    subprocess.run(["git", "clone", "--quiet", "--no-checkout", src, str(full)], check=True)
-    commit = git(full, "rev-parse", spec.commit or "HEAD").strip()
-    git(full, "checkout", "--quiet", commit, "--", *spec.paths)
-    dest.mkdir(parents=True)
-    for rel in spec.paths:
-        s, d = full / rel, dest / rel
-        d.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if s.is_dir() else shutil.copy2)(s, d)
-    shutil.rmtree(full)
+    network; cpu_corpus_eval's checkout), with ``COMMIT`` naming the commit; returns it."""
+    commit = checkout(spec, src, dest)
     (dest / "COMMIT").write_text(commit + "\n")
     return commit
 
