@@ -523,6 +523,26 @@ def test_ab_passes_do_not_run_the_projects_own_baseline_comparison(tmp_path):
     assert env["PYTHONPATH"].split(__import__("os").pathsep)[0] == str(tmp_path)
 
 
+def test_a_pass_writes_its_profile_where_KPERF_PROFILE_DIR_says(tmp_path, monkeypatch):
+    """Profiling the PR check where it runs: each pass under cProfile, one file per pass label,
+    and a real pytest pass writes it."""
+    import pstats
+
+    from kperf_ci.prcheck.passes import _start
+
+    (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n")
+    prof = tmp_path / "prof"
+    monkeypatch.setenv("KPERF_PROFILE_DIR", str(prof))
+    rc, out = _start(
+        tmp_path, Path("."), ["test_x.py"], ["--kperf-label", "ab-head-static"], sys.executable
+    ).wait()
+    assert rc == 0, out
+    assert pstats.Stats(str(prof / "ab-head-static.prof")).total_calls > 0
+    monkeypatch.delenv("KPERF_PROFILE_DIR")
+    plain = _start(tmp_path, Path("."), ["test_x.py"], [], sys.executable)
+    assert plain.wait()[0] == 0 and "cProfile" not in plain.proc.args
+
+
 @pytest.mark.parametrize(
     "marker, expected",
     [

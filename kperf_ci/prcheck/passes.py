@@ -99,8 +99,25 @@ def _start(root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], py
         if any(a == "--rootdir" or a.startswith("--rootdir=") for a in args)
         else [f"--rootdir={root / rel_cwd}"]
     )
-    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *rootdir, "--kperf", *kperf_args, *args]
+    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", *rootdir, "--kperf", *kperf_args, *args]
+    cmd = [python, *_profiled(kperf_args), *pytest]
     return _Pass(cmd, root / rel_cwd, _env_for(root))
+
+
+#: a folder where each pass writes its cProfile statistics (``<label>.prof``, named by the pass's
+#: ``--kperf-label``): the PR check's passes profiled where they run, before optimizing them
+PROFILE_DIR_ENV = "KPERF_PROFILE_DIR"
+
+
+def _profiled(kperf_args: list[str]) -> list[str]:
+    folder = os.environ.get(PROFILE_DIR_ENV)
+    if not folder:
+        return []
+    label = (
+        kperf_args[kperf_args.index("--kperf-label") + 1] if "--kperf-label" in kperf_args[:-1] else "pass"
+    )
+    os.makedirs(folder, exist_ok=True)
+    return ["-m", "cProfile", "-o", os.path.join(folder, f"{label}.prof")]
 
 
 def _tail(text: str, n: int = 15) -> str:
