@@ -126,6 +126,19 @@ def test_readme_links_every_docs_page():
     assert not missing, f"docs pages the README does not link: {missing}"
 
 
+def test_evidence_lists_every_results_file():
+    """docs/EVIDENCE.md names every markdown file in benchmarks/results/ (by its path there)."""
+    text = (ROOT / "docs/EVIDENCE.md").read_text(encoding="utf-8")
+    results = ROOT / "benchmarks/results"
+    missing = []
+    for f in sorted(results.rglob("*.md")):
+        rel = f.relative_to(results).as_posix()
+        # a file in a sub-folder may be named `folder/file.md`, beside the full path of its row
+        if rel not in text and f"{f.parent.name}/{f.name}" not in text:
+            missing.append(rel)
+    assert not missing, f"benchmarks/results files docs/EVIDENCE.md does not list: {missing}"
+
+
 def test_slug_matches_github():
     assert slug("The PR check: `kperf ab`") == "the-pr-check-kperf-ab"
     assert slug("Static mode: how, its limits") == "static-mode-how-its-limits"
