@@ -172,7 +172,7 @@ def _message(e: gh_exc.GitHubError, what: str, redact: Callable[[object], str] =
         return (
             f"GitHub answered 403 for {what} ({detail}): the token lacks a permission; give the job "
             "`pull-requests: write`, `issues: write`, `statuses: write` and `contents: write` as it needs "
-            "(a fork PR's token is read-only: post from the workflow_run job, see README)"
+            "(a fork PR's token is read-only: post from the workflow_run job, see docs/github.md)"
         )
     if e.code == 404:
         return not_found(what)

@@ -290,7 +290,7 @@ def _static_side(
             # failing tests: the head is broken, not slower
             hint = (
                 "deselect tests that cannot pass here (-k, --deselect; on a machine without a GPU, "
-                "bf16 tests can fail in Triton's interpreter: README, Static mode)"
+                "bf16 tests can fail in Triton's interpreter: docs/static-mode.md)"
                 if marked_all
                 else "tests that pass only on a GPU, or only when marked, can be marked for the whole "
                 "suite with --kperf-all or [tool.kperf] mark"
