@@ -84,7 +84,7 @@ def test_the_plot_draws_each_launchs_own_threshold_and_never_cuts_a_label():
     labels were cut ("grid 3…") and floor bars ran under them."""
     html = ab.render_html(json.loads(GPU_DOC.read_text(encoding="utf-8")))
     svg = html.split('class="chart ab-intervals"', 1)[1].split("</svg>", 1)[0]
-    assert "…" not in svg and "#1 a bf16[369x4231]; grid 369x1x1" in svg
+    assert "…" not in svg and "#1 a=bf16[369x4231]; grid 369x1x1" in svg
     assert "threshold ±1.65% for this launch" in svg and "threshold ±0.50% for this launch" in svg
     assert "the threshold (±" not in html
     left = min(float(x) for x in re.findall(r'class="tick" x="([\d.]+)"[^>]*text-anchor="end"', svg) or ["0"])

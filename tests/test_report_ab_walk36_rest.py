@@ -178,7 +178,7 @@ def test_a_launch_lists_its_arguments_in_the_kernels_order_and_its_worst_shape_b
     doc["static_regressions"] = json.loads(json.dumps([reg], sort_keys=True))  # stored sorted, too
     text = ab.render_markdown(doc)
     (table_row,) = [x for x in text.splitlines() if x.startswith("| 🔴 regressed")]
-    assert "| X fp32\\[37x1000\\], W fp32\\[1000\\], Mean fp32\\[37\\]; grid 37x1x1 |" in table_row
+    assert "| X=fp32\\[37x1000\\], W=fp32\\[1000\\], Mean=fp32\\[37\\]; grid 37x1x1 |" in table_row
     (line,) = [x for x in text.splitlines() if x.startswith("- ") and "regressed" in x]
     assert "; X=fp32\\[37x1000\\], Y=fp32\\[37x1000\\], W=fp32\\[1000\\]" in line
 
@@ -217,10 +217,10 @@ def test_an_older_document_without_the_order_still_renders_its_shapes_named():
     doc = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
     doc["static_regressions"] = [old]
     (table_row,) = [x for x in ab.render_markdown(doc).splitlines() if x.startswith("| 🔴 regressed")]
-    assert "B fp32\\[1000\\], Mean fp32\\[37\\], X fp32\\[37x1000\\]; grid 4x1x1" in table_row
+    assert "B=fp32\\[1000\\], Mean=fp32\\[37\\], X=fp32\\[37x1000\\]; grid 4x1x1" in table_row
     # the committed GPU document, timed before either: its launches named by their first tensor
     gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
-    assert "| a bf16\\[369x4231\\]; grid 369x1x1 |" in ab.render_markdown(gpu)
+    assert "| a=bf16\\[369x4231\\]; grid 369x1x1 |" in ab.render_markdown(gpu)
 
 
 # ---- item 15: one kernel cell and one column order for the timed and the static tables

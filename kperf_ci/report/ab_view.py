@@ -139,7 +139,8 @@ _NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\]
 
 def shape_text(x: dict[str, Any]) -> str:
     """The launch's tensor shapes, each distinct one once and named by its first argument in the
-    launch's order ("X fp32[37x1000], W fp32[1000], Mean fp32[37]"), and its grid. The launch
+    launch's order, written as the launch lines write arguments ("X=fp32[37x1000], W=fp32[1000],
+    Mean=fp32[37]": never "a bf16[...]", which read as English), and its grid. The launch
     lists its arguments in the kernel's signature order (an older document: in ASCII order);
     a launch text without argument names (a callable's) gives its shapes unnamed."""
     launch = str(x.get("launch") or "")
@@ -147,7 +148,7 @@ def shape_text(x: dict[str, Any]) -> str:
     first: dict[str, str] = {}
     for name, shape in _NAMED_SHAPE.findall(args):
         first.setdefault(shape, name)
-    shapes = [f"{name} {shape}" for shape, name in first.items()]
+    shapes = [f"{name}={shape}" for shape, name in first.items()]
     if not shapes:
         shapes = list(dict.fromkeys(_SHAPE.findall(launch)))
     grid = re.search(r"grid ([0-9x]+)", launch)

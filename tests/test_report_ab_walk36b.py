@@ -1,0 +1,47 @@
+"""Issue 36's second reviewer walk (docs/reviewer-walk/second-walk-2026-11-27/NOTES.md) and
+issue 33's walk (docs/walks/issue33-2026-11-27.md, items 2, 3, 5): what a fresh reviewer of the
+A/B PR comment, HTML page and terminal misread, each fixed and held here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kperf_ci.judge.group import launch_text
+from kperf_ci.report import ab
+from kperf_ci.report.ab_html import _plot
+from kperf_ci.report.ab_view import kernels_of, shape_text
+from tests.test_report_ab import document, launch, row
+from tests.test_report_ab_walk36 import GPU_DOC, text_of
+
+
+def gpu_doc() -> dict[str, Any]:
+    return json.loads(GPU_DOC.read_text(encoding="utf-8"))
+
+
+def test_a_worst_launch_writes_its_shapes_as_the_launch_lines_do():
+    """Item 5: "a bf16[369x4231]" read as "a bf16 tensor"; the launch lines say "a=bf16[...]"."""
+    doc = gpu_doc()
+    (k,) = kernels_of(doc)
+    assert shape_text(k["launches"][0]) == "a=bf16[369x4231]; grid 369x1x1"
+    comment = ab.render_markdown(doc)
+    assert "a=bf16\\[369x4231\\]; grid 369x1x1" in comment and "a bf16" not in comment
+    svg = str(_plot(k, 1e-4))
+    assert "#1 a=bf16[369x4231]; grid 369x1x1" in svg and "a bf16" not in svg
+    assert "a bf16" not in text_of(ab.render_html(doc))
+
+
+def test_options_are_spaced_as_the_arguments_and_num_ctas_said_only_when_not_one():
+    """Item 10: "num_warps=4,num_stages=3" beside "; grid 369x1x1"; num_ctas=1 dropped silently."""
+    assert launch_text({"x": "fp32[4]"}, [4, 1, 1], "num_warps=4,num_stages=3,num_ctas=1") == (
+        "x=fp32[4]; grid 4x1x1; num_warps=4, num_stages=3"
+    )
+    assert launch_text({"x": "fp32[4]"}, [4, 1, 1], "num_warps=4,num_stages=3,num_ctas=2").endswith(
+        "num_warps=4, num_stages=3, num_ctas=2"
+    )
+    # a stored document's launch texts read the same
+    comment = ab.render_markdown(gpu_doc())
+    assert "num\\_warps=4, num\\_stages=3" in comment and "num\\_warps=4,num" not in comment
+    assert "num_warps=4,num" not in ab.render_html(gpu_doc())
+    doc = document([row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0))])
+    assert "num_warps=4, num_stages=3" in "\n".join(ab.terminal_lines(doc))
