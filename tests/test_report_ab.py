@@ -239,7 +239,7 @@ def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_time
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", text), (effect, text)
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", terminal), (effect, terminal)
         assert effect in html and f"{base} → {head}" in html, effect
-    assert "3 launch(es) in 3 test(s)" in terminal
+    assert "3 launches in 3 tests" in terminal
     # a callable that launches several kernels is keyed by an internal id: never shown
     multi = document([{**t, "config": "callable:311ceb2d"} for t in timed])
     assert "callable:" not in ab.render_markdown(multi) + ab.render_html(multi)
@@ -531,14 +531,14 @@ def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
 
 def test_a_static_check_that_timed_nothing_never_reads_as_a_timed_result():
     """Issue 35's walk: a static-only `kperf ab` whose launches were all identical read
-    "🟢 no kernel slower than the base revision", as if timed; one whose launches compiled on
+    "🟢 no kernel slower than the base", as if timed; one whose launches compiled on
     neither side must say they could not be compared."""
     from kperf_ci.report.ab_view import headline
 
     same = {"counts": {"identical": 4}, "tests": [], "timed": [], "kernels": []}
-    assert headline(same).startswith("🟢 every launch identical to the base revision"), headline(same)
+    assert headline(same).startswith("🟢 every launch identical to the base (code and work)"), headline(same)
     assert "slower" not in headline(same)
     unknown = {"counts": {"unknown": 3, "identical": 1}, "tests": [], "timed": [], "kernels": []}
-    assert headline(unknown).startswith("🟡 3 test(s) could not be compared (compiled on neither side)")
+    assert headline(unknown).startswith("🟡 3 tests could not be compared (compiled on neither side)")
     timed = {"counts": {"unchanged": 1}, "timed": [{"verdict": "unchanged"}], "kernels": [{}]}
-    assert headline(timed).startswith("🟢 no kernel slower than the base revision")
+    assert headline(timed).startswith("🟢 no kernel slower than the base")

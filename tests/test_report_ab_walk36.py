@@ -69,13 +69,13 @@ def test_one_word_for_the_cause_and_a_header_for_the_time_verdict():
     assert "the 99% interval includes zero" in cells[1][0]
 
 
-def test_a_test_whose_launches_differ_is_not_called_changed():
-    """ "changed" is the static gate's word (its column); a test's status reads "differs"."""
+def test_a_test_whose_launches_changed_reads_changed_as_in_the_terminal():
+    """One word for one thing (second walk, item 6): "changed", as the terminal and the JSON say."""
     doc = document([row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0))])
     doc["tests"][0]["launches"] = [{"site": "ops.py::k", "status": "changed", "changes": []}]
     text, html = ab.render_markdown(doc), ab.render_html(doc)
-    assert "- **differs** t.py::a" in text and "**changed**" not in text
-    assert '<span class="badge differs">differs</span>' in html and "tests differ" in html
+    assert "- **changed** t.py::a" in text and "differs" not in text
+    assert ">differs<" not in html and "tests changed" in html
     assert '<span class="badge changed">changed</span>' in html  # the static gate keeps its word
 
 

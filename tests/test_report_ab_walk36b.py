@@ -45,3 +45,45 @@ def test_options_are_spaced_as_the_arguments_and_num_ctas_said_only_when_not_one
     assert "num_warps=4,num" not in ab.render_html(gpu_doc())
     doc = document([row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0))])
     assert "num_warps=4, num_stages=3" in "\n".join(ab.terminal_lines(doc))
+
+
+def test_the_headline_counts_the_tests_in_one_short_line():
+    """Item 8: the 9 changed tests were only on a tile; "24 test(s) identical code, not timed"."""
+    head = ab.headline(gpu_doc())
+    assert head == "🔴 1 kernel slower than the base · tests: 9 changed, 24 identical (not timed)"
+    static = json.loads((GPU_DOC.parent / "static-softmax.ab.json").read_text(encoding="utf-8"))
+    assert ab.headline(static) == "🔴 1 kernel regressed (static) · tests: 2 changed, 4 identical (not timed)"
+    first = ab.render_markdown(static).splitlines()[1]
+    assert first == "## kperf ab: " + ab.headline(static)
+    assert "tests identical (not timed)" in ab.render_html(static)
+
+
+def test_skipped_tests_are_counted_not_lost():
+    """Issue 33's walk, item 3: 14 tests selected, 12 accounted for; 2 had skipped themselves."""
+    from kperf_ci.prcheck.document import ABReport
+    from kperf_ci.prcheck.passes import skipped_count
+    from kperf_ci.prcheck.pipeline import _echo_static
+
+    out = "....ss\nkperf: run abc stored\n===== 4 passed, 2 skipped, 6 xfailed in 87.02s =====\n"
+    assert skipped_count(out) == 2 and skipped_count("== 3 passed in 1.0s ==") == 0
+    report = ABReport("main", "b" * 40, "a" * 40, skipped=2)
+    assert report.to_dict()["counts"]["skipped"] == 2
+    lines: list[str] = []
+    _echo_static([], [], lines.append, 2)
+    assert lines[0].endswith(", 0 new, 0 gone, 2 skipped (by the test)")
+    doc = gpu_doc()
+    doc["counts"]["skipped"] = 2
+    assert ab.headline(doc).endswith("tests: 9 changed, 24 identical (not timed), 2 skipped")
+    assert "2</b>tests skipped" in ab.render_html(doc)
+
+
+def test_a_test_whose_launches_changed_reads_changed_everywhere():
+    """Item 6: "changed" in the terminal and the JSON, "differs" in the comment and the page."""
+    doc = gpu_doc()
+    text, html = ab.render_markdown(doc), ab.render_html(doc)
+    assert "differs" not in text and ">differs<" not in html and "tests differ" not in html
+    assert "- **changed** test/transformers/test\\_geglu.py::test\\_correctness" in text
+    assert '<span class="badge changed">changed</span>' in html and "9</b>tests changed" in html
+    assert "1 launch in 1 test" in "\n".join(
+        ab.terminal_lines(document([row("k", "t.py::a", "slower", 1.05, 0.01)]))
+    )

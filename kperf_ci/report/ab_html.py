@@ -118,7 +118,11 @@ def _tiles(
         g["site"] for g in regs
     }:
         tiles.append({"cls": "better", "n": len(improved), "label": "kernels improved (static)"})
-    for status, label in (("changed", "tests differ"), ("identical", "tests identical, not timed")):
+    for status, label in (
+        ("changed", "tests changed"),
+        ("identical", "tests identical (not timed)"),
+        ("skipped", "tests skipped"),
+    ):
         if c.get(status):
             tiles.append({"cls": test_status_word(status), "n": int(c[status]), "label": label})
     return tiles

@@ -93,7 +93,7 @@ def terminal_lines(doc: dict[str, Any]) -> list[str]:
     for k in kernels_of(readable(doc)):
         out.append(
             f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
-            f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
+            f"{plural(len(k['launches']), 'launch')} in {plural(len(k['tests']), 'test')}"
         )
         for x in k["launches"]:
             why = f" ({x['why']})" if x.get("why") else ""
@@ -195,15 +195,40 @@ def cause_text(k: dict[str, Any]) -> str:
     return "; ".join(cause_order(changes)) or "-"
 
 
+def plural(n: int, word: str) -> str:
+    """ "1 kernel", "2 kernels", "3 launches": a count as the reports say it, never "kernel(s)"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('ch') else 's'}"
+
+
+def tests_text(c: dict[str, Any], *, said_changed: bool = False) -> str:
+    """ "tests: 9 changed, 24 identical (not timed), 2 skipped": how many tests the check saw and
+    what became of each (a test skipped by its own code launched nothing to compare; it is
+    counted, not lost). ``said_changed``: the headline already counts the changed ones."""
+    parts = []
+    if c.get("changed") and not said_changed:
+        parts.append(f"{int(c['changed'])} changed")
+    for status, words in (
+        ("unknown", "unknown"),
+        ("identical", "identical (not timed)"),
+        ("skipped", "skipped"),
+    ):
+        if c.get(status):
+            parts.append(f"{int(c[status])} {words}")
+    return ("tests: " + ", ".join(parts)) if parts else ""
+
+
 def headline(doc: dict[str, Any]) -> str:
+    """One line: the verdict, then the kernels' other verdicts, then what became of the tests
+    ("🔴 1 kernel slower than the base · tests: 9 changed, 24 identical (not timed)")."""
     c = doc.get("counts") or {}
     if "kernels" in doc:  # kernels, not launches: one kernel launched at 4 shapes is one kernel
         c = {**c, **{v: c.get(f"kernels_{v}", 0) for v in ("slower", "faster", "unchanged", "inconclusive")}}
     slower, faster = int(c.get("slower", 0)), int(c.get("faster", 0))
     groups = static_kernels_of(doc)
     static_reg = len({g["site"] for g in groups})  # kernels, as the README counts them
+    said_changed = False
     if slower:
-        head = f"🔴 {slower} kernel(s) slower than the base revision"
+        head = f"🔴 {plural(slower, 'kernel')} slower than the base"
     elif static_reg:
         # distinct launches, whatever the number of archs or tests (the body lists them so)
         n = len(
@@ -213,29 +238,29 @@ def headline(doc: dict[str, Any]) -> str:
                 for x in g["launches"]
             }
         )
-        per = f" ({n} launches)" if n != static_reg else ""
-        head = f"🔴 {static_reg} kernel(s) with static regressions{per} in changed launches"
+        per = f", {n} launches" if n != static_reg else ""
+        head = f"🔴 {plural(static_reg, 'kernel')} regressed (static{per})"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
-        head = (
-            f"🟡 {int(c['changed'])} test(s) {test_status_word('changed')}; not timed (no GPU on this runner)"
-        )
+        head = f"🟡 {plural(int(c['changed']), 'test')} changed; not timed (no GPU on this runner)"
+        said_changed = True
     elif int(c.get("unknown", 0)) and not doc.get("timed"):
-        head = f"🟡 {int(c['unknown'])} test(s) could not be compared (compiled on neither side); not timed"
+        n = plural(int(c["unknown"]), "test")
+        head = f"🟡 {n} could not be compared (compiled on neither side); not timed"
+        c = {**c, "unknown": 0}
     elif int(c.get("inconclusive", 0)):
-        head = f"🟡 {int(c['inconclusive'])} kernel(s) inconclusive; none slower with confidence"
+        head = f"🟡 {plural(int(c['inconclusive']), 'kernel')} inconclusive; none slower with confidence"
     elif not was_timed(doc):
-        # nothing timed and nothing differs: "no kernel slower" would read as a timed result
-        head = "🟢 every launch identical to the base revision (code and work); nothing to time"
+        # nothing timed and nothing changed: "no kernel slower" would read as a timed result
+        head = "🟢 every launch identical to the base (code and work); nothing to time"
     else:
-        head = "🟢 no kernel slower than the base revision"
+        head = "🟢 no kernel slower than the base"
     extra = []
     if faster:
         extra.append(f"{faster} faster")
     if c.get("unchanged"):
         extra.append(f"{int(c['unchanged'])} unchanged")
-    if c.get("identical"):
-        extra.append(f"{int(c['identical'])} test(s) identical code, not timed")
-    return head + (" · " + ", ".join(extra) if extra else "")
+    tests = tests_text(c, said_changed=said_changed)
+    return " · ".join(filter(None, [head, ", ".join(extra), tests]))
 
 
 _METHOD_WORDS = {
@@ -268,13 +293,12 @@ def where_text(doc: dict[str, Any]) -> str:
     return "on a GPU (its name was not recorded)" if was_timed(doc) else "(static only)"
 
 
-#: a test's status in the A/B reports' words: "changed" is the static gate's word (its own
-#: column), so a test whose launches differ from the base's reads "differs"
-_TEST_STATUS = {"changed": "differs"}
-
-
 def test_status_word(status: Any) -> str:
-    return _TEST_STATUS.get(str(status), str(status))
+    """A test's status in the A/B reports' words, the terminal's and the JSON's: a test whose
+    launches differ from the base's is "changed" everywhere (it read "differs" in the comment
+    and the page, "changed" in the terminal and the JSON: one thing, two words). The static
+    column's "changed" says the same of a kernel: its code changed, and nothing was judged."""
+    return str(status)
 
 
 def launch_cause(x: dict[str, Any]) -> str:

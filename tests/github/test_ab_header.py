@@ -30,11 +30,11 @@ def test_static_regressions_are_counted_in_kernels():
         for a in ("sm_80", "sm_90")
     ]
     # one launch that regressed on two archs is one kernel and one launch
-    assert ab.headline(doc("c" * 40, regs)).startswith("🔴 1 kernel(s) with static regressions in")
-    assert ab.headline(doc("c" * 40, regs[:1])).startswith("🔴 1 kernel(s) with static regressions in")
+    assert ab.headline(doc("c" * 40, regs)).startswith("🔴 1 kernel regressed (static)")
+    assert ab.headline(doc("c" * 40, regs[:1])).startswith("🔴 1 kernel regressed (static)")
     # the same kernel launched at two sizes by two tests: one kernel, two launches, one row
     two = [{**regs[0], "test": t, "args": {"n": n}} for t, n in (("t1", "1024"), ("t2", "4096"))]
-    assert ab.headline(doc("c" * 40, two)).startswith("🔴 1 kernel(s) with static regressions (2 launches)")
+    assert ab.headline(doc("c" * 40, two)).startswith("🔴 1 kernel regressed (static, 2 launches)")
     text = ab.render_markdown(doc("c" * 40, two))
     rows = [
         line
