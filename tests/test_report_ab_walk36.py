@@ -65,7 +65,7 @@ def test_one_word_for_the_cause_and_a_header_for_the_time_verdict():
     per_launch = html.split('<table class="launches">', 1)[1].split("</table>", 1)[0]
     assert "<th>cause</th><th>launch</th>" in per_launch
     cells = re.findall(r'<td class="cause">(.*?)</td>\s*<td class="launch">(.*?)</td>', per_launch, re.S)
-    assert 'num_warps 4 <span class="nw">-&gt;</span> 1' in cells[0][0] and "<ul" not in cells[0][1]
+    assert "num_warps 4\u00a0→ 1" in cells[0][0] and "<ul" not in cells[0][1]
     assert "the 99% interval includes zero" in cells[1][0]
 
 

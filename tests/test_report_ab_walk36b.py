@@ -87,3 +87,54 @@ def test_a_test_whose_launches_changed_reads_changed_everywhere():
     assert "1 launch in 1 test" in "\n".join(
         ab.terminal_lines(document([row("k", "t.py::a", "slower", 1.05, 0.01)]))
     )
+
+
+def test_the_why_is_a_line_of_its_own_at_comment_width():
+    """Item 1: the cause was the 8th column of the kernel table, behind a horizontal scroll at a
+    PR comment's ~900 px; the kernel cell's path took the width it needed."""
+    text = ab.render_markdown(gpu_doc())
+    lines = text.splitlines()
+    header = next(x for x in lines if x.startswith("| time |"))
+    assert "cause" not in header
+    top = next(x for x in lines if x.startswith("| 🔴 slower |"))
+    assert "geglu.py" not in top and len(top) < 200, top
+    why = lines.index("Why (the worst launch's cause):")
+    assert lines[why + 1] == (
+        "- **\\_geglu\\_tanh\\_forward\\_kernel** in src/liger\\_kernel/ops/geglu.py: num\\_warps 16 → 4; "
+        "sm\\_90 SASS changed: registers 37 → 110, SASS instructions 375 → 1,252"
+    )
+
+
+def test_the_change_is_labelled_paired_and_the_floor_is_said_on_the_same_estimator():
+    """Item 3: +32.18% beside 6.05 µs → 7.97 µs (+31.8%); "below the floor: 32 ns" beside
+    -1.87% of 1.28 µs (24 ns): the verdict's paired change said as what it is, its floor in ns
+    from that change."""
+    doc = gpu_doc()
+    text, html = ab.render_markdown(doc), ab.render_html(doc)
+    assert "| paired change [99% CI] |" in text and "paired change [99% CI]</th>" in html
+    note = next(x for x in text.splitlines() if x.startswith("Times: "))
+    assert "Paired change: the median head/base ratio of the pairs" in note and "…" not in note
+    assert "below the floor: 23.9 ns (-1.87% of 1.28 µs) &lt; 100 ns" in text
+    assert "below the floor: 23.9 ns (-1.87% of 1.28 µs) &lt; 100 ns" in html
+    assert "32 ns" not in text
+
+
+def test_the_worst_launch_says_its_ranking_rule():
+    """Item 4: the worst launch is the largest relative change, not the most µs; nothing said so."""
+    doc = gpu_doc()
+    text, html = ab.render_markdown(doc), ab.render_html(doc)
+    assert "| worst launch (largest %) |" in text and "<th>worst launch (largest %)</th>" in html
+    assert "a kernel's worst launch is its largest relative change" in text
+
+
+def test_one_arrow_and_one_name_per_section():
+    """Item 6: "→" for times, "->" for options in the same row; the per-test fold was "Timed A/B
+    per test" on the page and nothing like it in the comment; "Static diff per test (cause)"."""
+    doc = gpu_doc()
+    text, html = ab.render_markdown(doc), ab.render_html(doc)
+    assert "-&gt;" not in text and "-&gt;" not in html and " -> " not in "\n".join(ab.terminal_lines(doc))
+    assert "num\\_warps 16 → 4" in text
+    assert (
+        "<summary>Each timed launch (9)</summary>" in text and "<b>Each timed launch, by test</b> (9)" in html
+    )
+    assert "<summary>Static diff per test</summary>" in text and "<h2>Static diff per test</h2>" in html

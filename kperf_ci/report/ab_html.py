@@ -56,8 +56,10 @@ def breakable(text: Any) -> Markup:
 
 
 def arrows(text: Any) -> Markup:
-    """``text`` escaped, each "->" kept whole (Chromium would break "375 -|> 1,252")."""
-    return Markup(str(escape(str(text))).replace("-&gt;", '<span class="nw">-&gt;</span>'))
+    """``text`` escaped, each arrow kept on the line of the value before it ("375 →" never
+    "375 |→ 1,252"); an arrow the document still spells "->" kept whole."""
+    out = str(escape(str(text))).replace("-&gt;", '<span class="nw">-&gt;</span>')
+    return Markup(out.replace(" → ", "\u00a0→ "))
 
 
 def _cell(text: str) -> str:
