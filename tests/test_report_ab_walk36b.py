@@ -138,3 +138,23 @@ def test_one_arrow_and_one_name_per_section():
         "<summary>Each timed launch (9)</summary>" in text and "<b>Each timed launch, by test</b> (9)" in html
     )
     assert "<summary>Static diff per test</summary>" in text and "<h2>Static diff per test</h2>" in html
+
+
+def test_the_comment_names_the_kernels_seen_identical():
+    """Issue 33's walk, item 2: a kernel only commented on was never named; "9 tests identical"."""
+    text = ab.render_markdown(gpu_doc())
+    assert "<summary>Identical kernels, not timed (" in text
+    assert "- \\_softmax\\_single\\_block\\_forward\\_kernel in src/liger\\_kernel/ops/softmax.py (" in text
+    assert "\\_geglu\\_tanh\\_forward\\_kernel in" not in text.split("Identical kernels")[1]
+
+
+def test_a_document_without_revisions_says_so_and_todays_carry_them():
+    """Item 7: the committed GPU document predates base/head in the document; it is said, never
+    invented, and a document `kperf ab --json` writes today carries both revisions."""
+    from kperf_ci.prcheck.document import DOC_VERSION, ABReport
+
+    assert "Base (revisions not recorded in this document) vs head" in ab.render_markdown(gpu_doc())
+    d = ABReport("origin/main", "b" * 40, "a" * 40).to_dict()
+    assert d["version"] == DOC_VERSION and d["base"] == {"rev": "origin/main", "sha": "b" * 40}
+    assert d["head"] == {"sha": "a" * 40}
+    assert "Base `bbbbbbbbbb` (origin/main) vs head `aaaaaaaaaa`" in ab.render_markdown(d)

@@ -21,6 +21,7 @@ from kperf_ci.report.ab_view import (
     changes_of_test,
     floor_ms,
     headline,
+    identical_kernels,
     identical_notes,
     kernel_change,
     kernel_where,
@@ -306,6 +307,14 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
         _kernel_table(out, kernels, static_gate(doc), cut)
         _launch_fold(out, kernels, cut)
     _static_sections(out, doc, cut)
+    same = identical_kernels(doc)
+    fold = f"<details><summary>Identical kernels, not timed ({len(same)})</summary>"
+    if same and out.open_fold(fold, f"- {md(same[0])}"):
+        for i, name in enumerate(same):
+            if not out.add_if_fits(f"- {md(name)}"):
+                cut("identical kernels", len(same) - i)
+                break
+        out.close_fold()
     messages = doc.get("messages") or []
     for i, m in enumerate(messages):
         if not out.add_if_fits(f"> {md(m)}"):

@@ -315,6 +315,27 @@ def launch_cause(x: dict[str, Any]) -> str:
     return "; ".join([*cause_order(x.get("changes") or []), *([str(x["why"])] if x.get("why") else [])])
 
 
+def identical_kernels(doc: dict[str, Any]) -> list[str]:
+    """The kernels every launch of which was identical to the base's (not timed), named
+    "name in path (N tests)": a reviewer confirms "the kernel I only commented is unchanged"
+    without mapping test ids to kernels."""
+    seen: dict[str, dict[str, Any]] = {}
+    for t in doc.get("tests") or []:
+        for x in t.get("launches") or [] if isinstance(t, dict) else []:
+            if not isinstance(x, dict):
+                continue
+            k = seen.setdefault(str(x.get("site") or x.get("name")), {"x": x, "tests": set(), "other": False})
+            k["tests"].add(str(t.get("test")))
+            k["other"] |= x.get("status") != "identical"
+    out = []
+    for k in seen.values():
+        if k["other"]:
+            continue
+        name, path = kernel_where({"kernel": k["x"].get("name"), "site": k["x"].get("site")})
+        out.append(f"{name}{f' in {path}' if path else ''} ({plural(len(k['tests']), 'test')})")
+    return sorted(out)
+
+
 def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc.get("tests") or [] if t.get("status") != "identical"]
 
