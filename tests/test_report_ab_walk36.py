@@ -39,13 +39,15 @@ def test_the_html_banner_keeps_a_space_between_its_words():
 
 def test_names_wrap_at_separators_never_mid_word():
     """The page wrapped "_geglu_tanh_forw|ard_kernel" and "40 -|> 128" with room to spare
-    (overflow-wrap: anywhere): names now break only after "/", "::", "[", "-", ","."""
+    (overflow-wrap: anywhere): names now break only after "::" and before a parameter id's "["
+    (second walk, item 9: never inside a path, a shape or a parameter id)."""
     assert str(breakable("src/ops/geglu.py::k_x[dtype0-1] 40 -> 128")) == (
-        "src/<wbr>ops/<wbr>geglu.py::<wbr>k_x[<wbr>dtype0-<wbr>1] 40 -&gt; 128"
+        "src/ops/geglu.py::<wbr>k_x<wbr>[dtype0-1] 40 -&gt; 128"
     )
     assert not re.search(r"overflow-wrap:\s*anywhere\s*;", CSS.read_text(encoding="utf-8"))
     html = ab.render_html(nine_launches())
-    assert "tests/<wbr>test_softmax.py::<wbr>test_softmax[<wbr>0]" in html
+    assert "tests/test_softmax.py::<wbr>test_softmax<wbr>[0]" in html
+    assert "x=fp32[1024x1024]," in html  # a shape whole
     assert "<wbr>" not in re.search(r'<a href="#k1">(.*?)</a>', html)[1]  # "softmax_kernel" whole
 
 

@@ -269,9 +269,9 @@ def test_the_timed_and_static_tables_share_one_kernel_cell_and_one_column_order(
     # the page has the room for the cause in its tables (the comment says it under them)
     assert heads["kernels"] == [*timed_head, "cause"] and heads["static"] == [*static_head, "cause"]
     assert re.sub(r"<a [^>]*>|</a>", "", cells["kernels"]) == (
-        'layernorm (_layer_norm_fwd_fused)<br><code class="small">kernels/<wbr>layernorm.py</code>'
+        'layernorm (_layer_norm_fwd_fused)<br><code class="small">kernels/layernorm.py</code>'
     )
-    assert cells["static"] == 'softmax (softmax_kernel)<br><code class="small">kernels/<wbr>softmax.py</code>'
+    assert cells["static"] == 'softmax (softmax_kernel)<br><code class="small">kernels/softmax.py</code>'
 
 
 # ---- item 14, in the reports: a timed launch's cause states its occupancy change as a static one
