@@ -228,7 +228,7 @@ def test_changed_launches_are_timed_against_the_base_launch(repo, tmp_path):
     assert kernel["kernel"] == "scale_kernel" and kernel["verdict"] == "slower"
     assert len(kernel["launches"]) == 2 and len(kernel["tests"]) == 2
     comment = (repo / "reports" / "ab" / "comment.md").read_text()
-    assert "1 kernel(s) slower than the base revision" in comment
+    assert "1 kernel slower than the base" in comment
     # the faked device records no name: timed all the same, so never "static only"
     assert doc["device"] is None and "static only" not in comment, comment[:600]
     # markdown-escaped: one row for the kernel (its worst launch, base -> head, "2 of 2 launches

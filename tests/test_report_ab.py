@@ -239,14 +239,14 @@ def test_distinct_launches_of_one_bench_callable_each_show_their_effect_and_time
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", text), (effect, text)
         assert re.search(rf"{re.escape(effect)} .*{base} → {head}", terminal), (effect, terminal)
         assert effect in html and f"{base} → {head}" in html, effect
-    assert "3 launch(es) in 3 test(s)" in terminal
+    assert "3 launches in 3 tests" in terminal
     # a callable that launches several kernels is keyed by an internal id: never shown
     multi = document([{**t, "config": "callable:311ceb2d"} for t in timed])
     assert "callable:" not in ab.render_markdown(multi) + ab.render_html(multi)
     assert html.count('class="chart ab-intervals"') == 1 and html.count("#3 ") >= 1  # three intervals
     # the top table: one row for the kernel, its worst launch, "N of M launches slower"
     top = [line for line in text.splitlines() if line.startswith("| 🔴 slower | vector\\_add")]
-    assert len(top) == 1 and "2 of 3 launches slower" in top[0] and "6.60 µs → 7.07 µs" in top[0]
+    assert len(top) == 1 and "| 2 of 3 slower |" in top[0] and "6.60 µs → 7.07 µs" in top[0]
     assert "+7.13% \\[+6.73%, +7.53%\\]" in top[0]  # the worst launch's interval, not a range
     assert "-2.05% .. " not in text
 
@@ -275,12 +275,14 @@ def test_an_unchanged_launch_says_why():
         row("k", "t.py::test_k[2]", "unchanged", 1.001, 0.05, launch=launch(2), half=0.004),
     ]
     text = ab.render_markdown(document(timed))
-    assert "below the floor: 20 ns &lt; 100 ns" in text
+    assert "below the floor: 20.0 ns (+1.00% of 2.00 µs) &lt; 100 ns" in text
     assert "the 99% interval includes zero" in text
     # one line per unchanged launch, with its shapes and its own reason (never two merged)
     lines = [x for x in text.splitlines() if x.startswith("  - ⚪ unchanged")]
     assert len(lines) == 2 and "launch(es) unchanged" not in text
-    assert lines[0].endswith("fp32\\[2048x2048\\]; grid 2048x1x1; below the floor: 20 ns &lt; 100 ns"), lines
+    assert lines[0].endswith(
+        "fp32\\[2048x2048\\]; grid 2048x1x1; below the floor: 20.0 ns (+1.00% of 2.00 µs) &lt; 100 ns"
+    ), lines
     assert lines[1].endswith("fp32\\[3072x3072\\]; grid 3072x1x1; the 99% interval includes zero"), lines
 
 
@@ -493,10 +495,10 @@ def test_the_static_gate_reads_regressed_improved_or_changed():
         "| ⚪ changed",
     ]
     fast = next(line for line in table if "fast\\_kernel" in line)
-    # the cause: the launch's option change first, then what the verdict says moved
-    assert (
-        "num\\_warps 4 -&gt; 2; spills 184 B -&gt; 0 B" in fast and "1 of 1 changed launch improved" in fast
-    )
+    assert "1 of 1 changed launch improved" in fast
+    # the cause (under the table): the launch's option change first, then what the verdict says moved
+    why = next(line for line in text.splitlines() if line.startswith("- **fast\\_kernel**"))
+    assert why.endswith(": sm\\_90: num\\_warps 4 → 2; spills 184 B → 0 B"), why
     timed_row = next(line for line in text.splitlines() if line.startswith("| 🟢 faster | timed\\_kernel"))
     assert "| improved |" in timed_row  # the timed table's static column, in the same words
     html = ab.render_html(doc)
@@ -519,26 +521,27 @@ def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
         assert "``" not in text and "()" not in text and "<code></code>" not in text
         assert "not recorded in this document" in text
     top = next(line for line in ab.render_markdown(doc).splitlines() if line.startswith("| 🔴 slower |"))
-    assert "softmax\\_kernel in ops.py |" in top and "ops.py::softmax" not in top
+    assert "| softmax\\_kernel |" in top and "ops.py::softmax" not in top
+    assert "- **softmax\\_kernel** in ops.py: " in ab.render_markdown(doc)
     assert ">ops.py</code>" in ab.render_html(doc)
     # each timed launch says its own cause before its arguments
     one = document(
         [row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0), changes=["num_warps 4 -> 1"])]
     )
     line = next(x for x in ab.render_markdown(one).splitlines() if x.startswith("  - 🔴 slower +5.00%"))
-    assert "µs; cause: num\\_warps 4 -&gt; 1; launch: x=fp32\\[1024x1024\\]" in line, line
+    assert "µs; cause: num\\_warps 4 → 1; launch: x=fp32\\[1024x1024\\]" in line, line
 
 
 def test_a_static_check_that_timed_nothing_never_reads_as_a_timed_result():
     """Issue 35's walk: a static-only `kperf ab` whose launches were all identical read
-    "🟢 no kernel slower than the base revision", as if timed; one whose launches compiled on
+    "🟢 no kernel slower than the base", as if timed; one whose launches compiled on
     neither side must say they could not be compared."""
     from kperf_ci.report.ab_view import headline
 
     same = {"counts": {"identical": 4}, "tests": [], "timed": [], "kernels": []}
-    assert headline(same).startswith("🟢 every launch identical to the base revision"), headline(same)
+    assert headline(same).startswith("🟢 every launch identical to the base (code and work)"), headline(same)
     assert "slower" not in headline(same)
     unknown = {"counts": {"unknown": 3, "identical": 1}, "tests": [], "timed": [], "kernels": []}
-    assert headline(unknown).startswith("🟡 3 test(s) could not be compared (compiled on neither side)")
+    assert headline(unknown).startswith("🟡 3 tests could not be compared (compiled on neither side)")
     timed = {"counts": {"unchanged": 1}, "timed": [{"verdict": "unchanged"}], "kernels": [{}]}
-    assert headline(timed).startswith("🟢 no kernel slower than the base revision")
+    assert headline(timed).startswith("🟢 no kernel slower than the base")

@@ -57,9 +57,7 @@ def test_the_occupancy_cause_names_what_limits_it_on_each_side():
     launch_line = next(
         x for x in ab.render_markdown(doc).splitlines() if x.startswith("- ") and "regressed" in x
     )
-    assert (
-        "BLOCK 8 -&gt; 16; theoretical occupancy 75% -&gt; 50% (num\\_warps 4 -&gt; 1: at most" in launch_line
-    )
+    assert "BLOCK 8 → 16; theoretical occupancy 75% → 50% (num\\_warps 4 → 1: at most" in launch_line
 
 
 def test_a_timed_launch_says_its_occupancy_change_too():
@@ -122,8 +120,8 @@ def test_an_older_documents_metric_ids_read_as_words_and_the_document_is_left_as
     for out in (text.replace("\\_", "_"), html, terminal):
         assert "sass.instructions" not in out and "shared_bytes" not in out
         assert not re.search(r"\d bytes", out)
-    assert "SASS instructions 375 -&gt; 1,252" in text and "SASS instructions 375 -> 1,252" in html
-    assert "shared memory 1,040 B -&gt; 0 B" in text and "not lowered by registers or shared memory" in html
+    assert "SASS instructions 375 → 1,252" in text and "SASS instructions 375 → 1,252" in html
+    assert "shared memory 1,040 B → 0 B" in text and "not lowered by registers or shared memory" in html
     assert doc == stored
 
 
@@ -178,7 +176,7 @@ def test_a_launch_lists_its_arguments_in_the_kernels_order_and_its_worst_shape_b
     doc["static_regressions"] = json.loads(json.dumps([reg], sort_keys=True))  # stored sorted, too
     text = ab.render_markdown(doc)
     (table_row,) = [x for x in text.splitlines() if x.startswith("| 🔴 regressed")]
-    assert "| X fp32\\[37x1000\\], W fp32\\[1000\\], Mean fp32\\[37\\]; grid 37x1x1 |" in table_row
+    assert "| X=fp32\\[37x1000\\], W=fp32\\[1000\\], Mean=fp32\\[37\\]; grid 37x1x1 |" in table_row
     (line,) = [x for x in text.splitlines() if x.startswith("- ") and "regressed" in x]
     assert "; X=fp32\\[37x1000\\], Y=fp32\\[37x1000\\], W=fp32\\[1000\\]" in line
 
@@ -217,10 +215,10 @@ def test_an_older_document_without_the_order_still_renders_its_shapes_named():
     doc = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
     doc["static_regressions"] = [old]
     (table_row,) = [x for x in ab.render_markdown(doc).splitlines() if x.startswith("| 🔴 regressed")]
-    assert "B fp32\\[1000\\], Mean fp32\\[37\\], X fp32\\[37x1000\\]; grid 4x1x1" in table_row
+    assert "B=fp32\\[1000\\], Mean=fp32\\[37\\], X=fp32\\[37x1000\\]; grid 4x1x1" in table_row
     # the committed GPU document, timed before either: its launches named by their first tensor
     gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
-    assert "| a bf16\\[369x4231\\]; grid 369x1x1 |" in ab.render_markdown(gpu)
+    assert "| a=bf16\\[369x4231\\]; grid 369x1x1 |" in ab.render_markdown(gpu)
 
 
 # ---- item 15: one kernel cell and one column order for the timed and the static tables
@@ -249,14 +247,18 @@ def test_the_timed_and_static_tables_share_one_kernel_cell_and_one_column_order(
     text = ab.render_markdown(doc)
     timed_head = _columns(next(x for x in text.splitlines() if x.startswith("| time |")))
     static_head = _columns(next(x for x in text.splitlines() if x.startswith("| static |")))
-    shared = ["kernel", "worst launch", "launches", "cause"]
+    # the cause is a line under each table (second walk, item 1), the file said there
+    shared = ["kernel", "worst launch", "launches"]
     for head in (timed_head, static_head):
+        head = [c.split(" (")[0] for c in head]
         assert [c for c in head if c in shared] == shared, head
-        assert head[1:3] == ["kernel", "worst launch"] and head[-1] == "cause", head
+        assert head[1:3] == ["kernel", "worst launch"] and "cause" not in head, head
     timed_row = _columns(next(x for x in text.splitlines() if x.startswith("| 🔴 slower |")))
     static_row = _columns(next(x for x in text.splitlines() if x.startswith("| 🔴 regressed |")))
-    assert timed_row[1] == "layernorm (\\_layer\\_norm\\_fwd\\_fused) in kernels/layernorm.py"
-    assert static_row[1] == "softmax (softmax\\_kernel) in kernels/softmax.py"
+    assert timed_row[1] == "layernorm (\\_layer\\_norm\\_fwd\\_fused)"
+    assert static_row[1] == "softmax (softmax\\_kernel)"
+    assert "- **layernorm (\\_layer\\_norm\\_fwd\\_fused)** in kernels/layernorm.py: " in text
+    assert "- **softmax (softmax\\_kernel)** in kernels/softmax.py: " in text
     # the HTML: the same columns in the same order, the same cell (name, then the file)
     html = ab.render_html(doc)
     heads, cells = {}, {}
@@ -264,11 +266,12 @@ def test_the_timed_and_static_tables_share_one_kernel_cell_and_one_column_order(
         part = html.split(f'<table id="{table}">', 1)[1].split("</table>", 1)[0]
         heads[table] = [text_of(th).strip() for th in re.findall(r"<th[^>]*>(.*?)</th>", part)]
         cells[table] = re.search(r'<td class="kname">(.*?)</td>', part, re.S).group(1)
-    assert heads["kernels"] == timed_head and heads["static"] == static_head
+    # the page has the room for the cause in its tables (the comment says it under them)
+    assert heads["kernels"] == [*timed_head, "cause"] and heads["static"] == [*static_head, "cause"]
     assert re.sub(r"<a [^>]*>|</a>", "", cells["kernels"]) == (
-        'layernorm (_layer_norm_fwd_fused)<br><code class="small">kernels/<wbr>layernorm.py</code>'
+        'layernorm (_layer_norm_fwd_fused)<br><code class="small">kernels/layernorm.py</code>'
     )
-    assert cells["static"] == 'softmax (softmax_kernel)<br><code class="small">kernels/<wbr>softmax.py</code>'
+    assert cells["static"] == 'softmax (softmax_kernel)<br><code class="small">kernels/softmax.py</code>'
 
 
 # ---- item 14, in the reports: a timed launch's cause states its occupancy change as a static one
@@ -286,24 +289,25 @@ def test_a_timed_cause_states_the_occupancy_change_as_the_static_cause_does():
     changes = launch_changes(b, h)
     timed = document([row("layernorm", "t.py::a", "slower", 1.2, 0.01, launch=launch(0), changes=changes)])
     text = ab.render_markdown(timed)
-    cause = _columns(next(x for x in text.splitlines() if x.startswith("| 🔴 slower |")))[-1]
+    # the cause: a line of its own under the table (second walk, item 1)
+    cause = next(x for x in text.splitlines() if x.startswith("- **layernorm**")).split(": ", 1)[1]
     occupancy = (
-        "theoretical occupancy 75% -&gt; 50% (num\\_warps 4 -&gt; 1: at most 32 blocks per SM) -&gt; 25% "
-        "(registers 40 -&gt; 128)"
+        "theoretical occupancy 75% → 50% (num\\_warps 4 → 1: at most 32 blocks per SM) → 25% "
+        "(registers 40 → 128)"
     )
-    sass = "sm\\_90 SASS changed: registers 40 -&gt; 128, SASS instructions 100 -&gt; 300"
+    sass = "sm\\_90 SASS changed: registers 40 → 128, SASS instructions 100 → 300"
     assert cause == f"sm\\_90 {occupancy}; {sass}"
     (line,) = [x for x in text.splitlines() if x.startswith("  - 🔴 slower")]
     assert f"; cause: sm\\_90 {occupancy}; sm\\_90 SASS changed" in line
     html = html_lib.unescape(text_of(ab.render_html(timed)))
-    assert "sm_90 theoretical occupancy 75% -> 50% (num_warps 4 -> 1" in html.split("SASS changed")[0]
+    assert "sm_90 theoretical occupancy 75% → 50% (num_warps 4 → 1" in html.split("SASS changed")[0]
     # the static cause of the same pair: the same words, the arch in its own column
     lc = LaunchChange("k", "k.py::k", "changed", changes, b, h)
     (reg,) = judge([ABTestDiff("t.py::a", "changed", [lc])], ThresholdPolicy()).regressions
     static = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
     static["static_regressions"] = [reg]
-    row_text = next(x for x in ab.render_markdown(static).splitlines() if x.startswith("| 🔴 regressed |"))
-    assert _columns(row_text)[-1] == occupancy
+    why = next(x for x in ab.render_markdown(static).splitlines() if x.startswith("- **k**"))
+    assert why.endswith(f": sm\\_90: {occupancy}")
     # the committed GPU document predates it: no occupancy said, nothing invented
     gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
     assert "occupancy" not in ab.render_markdown(gpu) and "occupancy" not in ab.render_html(gpu)
@@ -322,7 +326,7 @@ def test_the_static_diff_per_test_says_the_occupancy_before_the_code_and_whole()
     fold = text.split("Static diff per test", 1)[1]
     (line,) = [x for x in fold.splitlines() if x.startswith("  - layernorm")]
     name = "layernorm (\\_layer\\_norm\\_fwd\\_fused)"
-    assert line.startswith(f"  - {name}: sm\\_90 theoretical occupancy 75% -&gt; 50% (num\\_warps")
-    assert "…" not in line and line.endswith("SASS instructions 100 -&gt; 300")
+    assert line.startswith(f"  - {name}: sm\\_90 theoretical occupancy 75% → 50% (num\\_warps")
+    assert "…" not in line and line.endswith("SASS instructions 100 → 300")
     html = html_lib.unescape(text_of(ab.render_html(doc)))
-    assert "_layer_norm_fwd_fused): sm_90 theoretical occupancy 75% -> 50%" in html
+    assert "_layer_norm_fwd_fused): sm_90 theoretical occupancy 75% → 50%" in html

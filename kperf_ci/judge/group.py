@@ -155,17 +155,23 @@ def ordered_args(args: dict[str, Any], order: Any = None) -> dict[str, Any]:
     return out
 
 
+def _said_option(option: str) -> bool:
+    """Whether a launch text says this option: num_warps and num_stages always, num_ctas when it
+    is not Triton's default 1 (a launch on one CTA per cluster, the usual case, says nothing)."""
+    name, _, value = option.partition("=")
+    return name in ("num_warps", "num_stages") or (name == "num_ctas" and value not in ("1", ""))
+
+
 def launch_text(args: dict[str, Any] | None, grid: Any, config: Any, order: Any = None) -> str:
-    """ "x=fp32[4096x4096], n_cols=4096, BLOCK_SIZE=4096; grid 4096x1x1; num_warps=8", the
+    """ "x=fp32[4096x4096], n_cols=4096, BLOCK_SIZE=4096; grid 4096x1x1; num_warps=8, num_stages=3"
+    (options with a space after each comma, as the arguments; num_ctas only when not 1), the
     arguments in the kernel's signature order when ``order`` gives it (:func:`ordered_args`)."""
     args = args if isinstance(args, dict) else {}
     if not args and not grid:
         return ""
     parts = ", ".join(f"{k}={v}" for k, v in ordered_args(args, order).items())
     g = "x".join(str(int(x)) for x in grid or ()) if isinstance(grid, (list, tuple)) else ""
-    opts = ",".join(
-        o for o in str(config or "").split(",") if o.startswith("num_warps") or o.startswith("num_stages")
-    )
+    opts = ", ".join(o.strip() for o in str(config or "").split(",") if _said_option(o.strip()))
     text = "; ".join(x for x in (parts, f"grid {g}" if g else "", opts) if x)
     return text if len(text) <= LAUNCH_TEXT_MAX else text[: LAUNCH_TEXT_MAX - 1] + "…"
 

@@ -28,6 +28,8 @@ class ABReport:
     tests: list[Any] = field(default_factory=list)  # kperf_ci.judge.launch_diff.TestDiff, one per test
     timed: list[dict[str, Any]] = field(default_factory=list)  # one per variant with an A/B verdict
     messages: list[str] = field(default_factory=list)
+    # tests the head's static pass skipped (pytest.skip in the test): nothing to compare, counted
+    skipped: int = 0
     static_regressions: list[dict[str, Any]] = field(default_factory=list)
     # launches not timed whose code got better, or moved without failing (StaticVerdict's)
     static_improved: list[dict[str, Any]] = field(default_factory=list)
@@ -66,6 +68,8 @@ class ABReport:
             counts[t.status] = counts.get(t.status, 0) + 1
         for t in self.timed:
             counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
+        if self.skipped:
+            counts["skipped"] = self.skipped
         kernels = kernel_groups(self.timed)
         for k in kernels:
             counts[f"kernels_{k['verdict']}"] = counts.get(f"kernels_{k['verdict']}", 0) + 1

@@ -144,6 +144,16 @@ def _failed_count(out: str) -> int:
     return 0
 
 
+def skipped_count(out: str) -> int:
+    """Tests skipped as pytest's closing line counts them ("2 skipped"; 0 when it names none):
+    a test that skipped itself launched nothing to compare, and `kperf ab` counts it."""
+    for line in reversed(_closing_lines(out)):
+        m = re.search(r"(\d+) skipped", line)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
 def _bench_script(args: list[str]) -> str | None:
     """The benchmark script of ``kperf ab --bench`` (``--kperf-bench SCRIPT``), else None."""
     i = next((i for i, a in enumerate(args) if a == "--kperf-bench"), None)

@@ -22,10 +22,11 @@ from kperf_ci.judge.group import static_groups, static_launch_text
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import StaticVerdict, judge
 from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
+from kperf_ci.report.ab_view import plural
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows, identical_elsewhere
-from .passes import StaticSide, _fail, _pytest, _tail, check_bench_script, static_pass
+from .passes import StaticSide, _fail, _pytest, _tail, check_bench_script, skipped_count, static_pass
 
 
 def _gpu_available() -> bool:
@@ -135,7 +136,8 @@ def run_ab(
         report.static, report.tests = diff, tests
         report.stage_s["static"] = sides["head"].wall_s
         report.messages += msgs
-        _echo_static(tests, msgs, echo)
+        report.skipped = skipped_count(sides["head"].output)
+        _echo_static(tests, msgs, echo, report.skipped)
         to_time = [t.test for t in tests if t.needs_timing or (time_all and t.status == "identical")]
         timed_db: Path | None = None
         if gpu is None:
@@ -146,8 +148,8 @@ def run_ab(
             report.messages.append(msg)
         elif not gpu:
             msg = (
-                f"timing: skipped, no CUDA GPU on this machine ({len(to_time)} test(s) with changed launches "
-                f"would be timed A/B on one); the static verdicts above stand"
+                f"timing: skipped, no CUDA GPU on this machine ({plural(len(to_time), 'test')} with changed "
+                f"launches would be timed A/B on one); the static verdicts above stand"
             )
             echo(msg)
             report.messages.append(msg)
@@ -172,7 +174,7 @@ def run_ab(
     return report
 
 
-def _echo_static(tests: list[Any], msgs: list[str], echo: Any) -> None:
+def _echo_static(tests: list[Any], msgs: list[str], echo: Any, skipped: int = 0) -> None:
     """Step 1's output: the static pass's notes, its counts, and each test's status with what
     changed in it."""
     for m in msgs:
@@ -185,6 +187,7 @@ def _echo_static(tests: list[Any], msgs: list[str], echo: Any) -> None:
     echo(
         f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
         f"{counts['changed']} changed{unknown}, {counts['added']} new, {counts['removed']} gone"
+        + (f", {skipped} skipped (by the test)" if skipped else "")
     )
     # test ids and kernel names come from the pull request's code: printed inert
     for t in tests:

@@ -21,9 +21,10 @@ from kperf_ci.report.ab_view import (
     changes_of_test,
     floor_ms,
     headline,
+    identical_kernels,
     identical_notes,
-    kernel_cell,
     kernel_change,
+    kernel_where,
     kernels_of,
     launch_cause,
     pct,
@@ -74,7 +75,12 @@ def md(text: Any) -> str:
 MAX_KERNEL_ROWS = 30
 #: room kept for the rows and lines that close a cut section and for the truncation notice
 _RESERVE = 300
-_TOP = ["time", "kernel", "worst launch", "base → head", "change [99% CI]", "launches", "static", "cause"]
+#: the kernel table, narrow enough for a PR comment (about 900 px): the cause, the longest cell,
+#: is a line of its own under the table (_cause_lines) and the kernel's file is said there
+_TOP = [
+    "time", "kernel", "worst launch (largest %)", "base → head", "paired change [99% CI]",
+    "launches", "static",
+]  # fmt: skip
 
 
 def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
@@ -82,14 +88,22 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
     verdict = str(k.get("verdict"))
     return [
         f"{_ICON.get(verdict, '')} {md(verdict)}",
-        md(kernel_cell(k)),
+        md(kernel_where(k)[0]),
         md(shape_text(w)),
         _nbsp(md(times_text(w))),
         md(kernel_change(k)),
-        md(slower_count(k)),
+        # "7 of 9 slower": the column says launches (the narrow table of a PR comment)
+        md(slower_count(k).replace(" launches slower", " slower").replace(" launch slower", " slower")),
         md(gate.get(str(k["site"]), "-")),
-        md(cause_text(k)),
     ]
+
+
+def _cause_line(k: dict[str, Any], cause: str) -> str:
+    """ "- **kernel** in path: cause": a kernel's why on a line of its own under its table,
+    where a PR comment shows it without scrolling sideways."""
+    name, path = kernel_where(k)
+    where = f" in {md(path)}" if path else ""
+    return f"- **{md(name)}**{where}: {md_field(cause, 2 * FIELD_CHARS)}"
 
 
 def _nbsp(text: str) -> str:
@@ -134,8 +148,10 @@ class _Cut(dict):
 
 
 def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[str, str], cut: _Cut) -> None:
-    """The top table, one row per kernel, capped with a "… N more" row."""
-    if not out.add_if_fits("\n".join(table_lines([], _TOP))):
+    """The top table, one row per kernel, capped with a "… N more" row; then each kernel's cause
+    (its worst launch's) on a line of its own."""
+    title = "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change"
+    if not out.add_if_fits(title + "\n\n" + "\n".join(table_lines([], _TOP))):
         cut("kernels", len(kernels))
         return
     shown = 0
@@ -148,6 +164,11 @@ def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[
         out.add(table_lines([more], _TOP)[2])  # in the room kept back (_RESERVE)
     cut("kernels", len(kernels) - shown)
     out.add("")
+    if shown and out.add_if_fits("Why (the worst launch's cause):"):
+        for k in kernels[:shown]:
+            if not out.add_if_fits(_cause_line(k, cause_text(k))):
+                break
+        out.add("")
 
 
 def _launch_fold(out: CommentBudget, kernels: list[dict[str, Any]], cut: _Cut) -> None:
@@ -176,8 +197,8 @@ def _launch_fold(out: CommentBudget, kernels: list[dict[str, Any]], cut: _Cut) -
 
 
 #: the timed table's columns in its order (_TOP): the verdict, the kernel, its worst launch,
-#: what it was judged on, the launches, the cause last (the longest cell)
-_STATIC_TOP = ["static", "kernel", "worst launch", "arch", "launches", "cause"]
+#: what it was judged on, the launches; the cause under the table, as the timed one's
+_STATIC_TOP = ["static", "kernel", "worst launch", "arch", "launches"]
 _GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
 
 
@@ -192,16 +213,21 @@ def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> 
     shown = 0
     for k in rows[:MAX_KERNEL_ROWS]:
         cells = [
-            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(kernel_cell(k)),
-            md(k["shape"]), md(k["arch"]), md(k["count"]), md(k["cause"]),
+            f"{_GATE_ICON.get(k['gate'], '')} {md(k['gate'])}", md(kernel_where(k)[0]),
+            md(k["shape"]), md(k["arch"]), md(k["count"]),
         ]  # fmt: skip
         if not out.add_if_fits(table_lines([cells], _STATIC_TOP)[2]):
             break
         shown += 1
     if shown < len(rows):
-        out.add(table_lines([["", f"… {len(rows) - shown} more", "", "", "", ""]], _STATIC_TOP)[2])
+        out.add(table_lines([["", f"… {len(rows) - shown} more", "", "", ""]], _STATIC_TOP)[2])
     cut("static kernels", len(rows) - shown)
     out.add("")
+    if shown and out.add_if_fits("Why (the worst launch's cause):"):
+        for k in rows[:shown]:
+            if not out.add_if_fits(_cause_line(k, f"{k['arch']}: {k['cause']}")):
+                break
+        out.add("")
     n = sum(len(k["launches"]) for k in rows)
     lines = [
         f"- {md(k['kernel'])} {md(k['arch'])}: {_GATE_ICON.get(x['gate'], '')} {md(x['gate'])}: "
@@ -235,7 +261,7 @@ def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None
         )
         for t in changed_tests(doc)
     ]
-    if diffs and out.open_fold("<details><summary>Static diff per test (cause)</summary>", diffs[0]):
+    if diffs and out.open_fold("<details><summary>Static diff per test</summary>", diffs[0]):
         for i, text in enumerate(diffs):
             if not out.add_if_fits(text):
                 cut("changed tests", len(diffs) - i)
@@ -270,7 +296,7 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
         "",
     ]
     if note := timing_note(doc):
-        head += [md(note), ""]
+        head += [md_field(note, 2 * FIELD_CHARS), ""]
     if link:
         head += [f"**[Full report]({link})**", ""]
     for line in head:  # bounded by md()'s field limit; checked all the same
@@ -281,6 +307,14 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
         _kernel_table(out, kernels, static_gate(doc), cut)
         _launch_fold(out, kernels, cut)
     _static_sections(out, doc, cut)
+    same = identical_kernels(doc)
+    fold = f"<details><summary>Identical kernels, not timed ({len(same)})</summary>"
+    if same and out.open_fold(fold, f"- {md(same[0])}"):
+        for i, name in enumerate(same):
+            if not out.add_if_fits(f"- {md(name)}"):
+                cut("identical kernels", len(same) - i)
+                break
+        out.close_fold()
     messages = doc.get("messages") or []
     for i, m in enumerate(messages):
         if not out.add_if_fits(f"> {md(m)}"):

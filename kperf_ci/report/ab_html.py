@@ -39,25 +39,27 @@ from kperf_ci.report.plots import ab_intervals_svg, sweep_svg
 from kperf_ci.report.sweeps import MAX_SWEEPS
 from kperf_ci.units import fmt_value
 
-#: where a long name may wrap: after a path's "/", a qualname's "::", a parameter id's "[" or
-#: "-" (never the "-" of "->"), a list's ","; nowhere inside a word
-_BREAK = re.compile(r"(/|::|\[|,|-(?!>))")
+#: where a long name may wrap: after a test id's "::" and before its parameter id's "[", so a
+#: path ("src/ops/geglu.py"), a shape ("a=bf16[369x4231]") and a parameter id ("[dtype0-1e-05]")
+#: each stay whole (a shape split as "bf16[" / "369x4231]" was easy to misread)
+_BREAK = re.compile(r"(::|(?<=\w)(?=\[))")
 
 
 def breakable(text: Any) -> Markup:
     """``text`` escaped, with a line-break opportunity (<wbr>) only where a reader expects one
-    (:data:`_BREAK`): the page wraps "src/ops/|geglu.py" and "[dtype0-|1.0-...]" where it has
-    to, and never "_geglu_tanh_forw|ard_kernel" (the stylesheet wraps at spaces, not anywhere)."""
+    (:data:`_BREAK`): "tests/test_geglu.py::|test_x|[dtype0-1e-05]"; never inside a name, a
+    path or a shape (the stylesheet wraps at spaces, not anywhere)."""
     return Markup("").join(
-        Markup(escape(part)) + (Markup("<wbr>") if _BREAK.fullmatch(part) else Markup(""))
-        for part in _BREAK.split(str(text))
-        if part
+        Markup(escape(part)) + (Markup("<wbr>") if part == "::" or (not part and i) else Markup(""))
+        for i, part in enumerate(_BREAK.split(str(text)))
     )
 
 
 def arrows(text: Any) -> Markup:
-    """``text`` escaped, each "->" kept whole (Chromium would break "375 -|> 1,252")."""
-    return Markup(str(escape(str(text))).replace("-&gt;", '<span class="nw">-&gt;</span>'))
+    """``text`` escaped, each arrow kept on the line of the value before it ("375 →" never
+    "375 |→ 1,252"); an arrow the document still spells "->" kept whole."""
+    out = str(escape(str(text))).replace("-&gt;", '<span class="nw">-&gt;</span>')
+    return Markup(out.replace(" → ", "\u00a0→ "))
 
 
 def _cell(text: str) -> str:
@@ -118,7 +120,11 @@ def _tiles(
         g["site"] for g in regs
     }:
         tiles.append({"cls": "better", "n": len(improved), "label": "kernels improved (static)"})
-    for status, label in (("changed", "tests differ"), ("identical", "tests identical, not timed")):
+    for status, label in (
+        ("changed", "tests changed"),
+        ("identical", "tests identical (not timed)"),
+        ("skipped", "tests skipped"),
+    ):
         if c.get(status):
             tiles.append({"cls": test_status_word(status), "n": int(c[status]), "label": label})
     return tiles
@@ -165,7 +171,7 @@ def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "launches": [
                 {
                     "gate": str(x["gate"]),
-                    "launch": breakable(x["launch"]),
+                    "launch": str(x["launch"]),  # wraps at its spaces: never inside a shape
                     "reason": arrows(x.get("reason") or ""),
                 }
                 for x in k["launches"]
@@ -222,7 +228,7 @@ def render_html(doc: dict[str, Any]) -> str:
                         "times": _cell(times_text(x)),
                         "cause": [arrows(c) for c in cause_order(x.get("changes") or [])]
                         + ([str(x["why"])] if x.get("why") else []),
-                        "launch": breakable(x.get("launch") or ""),
+                        "launch": str(x.get("launch") or ""),  # wraps at its spaces
                         "tests": [breakable(t) for t in [*(x.get("tests") or []), *identical_notes(x)]],
                     }
                     for x in k.get("launches") or []

@@ -48,15 +48,19 @@ def why_not_called(x: dict[str, Any], floor: float) -> str:
     lo, hi, ratio = number(x.get("ci_low")), number(x.get("ci_high")), number(x.get("ratio"))
     if verdict not in ("unchanged", "inconclusive") or ratio is None:
         return ""
-    base, head = number(x.get("base_ms")), number(x.get("head_ms"))
+    base = number(x.get("base_ms"))
     th = number(x.get("threshold"))
     th_text = f"{th:.2%}" if th is not None else "the threshold"
     excludes = lo is not None and hi is not None and (lo > 1 or hi < 1)
     if verdict == "inconclusive":
         return f"the 99% interval is wider than the threshold ({th_text})"
-    if excludes and base is not None and head is not None and abs(head - base) < floor:
-        delta = abs(head - base)  # equal medians read "0", not "0 ms" beside "100 ns"
-        return f"below the floor: {fmt_value(delta, 'ms') if delta else '0'} < {fmt_value(floor, 'ms')}"
+    if excludes and base is not None and abs(ratio - 1) * base < floor:
+        # the floor is judged on the paired change over the base time (judge/stats.py folds it
+        # into the band floor / base), so the ns said here are that change's: -1.87% of 1.28 µs
+        # is 24 ns, never the 32 ns between the two medians shown
+        delta = abs(ratio - 1) * base  # no change reads "0", not "0 ms" beside "100 ns"
+        shown = time_text(delta) if delta else "0"
+        return f"below the floor: {shown} ({pct(ratio)} of {time_text(base)}) < {fmt_value(floor, 'ms')}"
     if excludes:
         return f"below the threshold: {pct(ratio)} within ±{th_text}"
     return "the 99% interval includes zero"
@@ -93,7 +97,7 @@ def terminal_lines(doc: dict[str, Any]) -> list[str]:
     for k in kernels_of(readable(doc)):
         out.append(
             f"  {k['verdict']:<12} {k['kernel']} ({k['site']}) {kernel_change(k)}: "
-            f"{len(k['launches'])} launch(es) in {len(k['tests'])} test(s)"
+            f"{plural(len(k['launches']), 'launch')} in {plural(len(k['tests']), 'test')}"
         )
         for x in k["launches"]:
             why = f" ({x['why']})" if x.get("why") else ""
@@ -139,7 +143,8 @@ _NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\]
 
 def shape_text(x: dict[str, Any]) -> str:
     """The launch's tensor shapes, each distinct one once and named by its first argument in the
-    launch's order ("X fp32[37x1000], W fp32[1000], Mean fp32[37]"), and its grid. The launch
+    launch's order, written as the launch lines write arguments ("X=fp32[37x1000], W=fp32[1000],
+    Mean=fp32[37]": never "a bf16[...]", which read as English), and its grid. The launch
     lists its arguments in the kernel's signature order (an older document: in ASCII order);
     a launch text without argument names (a callable's) gives its shapes unnamed."""
     launch = str(x.get("launch") or "")
@@ -147,7 +152,7 @@ def shape_text(x: dict[str, Any]) -> str:
     first: dict[str, str] = {}
     for name, shape in _NAMED_SHAPE.findall(args):
         first.setdefault(shape, name)
-    shapes = [f"{name} {shape}" for shape, name in first.items()]
+    shapes = [f"{name}={shape}" for shape, name in first.items()]
     if not shapes:
         shapes = list(dict.fromkeys(_SHAPE.findall(launch)))
     grid = re.search(r"grid ([0-9x]+)", launch)
@@ -194,15 +199,40 @@ def cause_text(k: dict[str, Any]) -> str:
     return "; ".join(cause_order(changes)) or "-"
 
 
+def plural(n: int, word: str) -> str:
+    """ "1 kernel", "2 kernels", "3 launches": a count as the reports say it, never "kernel(s)"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('ch') else 's'}"
+
+
+def tests_text(c: dict[str, Any], *, said_changed: bool = False) -> str:
+    """ "tests: 9 changed, 24 identical (not timed), 2 skipped": how many tests the check saw and
+    what became of each (a test skipped by its own code launched nothing to compare; it is
+    counted, not lost). ``said_changed``: the headline already counts the changed ones."""
+    parts = []
+    if c.get("changed") and not said_changed:
+        parts.append(f"{int(c['changed'])} changed")
+    for status, words in (
+        ("unknown", "unknown"),
+        ("identical", "identical (not timed)"),
+        ("skipped", "skipped"),
+    ):
+        if c.get(status):
+            parts.append(f"{int(c[status])} {words}")
+    return ("tests: " + ", ".join(parts)) if parts else ""
+
+
 def headline(doc: dict[str, Any]) -> str:
+    """One line: the verdict, then the kernels' other verdicts, then what became of the tests
+    ("🔴 1 kernel slower than the base · tests: 9 changed, 24 identical (not timed)")."""
     c = doc.get("counts") or {}
     if "kernels" in doc:  # kernels, not launches: one kernel launched at 4 shapes is one kernel
         c = {**c, **{v: c.get(f"kernels_{v}", 0) for v in ("slower", "faster", "unchanged", "inconclusive")}}
     slower, faster = int(c.get("slower", 0)), int(c.get("faster", 0))
     groups = static_kernels_of(doc)
     static_reg = len({g["site"] for g in groups})  # kernels, as the README counts them
+    said_changed = False
     if slower:
-        head = f"🔴 {slower} kernel(s) slower than the base revision"
+        head = f"🔴 {plural(slower, 'kernel')} slower than the base"
     elif static_reg:
         # distinct launches, whatever the number of archs or tests (the body lists them so)
         n = len(
@@ -212,29 +242,29 @@ def headline(doc: dict[str, Any]) -> str:
                 for x in g["launches"]
             }
         )
-        per = f" ({n} launches)" if n != static_reg else ""
-        head = f"🔴 {static_reg} kernel(s) with static regressions{per} in changed launches"
+        per = f", {n} launches" if n != static_reg else ""
+        head = f"🔴 {plural(static_reg, 'kernel')} regressed (static{per})"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
-        head = (
-            f"🟡 {int(c['changed'])} test(s) {test_status_word('changed')}; not timed (no GPU on this runner)"
-        )
+        head = f"🟡 {plural(int(c['changed']), 'test')} changed; not timed (no GPU on this runner)"
+        said_changed = True
     elif int(c.get("unknown", 0)) and not doc.get("timed"):
-        head = f"🟡 {int(c['unknown'])} test(s) could not be compared (compiled on neither side); not timed"
+        n = plural(int(c["unknown"]), "test")
+        head = f"🟡 {n} could not be compared (compiled on neither side); not timed"
+        c = {**c, "unknown": 0}
     elif int(c.get("inconclusive", 0)):
-        head = f"🟡 {int(c['inconclusive'])} kernel(s) inconclusive; none slower with confidence"
+        head = f"🟡 {plural(int(c['inconclusive']), 'kernel')} inconclusive; none slower with confidence"
     elif not was_timed(doc):
-        # nothing timed and nothing differs: "no kernel slower" would read as a timed result
-        head = "🟢 every launch identical to the base revision (code and work); nothing to time"
+        # nothing timed and nothing changed: "no kernel slower" would read as a timed result
+        head = "🟢 every launch identical to the base (code and work); nothing to time"
     else:
-        head = "🟢 no kernel slower than the base revision"
+        head = "🟢 no kernel slower than the base"
     extra = []
     if faster:
         extra.append(f"{faster} faster")
     if c.get("unchanged"):
         extra.append(f"{int(c['unchanged'])} unchanged")
-    if c.get("identical"):
-        extra.append(f"{int(c['identical'])} test(s) identical code, not timed")
-    return head + (" · " + ", ".join(extra) if extra else "")
+    tests = tests_text(c, said_changed=said_changed)
+    return " · ".join(filter(None, [head, ", ".join(extra), tests]))
 
 
 _METHOD_WORDS = {
@@ -251,7 +281,11 @@ def timing_note(doc: dict[str, Any]) -> str:
     if not methods:
         return ""
     words = "; ".join(_METHOD_WORDS.get(m, m) for m in methods)
-    return f"Times: {words}, L2 flushed before each call, base and head interleaved."
+    return (
+        f"Times: {words}, L2 flushed before each call, base and head interleaved. Paired change: "
+        "the median head/base ratio of the pairs (the verdict's), which can differ a little from "
+        "the quotient of the two medians shown."
+    )
 
 
 def was_timed(doc: dict[str, Any]) -> bool:
@@ -267,19 +301,39 @@ def where_text(doc: dict[str, Any]) -> str:
     return "on a GPU (its name was not recorded)" if was_timed(doc) else "(static only)"
 
 
-#: a test's status in the A/B reports' words: "changed" is the static gate's word (its own
-#: column), so a test whose launches differ from the base's reads "differs"
-_TEST_STATUS = {"changed": "differs"}
-
-
 def test_status_word(status: Any) -> str:
-    return _TEST_STATUS.get(str(status), str(status))
+    """A test's status in the A/B reports' words, the terminal's and the JSON's: a test whose
+    launches differ from the base's is "changed" everywhere (it read "differs" in the comment
+    and the page, "changed" in the terminal and the JSON: one thing, two words). The static
+    column's "changed" says the same of a kernel: its code changed, and nothing was judged."""
+    return str(status)
 
 
 def launch_cause(x: dict[str, Any]) -> str:
     """A timed launch's cause in words: what its launch diff says changed (options,
     constexprs, registers, regions), then why it was not called slower; "" when neither."""
     return "; ".join([*cause_order(x.get("changes") or []), *([str(x["why"])] if x.get("why") else [])])
+
+
+def identical_kernels(doc: dict[str, Any]) -> list[str]:
+    """The kernels every launch of which was identical to the base's (not timed), named
+    "name in path (N tests)": a reviewer confirms "the kernel I only commented is unchanged"
+    without mapping test ids to kernels."""
+    seen: dict[str, dict[str, Any]] = {}
+    for t in doc.get("tests") or []:
+        for x in t.get("launches") or [] if isinstance(t, dict) else []:
+            if not isinstance(x, dict):
+                continue
+            k = seen.setdefault(str(x.get("site") or x.get("name")), {"x": x, "tests": set(), "other": False})
+            k["tests"].add(str(t.get("test")))
+            k["other"] |= x.get("status") != "identical"
+    out = []
+    for k in seen.values():
+        if k["other"]:
+            continue
+        name, path = kernel_where({"kernel": k["x"].get("name"), "site": k["x"].get("site")})
+        out.append(f"{name}{f' in {path}' if path else ''} ({plural(len(k['tests']), 'test')})")
+    return sorted(out)
 
 
 def changed_tests(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -26,23 +26,35 @@ _STORED_IDS = re.compile(
 _STORED_BYTES = re.compile(r"(\d[\d,]*(?:\.\d+)?) bytes\b")
 #: the fields of a document that hold prose about metrics (never names, tests or launches)
 _PROSE_KEYS = frozenset({"changes", "reason", "reasons", "notes"})
+#: the fields of a document that hold a launch's text ("a=fp32[4x8]; grid 4x1x1; num_warps=4,
+#: num_stages=3" in a document written before the options were spaced as the arguments are)
+_LAUNCH_KEYS = frozenset({"launch", "base_launch"})
+_OPTION_COMMA = re.compile(r"(?<=\d),(?=num_(?:warps|stages|ctas)=)")
 
 
 def stored_words(text: str) -> str:
-    """Stored prose in today's words: "SASS instructions 375 -> 1,252", "shared memory 1,040 B
-    -> 0 B" for what an older document said with the metric's id and "bytes". The document
+    """Stored prose in today's words: "SASS instructions 375 → 1,252", "shared memory 1,040 B
+    → 0 B" for what an older document said with the metric's id and "bytes", and one arrow,
+    the times' "→", for the launch diff's "->" (a row said "6.05 µs → 7.97 µs" beside
+    "num_warps 16 -> 4"). The document
     itself is left as it is (it is data); today's documents read the same through this."""
     text = _STORED_IDS.sub(lambda m: display_name(m.group(1)), text)
-    return _STORED_BYTES.sub(r"\1 B", text)
+    return _STORED_BYTES.sub(r"\1 B", text).replace(" -> ", " → ")
 
 
 def readable(doc: Any) -> Any:
     """A copy of ``doc`` whose prose about metrics (:data:`_PROSE_KEYS`) reads as today's
-    (:func:`stored_words`): what every renderer of an A/B document reads."""
+    (:func:`stored_words`) and whose launch texts space their options as today's ("num_warps=4,
+    num_stages=3"): what every renderer of an A/B document reads."""
 
     def walk(v: Any, prose: bool) -> Any:
         if isinstance(v, dict):
-            return {k: walk(x, k in _PROSE_KEYS) for k, x in v.items()}
+            return {
+                k: _OPTION_COMMA.sub(", ", x)
+                if k in _LAUNCH_KEYS and isinstance(x, str)
+                else walk(x, k in _PROSE_KEYS)
+                for k, x in v.items()
+            }
         if isinstance(v, list):
             return [walk(x, prose) for x in v]
         return stored_words(v) if prose and isinstance(v, str) else v
