@@ -328,6 +328,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "interleaved pairs of calls measured"),
     MetricSpec("ab.seconds", "A/B measuring time", "s", _A, "none", "per A/B run",
                "host seconds spent measuring"),
+    MetricSpec("ab.warmup_seconds", "A/B warm-up time", "s", _A, "none", "per A/B run",
+               "host seconds warming both sides up before measuring"),
     MetricSpec("ab.threshold", "A/B threshold", "fraction", _A, "none", "per A/B run",
                "relative band of the verdict (floor included)"),
 )

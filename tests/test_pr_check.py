@@ -291,12 +291,12 @@ def test_reports_name_kernel_test_and_what_moved(planted):
     from kperf_ci.report.safe_text import markdown_safe
 
     for text in (md, summary):  # stored text is escaped for markdown (no links, no markup)
-        assert markdown_safe("test_spills") in text and markdown_safe("num_warps 8 -> 1") in text
+        assert markdown_safe("test_spills") in text and markdown_safe("num_warps 8 → 1") in text
         assert "static only" in text
-    # the text a reader sees: the page marks where lines may wrap (<wbr>) and keeps "->" whole
-    # in a span, so the words are compared without the tags
-    text = htmllib.unescape(re.sub(r"<[^>]+>", "", html))
-    assert "test_spills" in text and "num_warps 8 -> 1" in text and "static only" in text
+    # the text a reader sees: the page marks where lines may wrap (<wbr>) and keeps each arrow
+    # on the line of the value before it, so the words are compared without the tags
+    text = htmllib.unescape(re.sub(r"<[^>]+>", "", html)).replace("\u00a0", " ")
+    assert "test_spills" in text and "num_warps 8 → 1" in text and "static only" in text
     assert "registers" in html and "test_grid_only" in html
 
 
@@ -371,3 +371,20 @@ def test_failing_head_tests_are_one_error_line_after_the_pytest_tail(tmp_path):
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("Error: static pass in the head tree: 1 test(s) failed") and "\\x0a" not in last
     assert "1 failed" in p.stderr  # pytest's own closing line came before it, for context
+
+
+def test_the_gpu_seconds_of_a_launch_count_its_warm_up_and_config_search():
+    """kperf ab's GPU seconds are all the timing the GPU did for a launch: its A/B loop, both
+    sides' warm-up and the search for each side's best config; an older document's rows count
+    their loop and say the rest was not recorded."""
+    from kperf_ci.prcheck.document import gpu_seconds, gpu_seconds_text
+
+    rows = [
+        {"seconds": 1.5, "warmup_seconds": 0.25, "search_seconds": 0.75},
+        {"seconds": 0.5, "warmup_seconds": 0.25, "search_seconds": None},
+    ]
+    assert [gpu_seconds(t) for t in rows] == [2.5, 0.75]
+    assert gpu_seconds_text(rows) == "A/B 2.00 s, warm-up 0.50 s, config search 0.75 s"
+    old = [{"seconds": 2.0}]
+    assert gpu_seconds(old[0]) == 2.0
+    assert gpu_seconds_text(old) == "A/B 2.00 s, warm-up not recorded, config search not recorded"

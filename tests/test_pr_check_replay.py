@@ -231,13 +231,14 @@ def test_changed_launches_are_timed_against_the_base_launch(repo, tmp_path):
     assert "1 kernel slower than the base" in comment
     # the faked device records no name: timed all the same, so never "static only"
     assert doc["device"] is None and "static only" not in comment, comment[:600]
-    # markdown-escaped: one row for the kernel (its worst launch, base -> head, "2 of 2 launches
-    # slower"), then each timed launch with its own effect and times
-    top = "| 🔴 slower | scale\\_kernel in abkern/ops.py |"
+    # markdown-escaped: one row for the kernel (its worst launch, base -> head, "2 of 2 slower"),
+    # its file on the "why" line under the table, then each timed launch with its own effect
+    top = "| 🔴 slower | scale\\_kernel |"
+    assert "- **scale\\_kernel** in abkern/ops.py: num\\_warps 4 → 2" in comment
     rows = [r for r in comment.splitlines() if r.startswith(top)]
     assert len(rows) == 1, comment
     # base -> head kept on one line: non-breaking spaces around the arrow (issue 36's walk)
-    assert "+10.00%" in rows[0] and "2 of 2 launches slower" in rows[0] and "\xa0→\xa0" in rows[0]
+    assert "+10.00%" in rows[0] and "2 of 2 slower" in rows[0] and "\xa0→\xa0" in rows[0]
     assert comment.count("- 🔴 slower +10.00%") == 2
     # time decided: registers or instruction counts that moved are not static regressions here
     assert doc["static_regressions"] == []

@@ -184,6 +184,10 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
                 "ci_high": m.get("ab.ci_high"),
                 "pairs": m.get("ab.pairs"),
                 "seconds": m.get("ab.seconds"),
+                # the GPU's other timing work for this launch: both sides' warm-up, and the
+                # search for each side's best config of an autotuned call
+                "warmup_seconds": m.get("ab.warmup_seconds"),
+                "search_seconds": launch.get("search_s"),
                 "threshold": m.get("ab.threshold"),
                 "method": extra.get("method"),
                 "base_median_ms": sorted(base_ms)[len(base_ms) // 2] if base_ms else None,
@@ -193,6 +197,28 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
             }
         )
     return rows
+
+
+#: a timed row's GPU work, each part's key: the A/B loop, both sides' warm-up, the config search
+GPU_PARTS = (("seconds", "A/B"), ("warmup_seconds", "warm-up"), ("search_seconds", "config search"))
+
+
+def gpu_seconds(t: dict[str, Any]) -> float:
+    """Seconds the GPU spent timing one launch: its A/B loop, both sides' warm-up and, for an
+    autotuned call, the search for each side's best config (a document older than these keys
+    counts its loop)."""
+    return sum(float(t.get(k) or 0) for k, _ in GPU_PARTS)
+
+
+def gpu_seconds_text(rows: list[dict[str, Any]]) -> str:
+    """``A/B 40.12 s, warm-up 3.10 s, config search 9.87 s`` over the timed rows (a part no row
+    records, in an older document: "not recorded")."""
+    return ", ".join(
+        f"{label} {sum(float(t.get(k) or 0) for t in rows):.2f} s"
+        if any(k in t for t in rows)
+        else f"{label} not recorded"
+        for k, label in GPU_PARTS
+    )
 
 
 def timed_line(t: dict[str, Any]) -> str:
@@ -209,7 +235,8 @@ _NUM = (int, float, type(None))
 #: what the reports read of an A/B document: list fields, each item a dict with these typed keys
 _ROWS: dict[str, dict[str, tuple[type, ...]]] = {
     "timed": {"kernel": (str,), "test": (str,), "verdict": (str,), "ratio": _NUM, "ci_low": _NUM,
-              "ci_high": _NUM, "pairs": _NUM, "seconds": _NUM},
+              "ci_high": _NUM, "pairs": _NUM, "seconds": _NUM,
+              "warmup_seconds": _NUM, "search_seconds": _NUM},
     "kernels": {"kernel": (str,), "site": (str,), "verdict": (str,), "launches": (list,), "tests": (list,),
                 "changes": (list,), "ratio_min": _NUM, "ratio_max": _NUM},
     "tests": {"test": (str,), "status": (str,), "changes": (list,)},

@@ -25,7 +25,7 @@ from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
 from kperf_ci.report.ab_view import plural
 from kperf_ci.report.safe_text import terminal_safe as safe
 
-from .document import AB_BLOB, ABReport, _ab_rows, identical_elsewhere
+from .document import AB_BLOB, ABReport, _ab_rows, gpu_seconds, gpu_seconds_text, identical_elsewhere
 from .passes import StaticSide, _fail, _pytest, _tail, check_bench_script, skipped_count, static_pass
 
 
@@ -167,7 +167,7 @@ def run_ab(
         echo(
             f"kperf ab: {report.wall_s:.1f} s ("
             + ", ".join(f"{k} {v:.1f} s" for k, v in report.stage_s.items())
-            + f"; {report.gpu_seconds:.2f} GPU s of A/B timing)"
+            + f"; {report.gpu_seconds:.2f} GPU s of timing: {gpu_seconds_text(report.timed)})"
         )
         if db is not None:
             _store_document(report, sides, timed_db, Path(db))
@@ -258,7 +258,7 @@ def _timing_pass(
     report.device = timed_run.info.fingerprint.gpu
     results = _plan_results(plan)
     report.timed = _ab_rows(timed_run.results, identical_elsewhere(timed_run.results, results))
-    report.gpu_seconds = sum(float(t["seconds"] or 0) for t in report.timed)
+    report.gpu_seconds = sum(gpu_seconds(t) for t in report.timed)
     for msg in not_timed_messages(to_time, report.timed, results):
         report.messages.append(msg)
         echo(f"  {safe(msg)}")

@@ -68,6 +68,7 @@ class ABResult:
             ("ab.ci_high", self.ci_high),
             ("ab.pairs", self.n_pairs),
             ("ab.seconds", self.seconds),
+            ("ab.warmup_seconds", self.warmup_seconds),
             ("ab.threshold", self.threshold),
         ]
         return [metric(name, value) for name, value in vals]  # unit, kind, direction: the catalogue
