@@ -255,9 +255,10 @@ def test_compiled_launches_are_recorded_without_the_interpreter(monkeypatch):
 def test_a_compiled_autotuner_in_a_static_pass_times_no_config(monkeypatch):
     """On a GPU (compiled JITFunctions, no interpreter) a static pass records every config and
     lets the autotuner pick the first without benchmarking any: the configs' timings are never
-    taken (attorch's static passes spent 40 s each in its autotuners on an H100), and Triton's
-    disk cache of tuning results never receives the ranking. The device is faked at its
-    boundary: the compiled launch itself."""
+    taken (attorch's static passes spent 40 s each in their autotuners on an H100). An
+    autotuner that keeps its results in Triton's disk cache is timed for real, once per tuning
+    key: what it finds serves the timing pass. The device is faked at its boundary: the compiled
+    launch, the benchmark and the disk cache."""
     import torch
     import triton
     import triton.language as tl
@@ -274,7 +275,9 @@ def test_a_compiled_autotuner_in_a_static_pass_times_no_config(monkeypatch):
     configs = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((64, 2), (128, 4), (256, 8))]
     tuner = Autotuner(_k, _k.arg_names, configs, key=["n"], reset_to_zero=None, restore_value=None)
     assert type(tuner.fn).__name__ == "JITFunction"  # compiled, as on a GPU
-    tuner.cache_results = True
+    cached = Autotuner(_k, _k.arg_names, configs, key=["n"], reset_to_zero=None, restore_value=None)
+    cached.cache_results = True
+    cached.check_disk_cache = lambda key, configs, bench: bench()  # a miss: benchmark (then store)
     launched: list[dict] = []
     benched: list[object] = []
     monkeypatch.setattr(Autotuner, "_bench", lambda self, *a, config, **k: benched.append(config) or [1.0])
@@ -282,10 +285,12 @@ def test_a_compiled_autotuner_in_a_static_pass_times_no_config(monkeypatch):
     with rec.recording(test="t.py::test_tuned"):
         monkeypatch.setitem(HOOKS._originals, "jit_run", lambda fn, *a, grid, warmup, **k: launched.append(k))
         tuner.run(torch.zeros(256), 256, grid=(1,), warmup=False)
-        assert tuner.cache_results is True  # restored after the call
-    assert benched == []  # no config was timed
-    assert [k["BLOCK"] for k in launched] == [64]  # the first config, launched once (the test's)
-    assert tuner.best_config is configs[0]
-    recorded_only = [ls for ls in rec.launches if not ls.executed]
-    assert sorted(ls.args[-1].value for ls in recorded_only) == [64, 128, 256]
-    assert [ls.autotune["chosen"] for ls in rec.launches if ls.executed] == [True]
+        assert benched == []  # no config was timed
+        assert [k["BLOCK"] for k in launched] == [64]  # the first config, launched once (the test's)
+        assert tuner.best_config is configs[0]
+        cached.run(torch.zeros(256), 256, grid=(1,), warmup=False)
+        cached.run(torch.zeros(256), 256, grid=(1,), warmup=False)  # the same key: tuned once
+    assert benched == configs
+    first = rec.launches[:4]  # the first tuner's call: its configs recorded, then its pick
+    assert sorted(ls.args[-1].value for ls in first if not ls.executed) == [64, 128, 256]
+    assert [ls.autotune["chosen"] for ls in first if ls.executed] == [True]
