@@ -516,7 +516,7 @@ def test_ab_command_helpers(tmp_path):
 def test_ab_passes_do_not_run_the_projects_own_baseline_comparison(tmp_path):
     """A project with [tool.kperf] baseline: the plugin's own comparison would end a static pass
     with exit 1 on a regression, which kperf ab read as failing tests (exit 2, no ab.db)."""
-    from kperf_ci.prcheck.passes import _env_for
+    from kperf_ci.prcheck.pass_process import _env_for
 
     env = _env_for(tmp_path)
     assert env["KPERF_BASELINE"] == ""
@@ -528,7 +528,7 @@ def test_a_pass_writes_its_profile_where_KPERF_PROFILE_DIR_says(tmp_path, monkey
     and a real pytest pass writes it."""
     import pstats
 
-    from kperf_ci.prcheck.passes import _start
+    from kperf_ci.prcheck.pass_process import _start
 
     (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n")
     prof = tmp_path / "prof"

@@ -12,6 +12,7 @@ two-commit repository on the CPU (static passes only).
 from __future__ import annotations
 
 import json
+import subprocess
 
 from test_pr_check import kperf, make_repo
 
@@ -89,7 +90,7 @@ def test_auto_runs_a_pass_killed_side_by_side_again_alone(tmp_path):
         "--json",
         "ab.json",
         cwd=repo,
-        env={"KPERF_TEST_ROOM": str(room)},
+        env={"KPERF_TEST_ROOM": str(room), "KPERF_PASS_CORES": "8"},  # side by side
     )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "was killed (SIGKILL; out of memory?)" in p.stdout
@@ -139,3 +140,27 @@ def test_an_unknown_pass_order_is_a_usage_error(tmp_path):
     p = kperf("ab", "--base", "HEAD~1", "--passes", "sometimes", cwd=repo)
     assert p.returncode == 2
     assert "--passes" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_auto_runs_the_passes_one_after_the_other_on_fewer_than_four_cores(tmp_path, monkeypatch):
+    """Two static passes side by side on a 2-core runner were slower than one after the other
+    (118 s against 102 s, docs/walks/issue33-2026-11-27.md item 7): there `auto` is sequential,
+    and the terminal says why."""
+    from kperf_ci.prcheck.pass_order import resolve_order, usable_cores
+
+    assert resolve_order("auto", cores=2) == "sequential"
+    assert resolve_order("auto", cores=4) == "auto"
+    assert resolve_order("parallel", cores=1) == "parallel"
+    monkeypatch.setenv("KPERF_PASS_CORES", "3")
+    assert usable_cores() == 3
+    repo = _repo(tmp_path)
+    room = tmp_path / "room"
+    room.mkdir()
+    p = kperf("ab", "--base", "HEAD~1", "--no-gpu", cwd=repo, env={"KPERF_TEST_ROOM": str(room)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "one after the other (fewer than 4 cores here)" in p.stdout
+    assert "killed" not in p.stdout  # the test dies only when the other tree's pass runs beside it
+    # the reports kperf wrote in the working tree are kept out of git
+    assert (repo / "reports" / "ab" / "comment.md").exists()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True)
+    assert "reports" not in status.stdout, status.stdout

@@ -14,9 +14,11 @@ import click
 from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.prcheck.document import load_ab_document
-from kperf_ci.prcheck.passes import PASS_ORDERS, PassFailed, _tail
+from kperf_ci.prcheck.pass_order import PASS_ORDERS
+from kperf_ci.prcheck.passes import PassFailed, _tail
 from kperf_ci.prcheck.pipeline import run_ab
 from kperf_ci.report.ab import write_ab_reports
+from kperf_ci.report.output_dir import make_output_dir
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from . import KperfError, check_output_file, user_errors
@@ -52,7 +54,8 @@ from .run import bench_args
     type=click.Choice(PASS_ORDERS),
     default="auto",
     show_default=True,
-    help="the two static passes: side by side (auto: a pass killed for memory runs again alone), "
+    help="the two static passes: side by side (auto: on 4 cores or more; a pass killed for memory "
+    "runs again alone; one after the other on fewer), "
     "or one after the other (sequential: half the peak memory)",
 )
 @click.option("--no-fail", is_flag=True, help="exit 0 even when a kernel is slower (report only)")
@@ -86,7 +89,7 @@ def ab_cmd(
     if json_path:  # written after both passes: found unwritable now, not after them
         check_output_file(json_path, "--json")
     try:  # a report directory that cannot be written is found now, not after the whole run
-        Path(report_dir).mkdir(parents=True, exist_ok=True)
+        make_output_dir(report_dir)
     except OSError as e:
         raise KperfError(
             f"{report_dir}: cannot create the report directory ({e.strerror}); pass --report-dir"
@@ -94,6 +97,7 @@ def ab_cmd(
     # the database both passes write into is checked now too: found bad after them, their
     # minutes of compiling and timing were for nothing (a reader opens it: nothing is written)
     store.check_writable(db)
+    make_output_dir(Path(db).parent)
     if Path(db).exists():
         store.open_db(db).close()
     try:

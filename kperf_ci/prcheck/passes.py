@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +14,9 @@ from typing import Any
 from kperf_ci import store
 from kperf_ci.capture.static.manifest import BLOB as MANIFEST_BLOB
 from kperf_ci.capture.static.repo import ABError
-from kperf_ci.config import env_name
 from kperf_ci.judge.launch_diff import diff_static, diff_tests, tests_from_variants
+
+from .pass_process import _Pass, _start
 
 
 class PassFailed(ABError):
@@ -26,98 +25,6 @@ class PassFailed(ABError):
     def __init__(self, message: str, output: str):
         super().__init__(message)
         self.output = output
-
-
-def _env_for(root: Path) -> dict[str, str]:
-    """The tree's own sources first on sys.path, so an installed (head) copy of the project
-    does not shadow the base tree's modules."""
-    env = os.environ.copy()
-    paths = [str(root)] + ([str(root / "src")] if (root / "src").is_dir() else [])
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    # the passes are judged here, base against head: the project's own baseline comparison
-    # ([tool.kperf] baseline) would end a pass with exit 1 on a regression, read as failing tests
-    env[env_name("baseline")] = ""
-    return env
-
-
-def _pytest(
-    root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str
-) -> tuple[int, str]:
-    return _start(root, rel_cwd, args, kperf_args, python).wait()
-
-
-class _Pass:
-    """One pytest pass running as a subprocess; its output goes to a temporary file, so that
-    two passes can run side by side without filling a pipe."""
-
-    def __init__(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.out = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-        self.proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdout=self.out, stderr=subprocess.STDOUT, text=True
-        )
-        self.peak_rss_mb: float | None = None  # the pass's largest resident set (its own, or a child's)
-
-    def _reap(self) -> int:
-        """Wait for the pass; where the OS tells, keep its peak memory (a pass killed for memory
-        is then reported with the peak it reached)."""
-        if not hasattr(os, "wait4"):
-            return self.proc.wait()
-        while True:
-            try:
-                _, status, usage = os.wait4(self.proc.pid, 0)
-                break
-            except InterruptedError:
-                continue
-            except ChildProcessError:  # reaped elsewhere already
-                return self.proc.wait()
-        self.proc.returncode = os.waitstatus_to_exitcode(status)
-        self.peak_rss_mb = usage.ru_maxrss / 1024  # KiB on Linux
-        return self.proc.returncode
-
-    def wait(self) -> tuple[int, str]:
-        try:
-            rc = self._reap()
-        except BaseException:  # Ctrl-C: no pass outlives the command
-            self.proc.kill()
-            self.proc.wait()
-            raise
-        self.out.seek(0)
-        text = self.out.read()
-        self.out.close()
-        return rc, text
-
-
-def _start(root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str) -> _Pass:
-    # One rootdir for every pass (the invocation directory, unless the user names one): node ids
-    # are relative to it, and the static passes' ids select the tests of the timing pass.  Left
-    # to pytest, a repository without a pytest config gets a rootdir from the arguments, which
-    # differ between the passes.
-    rootdir = (
-        []
-        if any(a == "--rootdir" or a.startswith("--rootdir=") for a in args)
-        else [f"--rootdir={root / rel_cwd}"]
-    )
-    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", *rootdir, "--kperf", *kperf_args, *args]
-    cmd = [python, *_profiled(kperf_args), *pytest]
-    return _Pass(cmd, root / rel_cwd, _env_for(root))
-
-
-#: a folder where each pass writes its cProfile statistics (``<label>.prof``, named by the pass's
-#: ``--kperf-label``): the PR check's passes profiled where they run, before optimizing them
-PROFILE_DIR_ENV = "KPERF_PROFILE_DIR"
-
-
-def _profiled(kperf_args: list[str]) -> list[str]:
-    folder = os.environ.get(PROFILE_DIR_ENV)
-    if not folder:
-        return []
-    label = (
-        kperf_args[kperf_args.index("--kperf-label") + 1] if "--kperf-label" in kperf_args[:-1] else "pass"
-    )
-    os.makedirs(folder, exist_ok=True)
-    return ["-m", "cProfile", "-o", os.path.join(folder, f"{label}.prof")]
 
 
 def _tail(text: str, n: int = 15) -> str:
@@ -228,12 +135,6 @@ class StaticSide:
     output: str
     wall_s: float = 0.0  # both static passes, side by side or one after the other
     peak_rss_mb: float | None = None
-
-
-#: how the two static passes share the machine: ``auto`` runs them side by side and runs a pass
-#: killed by the system (SIGKILL: most often out of memory) again alone; ``parallel`` never
-#: retries; ``sequential`` runs base, then head
-PASS_ORDERS = ("auto", "parallel", "sequential")
 
 
 def killed_message(side: str, rc: int, peak_mb: float | None) -> str:
@@ -421,7 +322,7 @@ def static_pass(
     order: str = "auto",
 ) -> tuple[Any, list[Any], list[str], dict[str, StaticSide]]:
     """Run the static pass in both trees; (variant-level StaticDiff, per-test diffs, messages,
-    the two sides). ``order`` is one of :data:`PASS_ORDERS`."""
+    the two sides). ``order`` is one of :data:`~kperf_ci.prcheck.pass_order.PASS_ORDERS`."""
     messages: list[str] = []
     base_args, dropped = _base_args(args, base_root / rel_cwd)
     if dropped:

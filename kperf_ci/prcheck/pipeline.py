@@ -26,7 +26,9 @@ from kperf_ci.report.ab_view import plural
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows, gpu_seconds, gpu_seconds_text, identical_elsewhere
-from .passes import StaticSide, _fail, _pytest, _tail, check_bench_script, skipped_count, static_pass
+from .pass_order import SIDE_BY_SIDE_MIN_CORES, resolve_order
+from .pass_process import _pytest
+from .passes import StaticSide, _fail, _tail, check_bench_script, skipped_count, static_pass
 
 
 def _gpu_available() -> bool:
@@ -128,7 +130,10 @@ def run_ab(
     echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
         check_bench_script(list(args), base_root / rel_cwd)
+        given, passes = passes, resolve_order(passes)
         how = "one after the other" if passes == "sequential" else "side by side"
+        if passes != given:
+            how += f" (fewer than {SIDE_BY_SIDE_MIN_CORES} cores here)"
         echo(f"static: both trees under pytest --kperf-mode static, {how} ...")
         diff, tests, msgs, sides = static_pass(
             root, base_root, rel_cwd, list(args), Path(tmp), python, order=passes
