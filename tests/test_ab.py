@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import subprocess
@@ -369,11 +370,11 @@ def test_same_method_on_both_sides():
     assert any("one side only" in w for w in r.warnings)
 
 
-def test_result_as_metrics_and_tag():
+def test_result_as_metrics():
     rng = random.Random(1)
     r = run_ab(FakeDevice(), noisy(rng, 1.0), noisy(rng, 1.03))
     names = {m.name: m for m in r.to_metrics()}
-    assert r.tag == "ab:slower"
+    assert r.verdict == "slower"
     assert names["ab.ratio"].value == pytest.approx(r.ratio)
     assert names["ab.pairs"].value == r.n_pairs and all(m.kind == "analysis" for m in names.values())
 
@@ -504,7 +505,8 @@ def test_ab_command_helpers(tmp_path):
     vr = VariantResult(
         key=VariantKey("k", "H100", test="t"),
         metrics=[Metric("ab.ratio", 1.03), Metric("ab.pairs", 40.0)],
-        tags=["memory-bound", "ab:slower"],
+        tags=["memory-bound"],
+        artifacts={"ab": json.dumps({"verdict": "slower"})},
     )
     plain = VariantResult(key=VariantKey("j", "H100"))
     (row,) = _ab_rows([vr, plain])

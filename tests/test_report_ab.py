@@ -408,9 +408,11 @@ def test_a_launch_stored_as_another_tests_identical_launch_names_that_test():
     key = VariantKey("softmax_kernel", "H100", spec=spec, config="num_warps=4", test=kept)
     stored = VariantResult(
         key=key,
-        tags=["ab:slower"],
         metrics=[Metric("ab.ratio", 1.07), Metric("ab.ci_low", 1.06), Metric("ab.ci_high", 1.08)],
-        artifacts={"launch": json.dumps({"site": "ops.py::softmax_kernel", "args": {"x": "fp32[64x4096]"}})},
+        artifacts={
+            "launch": json.dumps({"site": "ops.py::softmax_kernel", "args": {"x": "fp32[64x4096]"}}),
+            "ab": json.dumps({"verdict": "slower"}),
+        },
     )
     results = [
         [first, key.label(), "slower +7%", "slower", key.id],  # timed, then replaced in the store

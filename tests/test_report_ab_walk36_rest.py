@@ -196,8 +196,9 @@ def test_a_timed_launch_keeps_the_kernels_order_through_the_stored_variant():
         grid_seen = (37, 1, 1)
         count = 1
 
-    r = VariantResult(VariantKey("layernorm", "NVIDIA H100 80GB HBM3", test="t.py::t"), tags=["ab:slower"],
-                      artifacts={"launch": canonical_json(_launch_doc(entry, Launch()))})  # fmt: skip
+    r = VariantResult(VariantKey("layernorm", "NVIDIA H100 80GB HBM3", test="t.py::t"),
+                      artifacts={"launch": canonical_json(_launch_doc(entry, Launch())),
+                                 "ab": canonical_json({"verdict": "slower"})})  # fmt: skip
     (row,) = _ab_rows([r])
     assert row["launch"].startswith("X=fp32[37x1000], Y=fp32[37x1000], W=fp32[1000], B=fp32[1000]")
     assert row["base_launch"].startswith("X=fp32[37x1000], Y=fp32[37x1000], W=fp32[1000], B=fp32[1000]")

@@ -371,10 +371,11 @@ def _attach_timing(
     )
     if ab is not None:
         timed_variant.metrics += ab.to_metrics()
-        timed_variant.tags.append(ab.tag)
-        # both sides' samples, so a report can show the distributions the verdict was taken on
+        # the verdict as a field of its own (never a tag to parse), and both sides' samples, so a
+        # report can show the distributions the verdict was taken on
         timed_variant.artifacts["ab"] = canonical_json(
             {
+                "verdict": ab.verdict,
                 "base_ms": ab.base_ms,
                 "head_ms": ab.head_ms,
                 "head_first": ab.head_first,

@@ -142,11 +142,11 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
     (:func:`identical_elsewhere`) names the tests whose identical launch the row stands for."""
     rows = []
     for r in results:
-        verdict = next((t.split(":", 1)[1] for t in r.tags if t.startswith("ab:")), None)
-        if verdict is None:
+        extra = json.loads(r.artifacts.get("ab") or "{}")
+        verdict = extra.get("verdict")
+        if verdict is None:  # not timed A/B
             continue
         m = {x.name: x.value for x in r.metrics}
-        extra = json.loads(r.artifacts.get("ab") or "{}")
         launch = json.loads(r.artifacts.get("launch") or "{}")
         kernel_name = r.key.kernel.rsplit("/", 1)[-1]
         base_ms, head_ms = extra.get("base_ms") or [], extra.get("head_ms") or []

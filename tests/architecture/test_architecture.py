@@ -156,6 +156,30 @@ def test_the_git_check_sees_a_git_command(tmp_path):
     assert _runs_git(mod)
 
 
+def _ab_tag_strings(path: Path) -> list[str]:
+    """String constants (f-string parts included) that start an ``ab:`` tag."""
+    import ast
+
+    return [
+        n.value
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("ab:")
+    ]
+
+
+def test_no_ab_verdict_tag_is_built_or_parsed():
+    """An A/B verdict is stored typed, in the ``ab`` artifact's ``verdict`` field (issue 38):
+    no ``ab:`` tag string is built or looked for anywhere in the package."""
+    found = {p.relative_to(PACKAGE).as_posix(): s for p in PACKAGE.rglob("*.py") if (s := _ab_tag_strings(p))}
+    assert not found, found
+
+
+def test_the_tag_check_sees_a_tag(tmp_path):
+    mod = tmp_path / "x.py"
+    mod.write_text('v = "slower"\ntag = f"ab:{v}"\nok = any(t.startswith("ab:") for t in [])\n')
+    assert _ab_tag_strings(mod) == ["ab:", "ab:"]
+
+
 # --------------------------------------------------------------------------- docstring references
 
 _ROLE = re.compile(r":(mod|func|class|meth|data|attr):`~?([.\w]+)`")

@@ -90,11 +90,6 @@ class ABResult:
             method_note=self.method_note,
         )
 
-    @property
-    def tag(self) -> str:
-        """``ab:<verdict>``, the tag stored on the head variant."""
-        return f"ab:{self.verdict}"
-
 
 def adaptive_ab(
     base_fn: Callable[[], Any],
