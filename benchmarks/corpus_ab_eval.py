@@ -32,7 +32,9 @@ base commit carries the slow version, the head the repository's own code. Steps 
   and the head's launch of each call re-launched alternately on shared buffers, the L2 flushed,
   CUPTI kernel durations (benchmarks/_cupti_truth.py); for an autotuned kernel every surviving
   config of each side first, best against best;
-* ``static``: ``kperf ab --no-gpu`` on the same repository (the CPU runner's verdict), run on a CPU.
+* ``static``: ``kperf ab --no-gpu`` on the same repository (the CPU runner's verdict), run on a CPU;
+* ``aa``: ``kperf ab --time-all`` on identical trees (the export, then a note file added): issue
+  32's A/A over the repository's real launches, rendered by benchmarks/timing_accuracy.py.
 
     python benchmarks/corpus_ab_eval.py --export corpus-export --src fla=URL ...     # here, once
     python benchmarks/corpus_ab_eval.py --src fla=corpus-export/fla --repos fla \\
@@ -337,6 +339,36 @@ def step_ab(spec: Repo, repo: Path, work: Path, python: str, *, gpu: bool) -> di
     return r
 
 
+def aa_repo(src: Path, dest: Path) -> None:
+    """``dest``: a git repository whose commit 1 is the export as fetched (no plant) and commit 2
+    the same tree with a note file added: identical code on both sides."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    (dest / "COMMIT").unlink()
+    git(dest, "init", "-q")
+    commit_all(dest, "base")
+    (dest / "AA_NOTE.md").write_text("an unrelated note: nothing a test launches changes\n")
+    commit_all(dest, "head: a note file")
+
+
+def step_aa(spec: Repo, src: str, work: Path, python: str) -> dict[str, Any]:
+    """``kperf ab --time-all`` on identical trees (issue 32's A/A): every launch of the
+    repository's tests timed base against head, where any slower or faster is a false alarm."""
+    repo = work / "aa-repo"
+    aa_repo(Path(src), repo)
+    doc_path = work / "aa.json"
+    doc_path.unlink(missing_ok=True)
+    cmd = [python, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--time-all", "--json", str(doc_path),
+           "--db", str(work / "aa.db"), "--report-dir", str(work / "aa-report"), *spec.tests,
+           "--kperf-all", "-p", "no:cacheprovider"]  # fmt: skip
+    r = _timed(cmd, repo, _env(spec, repo, work / "cache-aa"), work / "aa.log")
+    doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
+    keep = ("timed", "gpu_seconds", "exit_code", "counts", "device", "wall_s", "stage_s")
+    r["doc"] = {k: doc[k] for k in keep if k in doc}
+    return r
+
+
 def step_truth(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> dict[str, Any]:
     """Each case kernel's launches recorded by the tests in both trees (one pytest run per tree
     records them all), then timed base against head in one process per kernel
@@ -393,8 +425,11 @@ def run_repo(spec: Repo, src: str, work: Path, out: Path, python: str, steps: li
             part["static_kperf_commit"] = kperf_commit()
         elif step == "truth":
             part["truth"] = step_truth(spec, repo, base, work, python)
+        elif step == "aa":
+            part["aa"] = step_aa(spec, src, work, python)
+            part["aa_kperf_commit"] = kperf_commit()
         else:
-            raise SystemExit(f"unknown step {step!r}: use plain, ab, truth, static")
+            raise SystemExit(f"unknown step {step!r}: use plain, ab, truth, static, aa")
         print(f"{spec.name} {step}: {time.monotonic() - t0:.0f} s", flush=True)
         out.mkdir(parents=True, exist_ok=True)
         tmp = part_path.with_suffix(".tmp")

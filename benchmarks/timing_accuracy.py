@@ -169,6 +169,9 @@ def _aa(out: Path) -> dict:
         for t in ((part or {}).get("doc") or {}).get("timed") or []:
             if t.get("ratio") is not None:
                 rows.append(t)
+    corpus = _corpus_aa()
+    for step in corpus.values():
+        rows += [t for t in step["timed"] if t.get("ratio") is not None]
     alarms = [t for t in rows if t.get("verdict") in ("slower", "faster")]
     excl = [t for t in rows if t.get("ci_low") and (t["ci_low"] > 1 or t["ci_high"] < 1)]
     # the floor at which launch t is no alarm: an interval beyond the relative threshold on one
@@ -186,10 +189,24 @@ def _aa(out: Path) -> dict:
         "false_alarms": len(alarms),
         "ci_excluding_zero": len(excl),
         "floor_us": max(need, default=0.0),
-        "steps": [s for s in AA_STEPS if _part(out, f"realrepo_ab_eval.part-{s}")],
+        "steps": [s for s in AA_STEPS if _part(out, f"realrepo_ab_eval.part-{s}")]
+        + [f"corpus {n} (kperf-ci {s['commit']}, {len(s['timed'])} launches)" for n, s in corpus.items()],
         # a step killed by a timeout leaves no part: named, not dropped silently
         "steps_without_part": [s for s in AA_STEPS if not _part(out, f"realrepo_ab_eval.part-{s}")],
     }
+
+
+def _corpus_aa() -> dict[str, dict]:
+    """The A/A steps of the corpus evaluation (corpus_ab_eval.py --steps aa): per repository,
+    its timed rows and the kperf-ci commit that timed them."""
+    out = {}
+    for path in sorted((RESULTS / "corpus_ab_eval").glob("corpus_ab_eval.part-*.json")):
+        part = json.loads(path.read_text())
+        doc = ((part.get("aa") or {}).get("doc")) or {}
+        if doc.get("timed"):
+            name = part.get("repo") or path.stem
+            out[name] = {"timed": doc["timed"], "commit": part.get("aa_kperf_commit")}
+    return out
 
 
 def _before_wall_s() -> float | None:

@@ -388,3 +388,4 @@ def test_the_gpu_seconds_of_a_launch_count_its_warm_up_and_config_search():
     old = [{"seconds": 2.0}]
     assert gpu_seconds(old[0]) == 2.0
     assert gpu_seconds_text(old) == "A/B 2.00 s, warm-up not recorded, config search not recorded"
+    assert gpu_seconds_text([]) == "A/B 0.00 s, warm-up 0.00 s, config search 0.00 s"  # nothing timed

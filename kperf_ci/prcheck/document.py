@@ -215,7 +215,7 @@ def gpu_seconds_text(rows: list[dict[str, Any]]) -> str:
     records, in an older document: "not recorded")."""
     return ", ".join(
         f"{label} {sum(float(t.get(k) or 0) for t in rows):.2f} s"
-        if any(k in t for t in rows)
+        if not rows or any(k in t for t in rows)
         else f"{label} not recorded"
         for k, label in GPU_PARTS
     )
