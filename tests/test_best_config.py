@@ -182,3 +182,16 @@ def test_a_config_one_sides_first_pass_ranked_low_gets_a_second_look_as_the_othe
     assert pair is not None and pair.base_best == pair.head_best, (pair.base_best, pair.head_best)
     ab = adaptive_ab(pair.base, pair.head, threshold=0.005, backend=clock, floor=0.0001)
     assert ab.verdict == "unchanged", ab.describe()
+
+
+def test_an_identical_autotuned_launch_is_compared_best_against_best_too():
+    """kperf ab --time-all (an A/A) on attorch timed identical autotuned launches pick against
+    pick: each process's own tuning noise, 4 false alarms of 56. Identical or changed, an
+    autotuned launch is timed best against best; a plain one is not."""
+    from kperf_ci.capture.launches.ab_launch import PlanEntry
+    from kperf_ci.capture.measure_replay import compares_best_configs
+
+    tuned = {"tuned": True}
+    assert compares_best_configs(PlanEntry("t", "k.py::k", "identical", head=tuned, base=tuned))
+    assert compares_best_configs(PlanEntry("t", "k.py::k", "changed", head={}, base=tuned))
+    assert not compares_best_configs(PlanEntry("t", "k.py::k", "identical", head={}, base={}))

@@ -190,13 +190,19 @@ def _replay_ab(
     return variants
 
 
+def compares_best_configs(entry: PlanEntry) -> bool:
+    """Whether the launch is timed best against best: either side's kernel is autotuned. An
+    identical launch too (``--time-all``, an A/A): its picks were each process's own tuning
+    noise (attorch's A/A on an H100 at 1447316: 33 of 56 identical launches compared different
+    picks, 4 false alarms up to +51%)."""
+    return bool(entry.head.get("tuned")) or bool((entry.base or {}).get("tuned"))
+
+
 def _best_of_configs(
     launch: CapturedLaunch, entry: PlanEntry, base_fn: object, device: ReplayDevice
 ) -> BestPair | None:
-    """Each side's fastest surviving config when either side's kernel is autotuned and the
-    launch changed (an A/A of an identical launch times the picks, as the user's runs do)."""
-    autotuned = bool(entry.head.get("tuned")) or bool((entry.base or {}).get("tuned"))
-    if not autotuned or entry.status == "identical" or not isinstance(base_fn, Side):
+    """Each side's fastest surviving config when either side's kernel is autotuned."""
+    if not compares_best_configs(entry) or not isinstance(base_fn, Side):
         return None
     head = head_side(launch, entry)
     if head is None:
