@@ -8,7 +8,7 @@ Needs a CUDA GPU (the README's example comes from an H100). Run from the reposit
 It builds the planted-change repository of benchmarks/pr_check_eval.py (base commit, then a head
 commit with one planted change per case), runs `kperf ab --base HEAD~1 -k plant` in it as a user
 would, and renders the comment from the stored A/B database through the same code `kperf github
-comment` posts with (kperf_ci.commands.github_body), marker included. Nothing in the output is written
+comment` posts with (kperf_ci.github.body), marker included. Nothing in the output is written
 by hand.
 """
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from pr_check_eval import planted_repo  # noqa: E402  (a sibling script, not a package)
 
-from kperf_ci.commands import github_body as body  # noqa: E402
+from kperf_ci.github import body as body  # noqa: E402
 from kperf_ci.github.comment import marker, with_marker  # noqa: E402
 
 

@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from kperf_ci import __version__
-from kperf_ci.commands import CLICK_EXITS, EXIT_INTERRUPTED, exit_error
 from kperf_ci.commands.ab import ab_cmd
 from kperf_ci.commands.agent import agent_group
 from kperf_ci.commands.analyze import analyze_cmd
@@ -20,11 +19,12 @@ from kperf_ci.commands.merge import merge_cmd
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.commands.run import run_cmd
 from kperf_ci.commands.show import show_cmd
+from kperf_ci.errors import CLICK_EXITS, EXIT_INTERRUPTED, exit_error
 
 
 class KperfGroup(click.Group):
     """The command group; a command that raises what no command handled exits 2 for bad input
-    or 3 for a bug (``kperf_ci.commands.exit_error``), never 1 (1 means "a regression")."""
+    or 3 for a bug (``kperf_ci.errors.exit_error``), never 1 (1 means "a regression")."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

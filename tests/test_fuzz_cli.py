@@ -342,7 +342,7 @@ def test_fuzz_cells_written_behind_the_stores_back(edits, monkeypatch):
     (text where a number belongs, bytes, JSON of the wrong shape, blobs that are not zlib).
 
     ``compare`` is left out: it loads runs in commands/compare.py, which this change does not
-    touch (see kperf_ci.commands.read_run for what it should call)."""
+    touch (see kperf_ci.inputs.read_run for what it should call)."""
     import sqlite3
 
     work = Path(tempfile.mkdtemp(prefix="kperf-fuzz-raw-"))

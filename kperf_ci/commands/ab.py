@@ -13,16 +13,15 @@ import click
 
 from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
+from kperf_ci.errors import KperfError, check_output_file, user_errors
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.prcheck.pass_order import PASS_ORDERS
 from kperf_ci.prcheck.passes import PassFailed, _tail
 from kperf_ci.prcheck.pipeline import run_ab
+from kperf_ci.pytest_args import bench_args
 from kperf_ci.report.ab import write_ab_reports
 from kperf_ci.report.output_dir import make_output_dir
 from kperf_ci.report.safe_text import terminal_safe as safe
-
-from . import KperfError, check_output_file, user_errors
-from .run import bench_args
 
 
 @click.command("ab", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

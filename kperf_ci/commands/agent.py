@@ -25,10 +25,10 @@ from kperf_ci.agent.prompts import context_from_db, jit_names
 from kperf_ci.agent.targets import TARGETS, get_target
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.device import cuda_available
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import load_settings
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
-
-from . import KperfError, load_settings, user_errors
 
 
 @click.group("agent")

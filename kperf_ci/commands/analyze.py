@@ -22,7 +22,8 @@ import click
 from kperf_ci.analysis import FLAG_THRESHOLDS, LaunchConfig
 from kperf_ci.analysis.overlap import largest_bubbles
 from kperf_ci.analysis.pipeline import AnalyzeReport, LaunchReport, analyze
-from kperf_ci.commands import KperfError, read_run, user_errors
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import read_run
 from kperf_ci.report.safe_text import terminal_safe
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from kperf_ci import store
-
-from . import KperfError, load_settings, read_run, user_errors
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import load_settings, read_run
 
 
 @click.group("baseline")

@@ -7,14 +7,14 @@ import json
 import click
 
 from kperf_ci import store
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import bulk_objects, load_settings, read_run
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.comparison import COMPARED
 from kperf_ci.judge.policy import ThresholdPolicy
 
 # the table lives with the plugin's summary, which prints it too
 from kperf_ci.report.terminal import print_table
-
-from . import KperfError, bulk_objects, load_settings, read_run, user_errors
 
 
 @click.command("compare")

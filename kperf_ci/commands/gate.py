@@ -9,6 +9,8 @@ from typing import Any
 import click
 
 from kperf_ci.config import _load_toml
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import load_settings, read_run, read_runs
 from kperf_ci.judge.gate import (
     GateError,
     GatePolicy,
@@ -20,8 +22,6 @@ from kperf_ci.judge.gate import (
 )
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.report.safe_text import terminal_safe
-
-from . import KperfError, load_settings, read_run, read_runs, user_errors
 
 
 def _read_policy_file(path: str) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import click
 
-from kperf_ci.commands import KperfError, user_errors
-from kperf_ci.commands import github_body as bodies
 from kperf_ci.config import ENV_COMMENT_KEY, ENV_GPU_CLASS
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.github import body as bodies
 from kperf_ci.github import client as ghc
 from kperf_ci.github import comment as sticky
 from kperf_ci.github import history, labels, pulls, status

@@ -13,9 +13,9 @@ import click
 from kperf_ci import __version__, store
 from kperf_ci.capture.imported import BadInput, liger_csv
 from kperf_ci.capture.imported.pytest_benchmark import disambiguate, from_json, loads
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import bulk_objects, load_settings
 from kperf_ci.report.safe_text import terminal_safe
-
-from . import KperfError, bulk_objects, load_settings, user_errors
 
 
 @click.command("import")

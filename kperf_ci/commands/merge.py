@@ -32,10 +32,10 @@ from typing import Any
 import click
 
 from kperf_ci import store
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import read_run
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.store.merge import MergeStats, merge_in_place, write_merged
-
-from . import KperfError, read_run, user_errors
 
 
 def _open_copy(src: Path, work: Path, n: int) -> Any:

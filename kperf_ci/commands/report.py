@@ -8,17 +8,16 @@ from pathlib import Path
 
 import click
 
-from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
 from kperf_ci.capture.static.repo import ABError
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import HistoryReader, blob_reader, bulk_objects, exists, load_pair, load_settings
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.prcheck.document import read_ab_file
 from kperf_ci.report import ab as ab_report
 from kperf_ci.report import build_report, render_markdown, render_summary, write_site
 from kperf_ci.report.safe_text import plain_url
-
-from . import KperfError, bulk_objects, load_settings, read_run, read_runs, user_errors
 
 
 @click.command("report")
@@ -104,7 +103,7 @@ def report_cmd(
             link=link,
             findings_per_kernel=settings.findings_per_kernel,
             # the run before this one stands in for a missing baseline database: shown, not a gate
-            previous_run=base is not None and not base_run and not _exists(settings.baseline),
+            previous_run=base is not None and not base_run and not exists(settings.baseline),
         )
     if fmt == "html":
         out = Path(output or settings.report)
@@ -187,100 +186,3 @@ def _write_error(e: OSError, where: Path) -> KperfError:
         f"{path}: cannot write the report ({e.strerror or type(e).__name__}); "
         "pass a directory you can write with -o"
     )
-
-
-def _exists(path: str | None) -> bool:
-    return bool(path) and Path(str(path)).exists()
-
-
-def load_pair(
-    db: str,
-    baseline: str | None,
-    run_id: str | None,
-    base_run: str | None,
-    *,
-    artifacts: bool | tuple[str, ...],
-):
-    """(current run, baseline run or None, the path the baseline came from or None).
-
-    Without a baseline database, the run before the current one in ``db`` is the baseline.
-    The baseline is never the current run itself (same id), even when both paths are one file.
-    """
-    current = read_run(db, run_id, artifacts=artifacts)
-    src = baseline if _exists(baseline) else None
-    if baseline and src is None and base_run:
-        raise KperfError(f"{baseline}: baseline does not exist")
-    src = src or db
-    if base_run:
-        return current, read_run(src, base_run, artifacts=artifacts), src
-    # an empty run (nothing measured) is never the implicit baseline
-    empty = {rid for rid, status in store.run_statuses(src).items() if status == store.EMPTY}
-    candidates = [r for r in read_runs(src) if r.run_id != current.info.run_id and r.run_id not in empty]
-    if src == db:  # only earlier runs of the same file
-        candidates = [r for r in candidates if r.started_at <= current.info.started_at]
-    if not candidates:
-        return current, None, None
-    return current, read_run(src, candidates[-1].run_id, artifacts=artifacts), src
-
-
-class HistoryReader:
-    """``history(variant_id, metric)`` for the report: the metric over the last ``limit`` runs of
-    every database in ``paths`` (deduplicated by run id), oldest first, ending at the current run.
-
-    One query per (database, metric) for all variants at once: a per-variant
-    ``store.metric_history`` opens and checks the database on every call, which for a suite of
-    500 variants costs far more than the rest of the report.
-    """
-
-    def __init__(self, paths: list[str], current, limit: int = 60):  # noqa: ANN001
-        self.paths = list(dict.fromkeys(paths))
-        self.current = current
-        self.limit = limit
-        self._by_id = {r.key.id: r for r in current.results}
-        self._cache: dict[str, dict[str, dict[str, tuple]]] = {}
-
-    def _load(self, metric: str) -> dict[str, dict[str, tuple]]:
-
-        cur = self.current.info
-        per_variant: dict[str, dict[str, tuple]] = {}
-        for path in self.paths:
-            runs = [r for r in read_runs(path) if r.started_at <= cur.started_at and r.run_id != cur.run_id][
-                -self.limit :
-            ]
-            if not runs:
-                continue
-            infos = {r.run_id: r for r in runs}
-            for run_id, variant_id, value in store.metric_values(path, infos, metric):
-                per_variant.setdefault(variant_id, {}).setdefault(run_id, (infos[run_id], value))
-        return per_variant
-
-    def prefetch(self, metrics: list[str]) -> None:
-        """Read these metrics now (before the report forks its page workers)."""
-        for metric in metrics:
-            if metric not in self._cache:
-                self._cache[metric] = self._load(metric)
-
-    def __call__(self, variant_id: str, metric: str) -> list[tuple]:
-        if metric not in self._cache:
-            self._cache[metric] = self._load(metric)
-        points = sorted(self._cache[metric].get(variant_id, {}).values(), key=lambda iv: iv[0].started_at)
-        points = points[-(self.limit - 1) :]
-        r = self._by_id.get(variant_id)
-        m = r.metric(metric) if r else None
-        if m is not None:
-            points.append((self.current.info, m.value))
-        return points
-
-
-def blob_reader(db: str, current, base_path: str | None, base):  # noqa: ANN001
-    """blob(side, variant_id, name): the stored bytes of an artifact of either run (binary ones,
-    such as the capture stage's timeline npz, do not survive load_run's text decoding)."""
-
-    def blob(side: str, variant_id: str, name: str) -> bytes | None:
-        if side == "current":
-            return store.load_blob(db, current.info.run_id, variant_id, name)
-        if base is None or base_path is None:
-            return None
-        return store.load_blob(base_path, base.info.run_id, variant_id, name)
-
-    return blob

@@ -10,6 +10,8 @@ import click
 
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT, capped, flagged, ranked
+from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.inputs import load_settings, read_run, read_runs
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.group import KernelIndex, size_words, triton_kernels
 from kperf_ci.judge.policy import ThresholdPolicy
@@ -17,9 +19,8 @@ from kperf_ci.metrics import key_metrics, unit_of
 from kperf_ci.model import RunInfo, RunRecord, VariantResult
 from kperf_ci.report.build import load_findings
 from kperf_ci.report.safe_text import rich_safe, terminal_safe
-from kperf_ci.report.terminal import variant_labels, verdict_line
-
-from . import KperfError, console, fmt_value, load_settings, read_run, read_runs, user_errors
+from kperf_ci.report.terminal import console, variant_labels, verdict_line
+from kperf_ci.units import fmt_value
 
 # Every stored string below is printed through rich_safe: Rich parses both f-strings and table
 # cells as markup, and a database is data (a kernel named "x[/]" must print, not crash).

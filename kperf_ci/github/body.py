@@ -14,8 +14,8 @@ from pathlib import Path
 
 from kperf_ci import store
 from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
-from kperf_ci.commands import KperfError, bulk_objects, load_settings
-from kperf_ci.commands.report import blob_reader, load_pair
+from kperf_ci.errors import KperfError
+from kperf_ci.inputs import blob_reader, bulk_objects, load_pair, load_settings
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.prcheck.document import load_ab_document

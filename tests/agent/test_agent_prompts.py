@@ -122,7 +122,7 @@ def test_from_ab_starts_from_a_static_regression_of_a_known_kernel(tmp_path):
 def test_from_ab_with_static_regressions_of_unknown_kernels_says_so(tmp_path):
     import pytest
 
-    from kperf_ci.commands import KperfError
+    from kperf_ci.errors import KperfError
 
     ab_db = _ab_only_static(tmp_path, ["matmul_kernel"])
     with pytest.raises(KperfError) as e:
