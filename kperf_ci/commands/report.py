@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from kperf_ci.analysis.findings import ARTIFACT as FINDINGS
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.errors import KperfError, user_errors
-from kperf_ci.inputs import HistoryReader, blob_reader, bulk_objects, exists, load_pair, load_settings
-from kperf_ci.judge.compare import compare_runs
-from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.inputs import load_settings
 from kperf_ci.prcheck.document import read_ab_file
 from kperf_ci.report import ab as ab_report
-from kperf_ci.report import build_report, render_markdown, render_summary, write_site
 from kperf_ci.report.safe_text import plain_url
+from kperf_ci.reporting import (
+    MAX_CHARS,
+    check_writable_dir,
+    markdown_target,
+    show,
+    write_error,
+    write_run_report,
+)
 
 
 @click.command("report")
@@ -50,7 +53,7 @@ from kperf_ci.report.safe_text import plain_url
 @click.option(
     "--max-chars",
     type=click.IntRange(2000, None),
-    default=65_000,
+    default=MAX_CHARS,
     show_default=True,
     help="markdown size limit",
 )
@@ -85,46 +88,18 @@ def report_cmd(
         return
 
     settings = load_settings(db=db, baseline=baseline)
-    # The markdown outputs show flagged findings but no listings: only that small artifact.
-    current, base, base_path = load_pair(
-        settings.db, settings.baseline, run_id, base_run, artifacts=True if fmt == "html" else (FINDINGS,)
+    out = write_run_report(
+        settings,
+        run_id=run_id,
+        base_run=base_run,
+        fmt=fmt,
+        output=output,
+        link=link,
+        max_chars=max_chars,
+        history=history,
+        jobs=jobs,
     )
-    comparison = None
-    with bulk_objects():
-        if base is not None:
-            comparison = compare_runs(base, current, ThresholdPolicy.from_settings(settings))
-        paths = [p for p in (base_path, settings.db) if p]
-        report = build_report(
-            current,
-            base,
-            comparison,
-            history=HistoryReader(paths, current) if history and fmt == "html" else None,
-            blob=blob_reader(settings.db, current, base_path, base),
-            link=link,
-            findings_per_kernel=settings.findings_per_kernel,
-            # the run before this one stands in for a missing baseline database: shown, not a gate
-            previous_run=base is not None and not base_run and not exists(settings.baseline),
-        )
-    if fmt == "html":
-        out = Path(output or settings.report)
-        _check_writable_dir(out, "-o")
-        try:
-            index = write_site(report, out, jobs=jobs or settings.jobs)
-        except OSError as e:
-            raise _write_error(e, out) from None
-        click.echo(f"wrote {index} ({report.size_words}; {report.verdict_line})")
-        return
-    text = render_markdown(report, max_chars=max_chars) if fmt == "markdown" else render_summary(report)
-    if not output or output == "-":
-        sys.stdout.write(text)
-        return
-    target = markdown_target(output, "comment.md" if fmt == "markdown" else "summary.md")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise _write_error(e, target) from None
-    click.echo(f"wrote {target} ({len(text)} characters; {report.verdict_line})", err=True)
+    show(out)
 
 
 def _report_ab(path: str, fmt: str, output: str | None, link: str | None, max_chars: int) -> None:
@@ -138,7 +113,7 @@ def _report_ab(path: str, fmt: str, output: str | None, link: str | None, max_ch
     if fmt == "html":
         out = Path(output or "reports/ab")
         target = out if out.suffix == ".html" else out / "index.html"
-        _check_writable_dir(target.parent, "-o")
+        check_writable_dir(target.parent, "-o")
         text = ab_report.render_html(doc)
     else:
         render = ab_report.render_markdown if fmt == "markdown" else ab_report.render_summary
@@ -153,36 +128,5 @@ def _report_ab(path: str, fmt: str, output: str | None, link: str | None, max_ch
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(target)  # never a half-written report
     except OSError as e:
-        raise _write_error(e, target) from None
+        raise write_error(e, target) from None
     click.echo(f"wrote {target} ({len(text)} characters; {ab_report.headline(doc)})", err=True)
-
-
-def markdown_target(output: str, name: str) -> Path:
-    """The file a markdown/summary report goes to: ``output`` itself, or ``output/name`` when it
-    is a directory or is spelled as one (a trailing ``/``, created if missing). Writing a file
-    named ``dir`` when the user meant ``dir/`` would lose the report where nobody looks."""
-    target = Path(output)
-    if target.is_dir() or output.endswith(("/", os.sep)):
-        return target / name
-    return target
-
-
-def _check_writable_dir(out: Path, option: str) -> None:
-    """One line before any work when the HTML output cannot be a directory."""
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                what = "the path" if p == out else f"its parent {p}"
-                raise KperfError(
-                    f"{out}: cannot write the report there, {what} is a file, not a directory; "
-                    f"pass another {option} DIR"
-                )
-            break
-
-
-def _write_error(e: OSError, where: Path) -> KperfError:
-    path = e.filename or where
-    return KperfError(
-        f"{path}: cannot write the report ({e.strerror or type(e).__name__}); "
-        "pass a directory you can write with -o"
-    )

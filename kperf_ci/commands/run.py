@@ -16,11 +16,11 @@ from typing import Any
 
 import click
 
-from kperf_ci.commands.report import report_cmd
 from kperf_ci.config import ENV_NO_REPORT, env_switch
-from kperf_ci.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, user_errors
+from kperf_ci.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, exit_error, user_errors
 from kperf_ci.inputs import load_settings
 from kperf_ci.pytest_args import bench_args, pin_paths, project_rootdir, script_of
+from kperf_ci.reporting import show, write_run_report
 
 #: pytest's exit status for a usage error (a bad option or setting, before any test ran)
 PYTEST_USAGE_ERROR = 4
@@ -123,14 +123,14 @@ def _reports(db: Path) -> None:
         return
     out = Path(load_settings().report)
     said: set[str] = set()
-    for args in (
-        ["--db", str(db), "-o", str(out)],
-        ["--db", str(db), "--format", "markdown", "-o", str(out / "comment.md")],
-    ):
+    for fmt, output in (("html", str(out)), ("markdown", str(out / "comment.md"))):
         try:
-            report_cmd.main(args, standalone_mode=False)
-        except (click.ClickException, SystemExit) as e:
+            show(write_run_report(load_settings(db=str(db)), fmt=fmt, output=output))
+        except SystemExit:
+            pass
+        except Exception as e:  # noqa: BLE001 - as `kperf report` exits: one line, then the next report
+            err = e if isinstance(e, click.ClickException) else exit_error(e)
             # both reports read the one database: a database they cannot read is said once
-            if isinstance(e, click.ClickException) and e.format_message() not in said:
-                said.add(e.format_message())
-                click.echo(f"kperf run: report not written: {e.format_message()}", err=True)
+            if err.format_message() not in said:
+                said.add(err.format_message())
+                click.echo(f"kperf run: report not written: {err.format_message()}", err=True)
