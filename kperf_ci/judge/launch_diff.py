@@ -26,7 +26,7 @@ from kperf_ci.judge.launch_calls import (
 from kperf_ci.judge.matching import _match, parse_config
 
 # the static verdict's home; static_regressions is imported here for the callers of this module
-from kperf_ci.judge.static_verdict import _num_warps, metric_moved, occupancy_change
+from kperf_ci.judge.static_verdict import _num_warps, grid_within_sms, metric_moved, occupancy_change
 from kperf_ci.judge.static_verdict import static_regressions as static_regressions
 from kperf_ci.metrics import MOVED_METRICS
 from kperf_ci.model import VariantResult
@@ -194,7 +194,8 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
         # what the warps and resources do to the occupancy, timed or not (both modes say it)
         occ = occupancy_change(x, y, _num_warps(b.get("config")), _num_warps(h.get("config")), arch)
         if occ:
-            out.append(f"{arch} {occ}")
+            fits = grid_within_sms(b, h, arch)  # as the static verdict says it
+            out.append(f"{arch} {occ}" + (f", not limiting: {fits}" if fits else ""))
     return out
 
 
