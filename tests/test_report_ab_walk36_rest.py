@@ -299,9 +299,10 @@ def test_a_timed_cause_states_the_occupancy_change_as_the_static_cause_does():
         "(registers 40 → 128)"
     )
     sass = "sm\\_90 SASS changed: registers 40 → 128, SASS instructions 100 → 300"
-    assert cause == f"sm\\_90 {occupancy}; {sass}"
+    # the option change leads, though the occupancy names it too (third walk, item 5)
+    assert cause == f"num\\_warps 4 → 1; sm\\_90 {occupancy}; {sass}"
     (line,) = [x for x in text.splitlines() if x.startswith("  - 🔴 slower")]
-    assert f"; cause: sm\\_90 {occupancy}; sm\\_90 SASS changed" in line
+    assert f"; cause: num\\_warps 4 → 1; sm\\_90 {occupancy}; sm\\_90 SASS changed" in line
     html = html_lib.unescape(text_of(ab.render_html(timed)))
     assert "sm_90 theoretical occupancy 75% → 50% (num_warps 4 → 1" in html.split("SASS changed")[0]
     # the static cause of the same pair: the same words, the arch in its own column
@@ -329,7 +330,9 @@ def test_the_static_diff_per_test_says_the_occupancy_before_the_code_and_whole()
     fold = text.split("Static diff per test", 1)[1]
     (line,) = [x for x in fold.splitlines() if x.startswith("  - layernorm")]
     name = "layernorm (\\_layer\\_norm\\_fwd\\_fused)"
-    assert line.startswith(f"  - {name}: sm\\_90 theoretical occupancy 75% → 50% (num\\_warps")
+    # the option change first, as the terminal says it (third walk, item 5)
+    occupancy = "sm\\_90 theoretical occupancy 75% → 50% (num\\_warps"
+    assert line.startswith(f"  - {name}: num\\_warps 4 → 1; {occupancy}")
     assert "…" not in line and line.endswith("SASS instructions 100 → 300")
     html = html_lib.unescape(text_of(ab.render_html(doc)))
-    assert "_layer_norm_fwd_fused): sm_90 theoretical occupancy 75% → 50%" in html
+    assert "_layer_norm_fwd_fused): num_warps 4 → 1; sm_90 theoretical occupancy 75% → 50%" in html

@@ -1,0 +1,60 @@
+"""Issue 36's third reviewer walk (docs/reviewer-walk/third-walk-2026-11-27/NOTES.md): the
+static cause reads alike in the terminal, the comment and the page; the worst launch's
+arguments are said by a rule the page states; the page's cause column has the room; the page
+names the identical kernels; the largest change in µs is on the first screen."""
+
+from __future__ import annotations
+
+import html as html_lib
+from typing import Any
+
+from kperf_ci.judge.launch_diff import LaunchChange, launch_changes
+from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
+from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.judge.static_verdict import judge
+from kperf_ci.report import ab
+from tests.test_report_ab import document
+from tests.test_report_ab_walk36 import text_of
+from tests.test_report_ab_walk36_rest import _row
+
+SITE = "kernels/layernorm.py::_layer_norm_fwd_fused"
+
+
+def _static_doc() -> tuple[dict[str, Any], list[str]]:
+    """layernorm at num_warps 4 -> 1, registers 40 -> 128, on a grid that fills sm_90: the
+    static document `kperf ab --no-gpu` writes, and the launch diff its terminal prints."""
+    b, h = _row(4, 40, "a"), _row(1, 128, "b")
+    changes = launch_changes(b, h)
+    lc = LaunchChange("layernorm", SITE, "changed", changes, b, h)
+    verdict = judge([ABTestDiff("t.py::t", "changed", [lc])], ThresholdPolicy())
+    doc = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
+    doc["tests"] = [
+        {"test": "t.py::t", "status": "changed", "changes": [],
+         "launches": [{"site": SITE, "name": "layernorm", "status": "changed", "changes": changes}]},
+    ]  # fmt: skip
+    doc["static_regressions"] = verdict.regressions
+    return doc, changes
+
+
+# ---- item 5: the option change leads the static cause everywhere, as in the terminal
+
+
+def test_the_static_cause_leads_with_the_option_change_in_every_report():
+    doc, changes = _static_doc()
+    # the terminal's launch diff: options, then the occupancy, then the code (the reports' order)
+    assert [c.split(" ", 2)[:2] for c in changes] == [
+        ["num_warps", "4"],
+        ["sm_90", "theoretical"],
+        ["sm_90", "SASS"],
+    ]
+    occupancy = "theoretical occupancy 75% → 50% (num_warps 4 → 1: at most 32 blocks per SM) → 25%"
+    text = ab.render_markdown(doc).replace("\\_", "_")
+    (why,) = [x for x in text.splitlines() if x.startswith("- **layernorm")]
+    assert why.endswith(f"sm_90: num_warps 4 → 1; {occupancy} (registers 40 → 128)"), why
+    (each,) = [x for x in text.splitlines() if x.startswith("- layernorm") and "regressed" in x]
+    assert f"regressed: num_warps 4 → 1; {occupancy}" in each, each
+    (diff,) = [x for x in text.splitlines() if x.startswith("  - layernorm")]
+    terminal = "; ".join(changes).replace(" -> ", " → ")
+    assert diff == f"  - layernorm (_layer_norm_fwd_fused): {terminal}", diff
+    page = html_lib.unescape(text_of(ab.render_html(doc)))
+    assert f"num_warps 4 → 1; {occupancy}" in page
