@@ -6,6 +6,7 @@ names the identical kernels; the largest change in µs is on the first screen.""
 from __future__ import annotations
 
 import html as html_lib
+import json
 from typing import Any
 
 from kperf_ci.judge.launch_diff import LaunchChange, launch_changes
@@ -14,7 +15,7 @@ from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import judge
 from kperf_ci.report import ab
 from tests.test_report_ab import document
-from tests.test_report_ab_walk36 import text_of
+from tests.test_report_ab_walk36 import GPU_DOC, text_of
 from tests.test_report_ab_walk36_rest import _row
 
 SITE = "kernels/layernorm.py::_layer_norm_fwd_fused"
@@ -58,3 +59,20 @@ def test_the_static_cause_leads_with_the_option_change_in_every_report():
     assert diff == f"  - layernorm (_layer_norm_fwd_fused): {terminal}", diff
     page = html_lib.unescape(text_of(ab.render_html(doc)))
     assert f"num_warps 4 → 1; {occupancy}" in page
+
+
+# ---- item 8: the page names the identical kernels as the comment does
+
+
+def test_the_page_names_the_identical_kernels_as_the_comment_does():
+    gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
+    names = ab.identical_kernels(gpu)
+    assert len(names) == 3, names
+    text = ab.render_markdown(gpu, max_chars=20000).replace("\\_", "_")
+    assert "<summary>Identical kernels, not timed (3)</summary>" in text
+    page = ab.render_html(gpu)
+    fold = page.split('id="identical-kernels"', 1)[1].split("</details>", 1)[0]
+    assert "Identical kernels, not timed (3)" in fold
+    for name in names:
+        assert name in html_lib.unescape(text_of(fold)), (name, fold)
+        assert name in text

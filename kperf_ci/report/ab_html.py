@@ -17,6 +17,7 @@ from kperf_ci.report.ab_view import (
     changes_of_test,
     floor_ms,
     headline,
+    identical_kernels,
     identical_notes,
     kernel_change,
     kernel_where,
@@ -266,5 +267,7 @@ def render_html(doc: dict[str, Any]) -> str:
             if t.get("status") != "identical"
         ],
         identical=sum(1 for t in doc.get("tests") or [] if t.get("status") == "identical"),
+        # named as the comment's fold names them: "softmax (softmax_kernel) in ... (2 tests)"
+        identical_kernels=[breakable(k) for k in identical_kernels(doc)],
         messages=[str(m) for m in doc.get("messages") or []],
     )
