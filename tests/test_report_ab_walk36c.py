@@ -76,3 +76,21 @@ def test_the_page_names_the_identical_kernels_as_the_comment_does():
     for name in names:
         assert name in html_lib.unescape(text_of(fold)), (name, fold)
         assert name in text
+
+
+# ---- item 6: the rule of which arguments a worst-launch cell shows is stated
+
+
+def test_the_worst_launch_cells_rule_is_stated_beside_each_table():
+    """ "X=fp32[37x1000], W=fp32[1000], Mean=fp32[37]" left Y, B and Rstd out (their shapes
+    repeat), and the GPU cell gave only "a=...": fine once the rule is known, stated nowhere."""
+    rule = "each distinct tensor shape once, named by its first argument (three at most), and the grid"
+    gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
+    static, _ = _static_doc()
+    for doc, table in ((gpu, "**Timed A/B per kernel**"), (static, "**Static verdict per kernel**")):
+        text = ab.render_markdown(doc)
+        (title,) = [x for x in text.splitlines() if x.startswith(table)]
+        assert rule in title, title
+        page = ab.render_html(doc)
+        assert page.count('class="small muted shape-rule"') == 1
+        assert rule in html_lib.unescape(text_of(page))

@@ -15,6 +15,7 @@ from typing import Any
 
 from kperf_ci.report.ab_html import render_html, script_sweeps
 from kperf_ci.report.ab_view import (
+    SHAPE_RULE,
     cause_text,
     change_text,
     changed_tests,
@@ -150,7 +151,10 @@ class _Cut(dict):
 def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[str, str], cut: _Cut) -> None:
     """The top table, one row per kernel, capped with a "… N more" row; then each kernel's cause
     (its worst launch's) on a line of its own."""
-    title = "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change"
+    title = (
+        "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change "
+        f"({SHAPE_RULE})"
+    )
     if not out.add_if_fits(title + "\n\n" + "\n".join(table_lines([], _TOP))):
         cut("kernels", len(kernels))
         return
@@ -205,7 +209,7 @@ _GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
 def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> None:
     """The launches not timed, one row per kernel and arch in the static gate's words (capped
     as the timed table is), then each launch with its own word, folded."""
-    if not out.add_if_fits("**Static verdict per kernel** (launches not timed)"):
+    if not out.add_if_fits(f"**Static verdict per kernel** (launches not timed; {SHAPE_RULE})"):
         cut("static kernels", len(rows))
         return
     out.add("")

@@ -12,6 +12,7 @@ from markupsafe import Markup, escape
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
+    SHAPE_RULE,
     cause_text,
     change_text,
     changes_of_test,
@@ -251,6 +252,7 @@ def render_html(doc: dict[str, Any]) -> str:
         same=same,
         where=where_text(doc),
         timing_note=timing_note(doc),
+        shape_rule=SHAPE_RULE[0].upper() + SHAPE_RULE[1:] + ".",
         floor=fmt_value(floor, "ms"),
         timed=timed,
         kernels=kernels,

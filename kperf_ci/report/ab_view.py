@@ -141,6 +141,13 @@ _SHAPE = re.compile(r"\b[a-z][a-z0-9]*\[[0-9x]*\]")
 _NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\])(?=, |; |$)")
 
 
+#: what a "worst launch" cell shows (:func:`shape_text`), said beside each table that has one
+SHAPE_RULE = (
+    "worst launch: each distinct tensor shape once, named by its first argument (three at most), "
+    "and the grid; the launch lists below give every argument"
+)
+
+
 def shape_text(x: dict[str, Any]) -> str:
     """The launch's tensor shapes, each distinct one once and named by its first argument in the
     launch's order, written as the launch lines write arguments ("X=fp32[37x1000], W=fp32[1000],
