@@ -14,9 +14,10 @@ from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import judge
 from kperf_ci.report import ab
-from tests.test_report_ab import document
+from tests.test_report_ab import document, wide_browser  # noqa: F401 - the 1400 px browser
 from tests.test_report_ab_walk36 import GPU_DOC, text_of
 from tests.test_report_ab_walk36_rest import _row
+from tests.test_report_html import needs_chromium
 
 SITE = "kernels/layernorm.py::_layer_norm_fwd_fused"
 
@@ -94,3 +95,25 @@ def test_the_worst_launch_cells_rule_is_stated_beside_each_table():
         page = ab.render_html(doc)
         assert page.count('class="small muted shape-rule"') == 1
         assert rule in html_lib.unescape(text_of(page))
+
+
+# ---- item 7: the page's cause column has the room to read in three lines at 1400 px
+
+_LINES = """(() => {{
+  const td = document.querySelector('{sel}');
+  const r = document.createRange(); r.selectNodeContents(td);
+  return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size;
+}})()"""
+
+
+@needs_chromium
+def test_the_pages_cause_reads_in_three_lines_at_1400_px(wide_browser, tmp_path):  # noqa: F811
+    """The GPU page's cause wrapped to seven lines in a 142 px column while "worst launch" had
+    room to spare: it reads in three, and the kernel table still fits its box."""
+    page = tmp_path / "index.html"
+    page.write_text(ab.render_html(json.loads(GPU_DOC.read_text(encoding="utf-8"))), encoding="utf-8")
+    wide_browser.open(page)
+    assert wide_browser.eval(_LINES.format(sel="#kernels tbody tr td.kcause")) <= 3
+    assert wide_browser.eval("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    box = "document.querySelector('#kernels').parentElement"
+    assert wide_browser.eval(f"{box}.scrollWidth <= {box}.clientWidth + 1")
