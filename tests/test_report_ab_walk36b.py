@@ -101,7 +101,9 @@ def test_the_why_is_a_line_of_its_own_at_comment_width():
     why = lines.index("Why (the worst launch's cause):")
     assert lines[why + 1] == (
         "- **\\_geglu\\_tanh\\_forward\\_kernel** in src/liger\\_kernel/ops/geglu.py: num\\_warps 16 → 4; "
-        "sm\\_90 SASS changed: registers 37 → 110, SASS instructions 375 → 1,252"
+        "sm\\_90 SASS changed: registers 37 → 110, SASS instructions 375 → 1,252 · "
+        # the largest change in time, where it is not the worst launch's (third walk, item 2)
+        "largest in time: +6.88 µs (+18.47%) at a=bf16\\[4096x4096\\]; grid 4096x1x1"
     )
 
 

@@ -27,6 +27,7 @@ from kperf_ci.report.ab_view import (
     kernel_change,
     kernel_where,
     kernels_of,
+    largest_abs_text,
     launch_cause,
     pct,
     shape_text,
@@ -170,7 +171,8 @@ def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[
     out.add("")
     if shown and out.add_if_fits("Why (the worst launch's cause):"):
         for k in kernels[:shown]:
-            if not out.add_if_fits(_cause_line(k, cause_text(k))):
+            largest = largest_abs_text(k)  # the µs a reviewer may quote, when not the worst's
+            if not out.add_if_fits(_cause_line(k, cause_text(k) + (f" · {largest}" if largest else ""))):
                 break
         out.add("")
 
