@@ -461,6 +461,7 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
     import json
 
     data = json.loads(out_json.read_text())
+    assert data["untimed"] == "--no-gpu"  # the headline's reason (issue 36's third walk)
     assert data["static"]["identical_tests"] == ["tests/test_k.py::test_copy"]
     assert data["static"]["tests_to_time"] == ["tests/test_k.py::test_scale"]
     assert len(git(repo, "worktree", "list").splitlines()) == 1  # the base worktree is gone

@@ -137,3 +137,14 @@ def test_the_largest_change_in_time_is_said_beside_the_worst_launch():
     (k,) = ab.kernels_of(gpu)
     k = {**k, "launches": [x for x in k["launches"] if "4096x4096" not in str(x.get("launch"))]}
     assert ab.largest_abs_text(k) == ""
+
+
+# ---- item 3: --no-gpu is no claim that the runner has no GPU
+
+
+def test_the_headline_says_no_gpu_was_asked_rather_than_missing():
+    doc = {**document([]), "device": None, "timed": [], "kernels": [], "static_kernels": None}
+    doc["counts"] = {"changed": 2, "identical": 4}
+    assert "not timed (no GPU on this runner)" in ab.headline(doc)  # an older document: as it read
+    doc["untimed"] = "--no-gpu"
+    assert "not timed (--no-gpu)" in ab.headline(doc) and "runner" not in ab.headline(doc)

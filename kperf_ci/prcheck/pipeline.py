@@ -159,6 +159,7 @@ def run_ab(
             report.messages.append(msg)
         elif not gpu:
             msg = timing_skipped_text(len(to_time), no_gpu_asked=no_gpu_asked)
+            report.untimed = "--no-gpu" if no_gpu_asked else "no GPU"
             echo(msg)
             report.messages.append(msg)
         else:

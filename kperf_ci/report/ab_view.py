@@ -274,7 +274,9 @@ def headline(doc: dict[str, Any]) -> str:
         per = f", {n} launches" if n != static_reg else ""
         head = f"🔴 {plural(static_reg, 'kernel')} regressed (static{per})"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
-        head = f"🟡 {plural(int(c['changed']), 'test')} changed; not timed (no GPU on this runner)"
+        # --no-gpu is no claim about the runner (issue 36's third walk, item 3)
+        why = "--no-gpu" if doc.get("untimed") == "--no-gpu" else "no GPU on this runner"
+        head = f"🟡 {plural(int(c['changed']), 'test')} changed; not timed ({why})"
         said_changed = True
     elif int(c.get("unknown", 0)) and not doc.get("timed"):
         n = plural(int(c["unknown"]), "test")
