@@ -153,8 +153,8 @@ def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[
     """The top table, one row per kernel, capped with a "… N more" row; then each kernel's cause
     (its worst launch's) on a line of its own."""
     title = (
-        "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change "
-        f"({SHAPE_RULE})"
+        "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change, "
+        f"shown by {SHAPE_RULE}"
     )
     if not out.add_if_fits(title + "\n\n" + "\n".join(table_lines([], _TOP))):
         cut("kernels", len(kernels))
@@ -211,7 +211,8 @@ _GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
 def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> None:
     """The launches not timed, one row per kernel and arch in the static gate's words (capped
     as the timed table is), then each launch with its own word, folded."""
-    if not out.add_if_fits(f"**Static verdict per kernel** (launches not timed; {SHAPE_RULE})"):
+    title = f"**Static verdict per kernel** (launches not timed); a worst launch is shown by {SHAPE_RULE}"
+    if not out.add_if_fits(title):
         cut("static kernels", len(rows))
         return
     out.add("")

@@ -259,7 +259,7 @@ def render_html(doc: dict[str, Any]) -> str:
         same=same,
         where=where_text(doc),
         timing_note=timing_note(doc),
-        shape_rule=SHAPE_RULE[0].upper() + SHAPE_RULE[1:] + ".",
+        shape_rule=f"A worst launch is shown by {SHAPE_RULE}.",
         floor=fmt_value(floor, "ms"),
         timed=timed,
         kernels=kernels,

@@ -143,8 +143,8 @@ _NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\]
 
 #: what a "worst launch" cell shows (:func:`shape_text`), said beside each table that has one
 SHAPE_RULE = (
-    "worst launch: each distinct tensor shape once, named by its first argument (three at most), "
-    "and the grid; the launch lists below give every argument"
+    "each distinct tensor shape once, named by its first argument (three at most), and the grid; "
+    "the launch lists below give every argument"
 )
 
 
