@@ -218,6 +218,18 @@ def test_static_pass_finds_identical_changed_and_added_kernels(repo, head_pkg, t
     assert diff.removed == [] and diff.unknown == []
 
 
+def test_the_timing_note_says_why_timing_was_skipped():
+    """--no-gpu on a machine with a GPU read "no CUDA GPU on this machine" (issue 36's third
+    walk, item 3): the note says which of the two it was."""
+    from kperf_ci.prcheck.pipeline import timing_skipped_text
+
+    asked = timing_skipped_text(2, no_gpu_asked=True)
+    assert asked.startswith("timing: skipped (--no-gpu): 2 tests with changed launches")
+    assert "CUDA" not in asked
+    found = timing_skipped_text(1, no_gpu_asked=False)
+    assert found.startswith("timing: skipped, no CUDA GPU on this machine: 1 test with changed launches")
+
+
 def test_diff_static_groups_by_test():
     from kperf_ci.model import VariantKey, VariantResult
 
@@ -444,10 +456,13 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
     assert "static regression" not in r.output
     assert "static changed: scale_kernel sm_90" in r.output
     assert "registers 10 -> 12 (occupancy 100% unchanged)" in r.output
-    assert "timing: skipped, no CUDA GPU" in r.output
+    # --no-gpu: the note says so, whether or not this machine has a GPU (issue 36's third walk)
+    assert "timing: skipped (--no-gpu): 1 test with changed launches would be timed A/B on a GPU" in r.output
+    assert "no CUDA GPU" not in r.output
     import json
 
     data = json.loads(out_json.read_text())
+    assert data["untimed"] == "--no-gpu"  # the headline's reason (issue 36's third walk)
     assert data["static"]["identical_tests"] == ["tests/test_k.py::test_copy"]
     assert data["static"]["tests_to_time"] == ["tests/test_k.py::test_scale"]
     assert len(git(repo, "worktree", "list").splitlines()) == 1  # the base worktree is gone

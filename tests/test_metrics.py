@@ -274,7 +274,7 @@ def test_kperf_ab_what_moved_uses_the_catalogue_units_and_rules():
         {"config": "num_warps=4", "code": {"sm_90": code}},
         {"config": "num_warps=4", "code": {"sm_90": head}},
     )
-    line, occupancy = launch_changes(b, h)
+    occupancy, line = launch_changes(b, h)  # the occupancy before the code, as a cause reads
     assert line == (
         "sm_90 SASS changed: spills 0 B -> 16 B, shared memory 99,328 B -> 33,792 B, "
         "SASS instructions 388 -> 1,028"

@@ -26,8 +26,10 @@ CODE = {"sass": "a", "spills": 0, "spill_loads": 0, "shared_bytes": 0, "sass.ins
 def _row(warps: int, registers: int, sass: str) -> dict[str, Any]:
     return {
         "config": f"num_warps={warps},num_stages=3",
-        "args": {"X": "fp32[37x1000]", "N": "1000"},
-        "grid": [37, 1, 1],
+        "args": {"X": "fp32[370x1000]", "N": "1000"},
+        # more blocks than SMs: a grid of 37 puts one block on an SM, where occupancy does not
+        # bind (the third walk's item 1, tests/test_static_verdict.py)
+        "grid": [370, 1, 1],
         "code": {"sm_90": {**CODE, "registers": registers, "sass": sass}},
     }
 
@@ -132,7 +134,7 @@ def test_an_older_documents_metric_ids_read_as_words_and_the_document_is_left_as
 _LN = [("X", "37x1000"), ("Y", "37x1000"), ("W", "1000"), ("B", "1000"), ("Mean", "37"), ("Rstd", "37")]
 
 
-def _layernorm_row(n: int = 1000, block: int = 1024) -> dict[str, Any]:
+def _layernorm_row(n: int = 1000, block: int = 1024, grid: tuple[int, ...] = (37, 1, 1)) -> dict[str, Any]:
     """A manifest row of a layernorm launch as `kperf ab` reads it back: through its JSON, whose
     keys are sorted."""
     from kperf_ci.capture.static.launch_spec import ArgSpec, LaunchSpec
@@ -148,7 +150,7 @@ def _layernorm_row(n: int = 1000, block: int = 1024) -> dict[str, Any]:
     shapes = {name: [int(d) for d in shape.split("x")] for name, shape in _LN}
     name = "_layer_norm_fwd_fused"
     ls = LaunchSpec(kernel=name, qualname=name, module="kernels.layernorm",
-                    source_file="", args=tuple(args), options={}, grid=(37, 1, 1), spec="",
+                    source_file="", args=tuple(args), options={}, grid=grid, spec="",
                     config="num_warps=4,num_stages=3,num_ctas=1", test="t.py::t", shapes=shapes)  # fmt: skip
     (row,) = json.loads(manifest_json(build_manifest([ls], [], ["sm_90"], None)))["t.py::t"]
     row["code"] = {"sm_90": {**CODE, "registers": 40}}
@@ -161,7 +163,8 @@ def test_a_launch_lists_its_arguments_in_the_kernels_order_and_its_worst_shape_b
     Mean/Rstd, X/Y), the main tensor last and unnamed (walk item 16)."""
     from kperf_ci.judge.group import launch_text
 
-    b, h = _layernorm_row(), _layernorm_row(n=2000, block=2048)
+    # 370 blocks: more than sm_90's SMs, so the registers' occupancy regresses
+    b, h = _layernorm_row(grid=(370, 1, 1)), _layernorm_row(n=2000, block=2048, grid=(370, 1, 1))
     assert h["arg_order"] == ["X", "Y", "W", "B", "Mean", "Rstd", "stride", "N", "eps", "BLOCK_SIZE"]
     text = launch_text(h["args"], h["grid"], h["config"], h["arg_order"])
     assert text.startswith("X=fp32[37x1000], Y=fp32[37x1000], W=fp32[1000], B=fp32[1000], Mean=fp32[37]")
@@ -176,7 +179,7 @@ def test_a_launch_lists_its_arguments_in_the_kernels_order_and_its_worst_shape_b
     doc["static_regressions"] = json.loads(json.dumps([reg], sort_keys=True))  # stored sorted, too
     text = ab.render_markdown(doc)
     (table_row,) = [x for x in text.splitlines() if x.startswith("| 🔴 regressed")]
-    assert "| X=fp32\\[37x1000\\], W=fp32\\[1000\\], Mean=fp32\\[37\\]; grid 37x1x1 |" in table_row
+    assert "| X=fp32\\[37x1000\\], W=fp32\\[1000\\], Mean=fp32\\[37\\]; grid 370x1x1 |" in table_row
     (line,) = [x for x in text.splitlines() if x.startswith("- ") and "regressed" in x]
     assert "; X=fp32\\[37x1000\\], Y=fp32\\[37x1000\\], W=fp32\\[1000\\]" in line
 
@@ -297,9 +300,10 @@ def test_a_timed_cause_states_the_occupancy_change_as_the_static_cause_does():
         "(registers 40 → 128)"
     )
     sass = "sm\\_90 SASS changed: registers 40 → 128, SASS instructions 100 → 300"
-    assert cause == f"sm\\_90 {occupancy}; {sass}"
+    # the option change leads, though the occupancy names it too (third walk, item 5)
+    assert cause == f"num\\_warps 4 → 1; sm\\_90 {occupancy}; {sass}"
     (line,) = [x for x in text.splitlines() if x.startswith("  - 🔴 slower")]
-    assert f"; cause: sm\\_90 {occupancy}; sm\\_90 SASS changed" in line
+    assert f"; cause: num\\_warps 4 → 1; sm\\_90 {occupancy}; sm\\_90 SASS changed" in line
     html = html_lib.unescape(text_of(ab.render_html(timed)))
     assert "sm_90 theoretical occupancy 75% → 50% (num_warps 4 → 1" in html.split("SASS changed")[0]
     # the static cause of the same pair: the same words, the arch in its own column
@@ -327,7 +331,9 @@ def test_the_static_diff_per_test_says_the_occupancy_before_the_code_and_whole()
     fold = text.split("Static diff per test", 1)[1]
     (line,) = [x for x in fold.splitlines() if x.startswith("  - layernorm")]
     name = "layernorm (\\_layer\\_norm\\_fwd\\_fused)"
-    assert line.startswith(f"  - {name}: sm\\_90 theoretical occupancy 75% → 50% (num\\_warps")
+    # the option change first, as the terminal says it (third walk, item 5)
+    occupancy = "sm\\_90 theoretical occupancy 75% → 50% (num\\_warps"
+    assert line.startswith(f"  - {name}: num\\_warps 4 → 1; {occupancy}")
     assert "…" not in line and line.endswith("SASS instructions 100 → 300")
     html = html_lib.unescape(text_of(ab.render_html(doc)))
-    assert "_layer_norm_fwd_fused): sm_90 theoretical occupancy 75% → 50%" in html
+    assert "_layer_norm_fwd_fused): num_warps 4 → 1; sm_90 theoretical occupancy 75% → 50%" in html

@@ -63,13 +63,17 @@ def _code(**metrics: float) -> dict:
     return {**base, **metrics}
 
 
+# a grid of more blocks than any tabulated arch has SMs: the occupancy rules bind
+BIG_GRID = [4096]
+
+
 def _lc(base: dict, head: dict, *, warps: int = 4, gate: dict | None = None, autotune=None, arch="sm_90"):
-    b = {"config": f"num_warps={warps}", "code": {arch: base}, "args": {"n": "4096"}, "grid": [4]}
+    b = {"config": f"num_warps={warps}", "code": {arch: base}, "args": {"n": "4096"}, "grid": BIG_GRID}
     h = {
         "config": f"num_warps={warps}",
         "code": {arch: {**head, "sass": "b"}},
         "args": {"n": "4096"},
-        "grid": [4],
+        "grid": BIG_GRID,
         "gate": gate or {},
         "autotune": autotune,
     }
@@ -161,6 +165,40 @@ def test_occupancy_lost_to_num_warps_alone_is_no_register_regression():
     assert _regs(lc) == []
     (moved,) = judge([ABTestDiff("t.py::t", "changed", [lc])], ThresholdPolicy()).changed
     assert moved["reason"] == "registers 33 -> 40 (occupancy 75% -> 50%: not lowered by registers)"
+
+
+def test_an_occupancy_change_does_not_bind_a_grid_of_no_more_blocks_than_sms():
+    """Issue 36's third walk: layernorm at num_warps 4 -> 1 on a 37x1x1 grid read "regressed:
+    theoretical occupancy 75% -> 25%", but 37 blocks on sm_90's 132 SMs put at most one on an
+    SM, so the blocks per SM that fit do not matter: changed, and saying why."""
+
+    def pair(grid: list[int], *, spills: int = 0) -> LaunchChange:
+        b = {"config": "num_warps=4", "code": {"sm_90": _code(registers=40)}, "grid": grid}
+        head = _code(registers=128, spills=spills, sass="b")
+        h = {"config": "num_warps=1", "code": {"sm_90": head}, "grid": grid}
+        return LaunchChange("k", "k.py::k", "changed", [], b, h)
+
+    chain = (
+        "theoretical occupancy 75% -> 50% (num_warps 4 -> 1: at most 32 blocks per SM) -> 25% "
+        "(registers 40 -> 128)"
+    )
+    v = _verdict(pair([37, 1, 1]))
+    assert v.regressions == [] and v.improved == []
+    assert [c["reason"] for c in v.changed] == [f"{chain}, not limiting: grid 37 blocks < 132 SMs"]
+    # as many blocks as SMs: still one an SM; one more and a second block shares an SM
+    assert _verdict(pair([132])).regressions == []
+    (reg,) = _verdict(pair([133])).regressions
+    assert reg["reason"] == chain
+    # the other metrics judge as they do: more spills still fail a small grid
+    (reg,) = _verdict(pair([37], spills=16)).regressions
+    assert reg["reason"] == "spills +16 B > 0 B allowed (default)"
+    # a higher occupancy the grid cannot use is no improvement
+    b = {"config": "num_warps=4", "code": {"sm_90": _code(registers=128)}, "grid": [8]}
+    h = {"config": "num_warps=4", "code": {"sm_90": _code(registers=64, sass="b")}, "grid": [8]}
+    v = _verdict(LaunchChange("k", "k.py::k", "changed", [], b, h))
+    assert v.improved == [] and [c["reason"] for c in v.changed] == [
+        "theoretical occupancy 25% -> 50% (registers 128 -> 64), not limiting: grid 8 blocks < 132 SMs"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,10 @@ user named it:
   "theoretical occupancy 50% -> 25% (registers 64 -> 128)", each step named when num_warps
   moved too ("num_warps 4 -> 1: at most 32 blocks per SM; registers 40 -> 128"); otherwise
   they are shown as changed;
+* an occupancy change does not bind a launch whose grid is at most the arch's SM count
+  (:func:`grid_within_sms`): each SM holds at most one of its blocks, so how many would fit does
+  not matter; it is shown as changed, "..., not limiting: grid 37 blocks < 132 SMs" (issue 36's
+  third walk), and the other metrics judge the launch as they do;
 * instruction counts are shown as changed, never failed.
 
 What moved the other way is "improved": a gated metric that got better (fewer spills; a named
@@ -40,6 +44,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kperf_ci.hardware import arch_limits
 from kperf_ci.judge.compare import _static_change
 from kperf_ci.judge.matching import parse_config
 from kperf_ci.judge.policy import ThresholdPolicy, gated
@@ -53,6 +58,7 @@ if TYPE_CHECKING:  # launch_diff imports this module: its types are for the anno
 __all__ = [
     "StaticVerdict",
     "asked",
+    "grid_within_sms",
     "judge",
     "launch_occupancy",
     "metric_moved",
@@ -133,6 +139,36 @@ def _pct(x: float) -> str:
     return f"{text}%"
 
 
+def _blocks(grid: Any) -> int | None:
+    """CTAs of a recorded grid ([37, 1, 1] -> 37); None when it is not a list of positive ints."""
+    if not isinstance(grid, (list, tuple)) or not grid:
+        return None
+    n = 1
+    for g in grid:
+        if not isinstance(g, int) or isinstance(g, bool) or g <= 0:
+            return None
+        n *= g
+    return n
+
+
+def grid_within_sms(b_row: dict[str, Any], h_row: dict[str, Any], arch: str) -> str | None:
+    """ "grid 37 blocks < 132 SMs" when both sides of a launch pair launch at most as many blocks
+    as ``arch`` has SMs (the hardware table's usual part): a single partial wave, at most one
+    block on each SM, so the blocks-per-SM limits behind theoretical occupancy do not bind. None
+    when the grid is larger, not recorded, or the arch's SM count is not known."""
+    try:
+        sms = arch_limits(arch).sm_count
+    except ValueError:
+        return None
+    sizes = [_blocks(row.get("grid")) for row in (b_row, h_row)]
+    if not sms or None in sizes:
+        return None
+    n = max(s for s in sizes if s is not None)
+    if n > sms:
+        return None
+    return f"grid {n} blocks {'<' if n < sms else '='} {sms} SMs"
+
+
 @dataclass
 class _Found:
     reasons: list[tuple[str, float]] = field(default_factory=list)  # (text, severity)
@@ -191,16 +227,21 @@ def _occupancy_verdict(
     b_warps: int | None,
     h_warps: int | None,
     arch: str,
+    fits: str | None = None,
 ) -> tuple[str, float] | str:
     """(regression text, severity), or the "changed" text, for the occupancy metrics in ``names``
-    that increased. The resources used are those both sides report."""
+    that increased. The resources used are those both sides report. ``fits``: the launch's grid
+    has no more blocks than SMs (:func:`grid_within_sms`), so a lower occupancy is changed."""
     moved = ", ".join(metric_moved(n, x[n], y[n]) for n in names)
     occ = _occupancies(x, y, b_warps, h_warps, arch)
     if occ is None:
         return f"{moved} (occupancy unknown on {arch})"
     fb, fh, fhb = (float(o.fraction or 0) for o in occ)
     if fh < fb and fh < fhb:
-        return str(occupancy_change(x, y, b_warps, h_warps, arch)), (fb - fh) / fb if fb else math.inf
+        text = str(occupancy_change(x, y, b_warps, h_warps, arch))
+        if fits:
+            return f"{text}, not limiting: {fits}"
+        return text, (fb - fh) / fb if fb else math.inf
     if fh == fb:
         return f"{moved} (occupancy {_pct(fb)} unchanged)"
     by = " or ".join(map(display_name, names))
@@ -265,19 +306,30 @@ def _judge_arch(
             continue
         rel = f" ({(hy - bx) / bx:+.1%})" if bx else ""
         out.changed.append(metric_moved(name, bx, hy) + rel)
+    _judge_occupancy(out, lc, arch, by_occupancy, fewer)
+    return out
+
+
+def _judge_occupancy(out: _Found, lc: LaunchChange, arch: str, more: list[str], fewer: list[str]) -> None:
+    """Judge the occupancy resources that increased (``more``) or decreased (``fewer``) on
+    ``arch``, into ``out``."""
+    assert lc.base is not None and lc.head is not None
+    x, y = lc.base["code"][arch], lc.head["code"][arch]
     b_warps, h_warps = _num_warps(lc.base.get("config")), _num_warps(lc.head.get("config"))
-    gain = _occupancy_gain(x, y, fewer, b_warps, h_warps, arch) if fewer and not by_occupancy else None
-    if gain:
+    fits = grid_within_sms(lc.base, lc.head, arch)
+    gain = _occupancy_gain(x, y, fewer, b_warps, h_warps, arch) if fewer and not more else None
+    if gain and fits:  # a higher occupancy the grid cannot use
+        out.changed.append(f"{gain}, not limiting: {fits}")
+    elif gain:
         out.improved.append(gain)
     else:
         out.changed += [metric_moved(n, x[n], y[n]) for n in fewer]
-    if by_occupancy:
-        verdict = _occupancy_verdict(x, y, by_occupancy, b_warps, h_warps, arch)
+    if more:
+        verdict = _occupancy_verdict(x, y, more, b_warps, h_warps, arch, fits)
         if isinstance(verdict, tuple):
             out.reasons.append(verdict)
         else:
             out.changed.append(verdict)
-    return out
 
 
 def _calls(launches: list[LaunchChange]) -> dict[int, tuple[int, int]]:

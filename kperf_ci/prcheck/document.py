@@ -35,6 +35,9 @@ class ABReport:
     static_improved: list[dict[str, Any]] = field(default_factory=list)
     static_changed: list[dict[str, Any]] = field(default_factory=list)
     device: str | None = None
+    # why changed launches went untimed: "--no-gpu" (the user asked) or "no GPU" (none found);
+    # None when nothing needed timing or it ran. The headline says which (issue 36's third walk)
+    untimed: str | None = None
     gpu_seconds: float = 0.0
     wall_s: float = 0.0
     # wall seconds of each stage: "static" (both trees, side by side), "timing" (the A/B pass)
@@ -78,6 +81,7 @@ class ABReport:
             "base": {"rev": self.base_rev, "sha": self.base_sha},
             "head": {"sha": self.head_sha},
             "device": self.device,
+            "untimed": self.untimed,
             "counts": counts,
             "exit_code": self.exit_code,
             "tests": [{**t.to_dict(), "timed": timed_by_test.get(t.test, [])} for t in self.tests],

@@ -35,6 +35,16 @@ def _gpu_available() -> bool:
     return cuda_available()
 
 
+def timing_skipped_text(n_tests: int, *, no_gpu_asked: bool) -> str:
+    """The note when changed launches go untimed: "(--no-gpu)" when the user asked, so it does
+    not claim this machine has no GPU (issue 36's third walk, item 3)."""
+    why = "skipped (--no-gpu)" if no_gpu_asked else "skipped, no CUDA GPU on this machine"
+    return (
+        f"timing: {why}: {plural(n_tests, 'test')} with changed launches would be timed A/B on a GPU; "
+        "the static verdicts above stand"
+    )
+
+
 def _static_regressions(
     settings: Any, tests: list[Any], timed: set[tuple[str, str]] | None = None
 ) -> StaticVerdict:
@@ -145,6 +155,7 @@ def run_ab(
         _echo_static(tests, msgs, echo, report.skipped)
         to_time = [t.test for t in tests if t.needs_timing or (time_all and t.status == "identical")]
         timed_db: Path | None = None
+        no_gpu_asked = gpu is False  # --no-gpu: whether this machine has one is not asked
         if gpu is None:
             gpu = _gpu_available()
         if not to_time:
@@ -152,10 +163,8 @@ def run_ab(
             echo(msg)
             report.messages.append(msg)
         elif not gpu:
-            msg = (
-                f"timing: skipped, no CUDA GPU on this machine ({plural(len(to_time), 'test')} with changed "
-                f"launches would be timed A/B on one); the static verdicts above stand"
-            )
+            msg = timing_skipped_text(len(to_time), no_gpu_asked=no_gpu_asked)
+            report.untimed = "--no-gpu" if no_gpu_asked else "no GPU"
             echo(msg)
             report.messages.append(msg)
         else:

@@ -15,6 +15,7 @@ from typing import Any
 
 from kperf_ci.report.ab_html import render_html, script_sweeps
 from kperf_ci.report.ab_view import (
+    SHAPE_RULE,
     cause_text,
     change_text,
     changed_tests,
@@ -26,6 +27,7 @@ from kperf_ci.report.ab_view import (
     kernel_change,
     kernel_where,
     kernels_of,
+    largest_abs_text,
     launch_cause,
     pct,
     shape_text,
@@ -150,7 +152,10 @@ class _Cut(dict):
 def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[str, str], cut: _Cut) -> None:
     """The top table, one row per kernel, capped with a "… N more" row; then each kernel's cause
     (its worst launch's) on a line of its own."""
-    title = "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change"
+    title = (
+        "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change, "
+        f"shown by {SHAPE_RULE}"
+    )
     if not out.add_if_fits(title + "\n\n" + "\n".join(table_lines([], _TOP))):
         cut("kernels", len(kernels))
         return
@@ -166,7 +171,8 @@ def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[
     out.add("")
     if shown and out.add_if_fits("Why (the worst launch's cause):"):
         for k in kernels[:shown]:
-            if not out.add_if_fits(_cause_line(k, cause_text(k))):
+            largest = largest_abs_text(k)  # the µs a reviewer may quote, when not the worst's
+            if not out.add_if_fits(_cause_line(k, cause_text(k) + (f" · {largest}" if largest else ""))):
                 break
         out.add("")
 
@@ -205,7 +211,8 @@ _GATE_ICON = {"regressed": "🔴", "improved": "🟢", "changed": "⚪"}
 def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> None:
     """The launches not timed, one row per kernel and arch in the static gate's words (capped
     as the timed table is), then each launch with its own word, folded."""
-    if not out.add_if_fits("**Static verdict per kernel** (launches not timed)"):
+    title = f"**Static verdict per kernel** (launches not timed); a worst launch is shown by {SHAPE_RULE}"
+    if not out.add_if_fits(title):
         cut("static kernels", len(rows))
         return
     out.add("")

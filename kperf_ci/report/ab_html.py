@@ -12,15 +12,18 @@ from markupsafe import Markup, escape
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.report.ab_view import (
+    SHAPE_RULE,
     cause_text,
     change_text,
     changes_of_test,
     floor_ms,
     headline,
+    identical_kernels,
     identical_notes,
     kernel_change,
     kernel_where,
     kernels_of,
+    largest_abs_text,
     number,
     shape_text,
     sides,
@@ -62,11 +65,16 @@ def arrows(text: Any) -> Markup:
     return Markup(out.replace(" → ", "\u00a0→ "))
 
 
-def _cell(text: str) -> str:
+def _cell(text: str, *, after_arrow: bool = False) -> str:
     """A time or change cell that wraps only before its interval: "6.05 µs → 7.97 µs" and
-    "+32.18%" / "[+31.70%, +32.64%]" each stay whole (the tables fit the page at 1400 px)."""
+    "+32.18%" / "[+31.70%, +32.64%]" each stay whole (the tables fit the page at 1400 px).
+    ``after_arrow``: the times may also wrap after their arrow ("6.05 µs →" / "7.97 µs"), which
+    gives the top table's cause the room to read in three lines (issue 36's third walk)."""
     value, bracket, rest = text.partition(" [")
-    return value.replace(" ", "\u00a0") + (f" [{rest.replace(' ', chr(0xA0))}" if bracket else "")
+    value = value.replace(" ", "\u00a0")
+    if after_arrow:
+        value = value.replace("\u00a0→\u00a0", "\u00a0→ ")
+    return value + (f" [{rest.replace(' ', chr(0xA0))}" if bracket else "")
 
 
 def _ms(v: Any) -> str:
@@ -215,7 +223,8 @@ def render_html(doc: dict[str, Any]) -> str:
                 "kernel": breakable(name),
                 "site": breakable(path),
                 "shape": shape_text(w),
-                "times": _cell(times_text(w)),
+                "largest": arrows(largest_abs_text(k)),
+                "times": _cell(times_text(w), after_arrow=True),
                 "change": _cell(kernel_change(k)),
                 "count": slower_count(k),
                 "gate": gate.get(str(k["site"]), ""),
@@ -250,6 +259,7 @@ def render_html(doc: dict[str, Any]) -> str:
         same=same,
         where=where_text(doc),
         timing_note=timing_note(doc),
+        shape_rule=f"A worst launch is shown by {SHAPE_RULE}.",
         floor=fmt_value(floor, "ms"),
         timed=timed,
         kernels=kernels,
@@ -266,5 +276,7 @@ def render_html(doc: dict[str, Any]) -> str:
             if t.get("status") != "identical"
         ],
         identical=sum(1 for t in doc.get("tests") or [] if t.get("status") == "identical"),
+        # named as the comment's fold names them: "softmax (softmax_kernel) in ... (2 tests)"
+        identical_kernels=[breakable(k) for k in identical_kernels(doc)],
         messages=[str(m) for m in doc.get("messages") or []],
     )

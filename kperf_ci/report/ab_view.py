@@ -141,6 +141,13 @@ _SHAPE = re.compile(r"\b[a-z][a-z0-9]*\[[0-9x]*\]")
 _NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\])(?=, |; |$)")
 
 
+#: what a "worst launch" cell shows (:func:`shape_text`), said beside each table that has one
+SHAPE_RULE = (
+    "each distinct tensor shape once, named by its first argument (three at most), and the grid; "
+    "the launch lists below give every argument"
+)
+
+
 def shape_text(x: dict[str, Any]) -> str:
     """The launch's tensor shapes, each distinct one once and named by its first argument in the
     launch's order, written as the launch lines write arguments ("X=fp32[37x1000], W=fp32[1000],
@@ -199,6 +206,28 @@ def cause_text(k: dict[str, Any]) -> str:
     return "; ".join(cause_order(changes)) or "-"
 
 
+def largest_abs_text(k: dict[str, Any]) -> str:
+    """ "largest in time: +6.88 µs (+18.47%) at a=bf16[4096x4096]; grid 4096x1x1": the launch of
+    the kernel's verdict whose base → head time moved the most, when it is not its worst
+    launch (the largest relative change, which the table shows); "" otherwise. A reviewer
+    asking "how many µs" quoted the worst launch's +1.92 µs (issue 36's third walk, item 2)."""
+    launches = [x for x in k.get("launches") or [] if x.get("verdict") == k.get("verdict")]
+    if k.get("verdict") not in ("slower", "faster") or len(launches) < 2:
+        return ""
+
+    def delta(x: dict[str, Any]) -> float:
+        b, h = number(x.get("base_ms")), number(x.get("head_ms"))
+        return 0.0 if b is None or h is None else h - b
+
+    pick = max if k["verdict"] == "slower" else min
+    x = pick(launches, key=delta)
+    if x is launches[0] or not delta(x) or delta(x) == delta(launches[0]):
+        return ""
+    d = delta(x)
+    sign = "+" if d > 0 else "-"
+    return f"largest in time: {sign}{time_text(abs(d))} ({pct(x.get('ratio'))}) at {shape_text(x)}"
+
+
 def plural(n: int, word: str) -> str:
     """ "1 kernel", "2 kernels", "3 launches": a count as the reports say it, never "kernel(s)"."""
     return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('ch') else 's'}"
@@ -245,7 +274,9 @@ def headline(doc: dict[str, Any]) -> str:
         per = f", {n} launches" if n != static_reg else ""
         head = f"🔴 {plural(static_reg, 'kernel')} regressed (static{per})"
     elif int(c.get("changed", 0)) and not doc.get("timed"):
-        head = f"🟡 {plural(int(c['changed']), 'test')} changed; not timed (no GPU on this runner)"
+        # --no-gpu is no claim about the runner (issue 36's third walk, item 3)
+        why = "--no-gpu" if doc.get("untimed") == "--no-gpu" else "no GPU on this runner"
+        head = f"🟡 {plural(int(c['changed']), 'test')} changed; not timed ({why})"
         said_changed = True
     elif int(c.get("unknown", 0)) and not doc.get("timed"):
         n = plural(int(c["unknown"]), "test")
