@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci.report.ab_html import render_html, script_sweeps
+from kperf_ci.report.ab_static_view import sides, static_gate, static_rows, static_summary
 from kperf_ci.report.ab_view import (
     SHAPE_RULE,
     cause_text,
@@ -31,12 +32,8 @@ from kperf_ci.report.ab_view import (
     launch_cause,
     pct,
     shape_text,
-    sides,
     slower_count,
-    static_gate,
     static_kernels_of,
-    static_rows,
-    static_summary,
     terminal_lines,
     test_status_word,
     times_text,

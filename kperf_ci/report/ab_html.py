@@ -11,6 +11,7 @@ from markupsafe import Markup, escape
 
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
+from kperf_ci.report.ab_static_view import sides, static_gate, static_rows
 from kperf_ci.report.ab_view import (
     SHAPE_RULE,
     cause_text,
@@ -26,11 +27,8 @@ from kperf_ci.report.ab_view import (
     largest_abs_text,
     number,
     shape_text,
-    sides,
     slower_count,
-    static_gate,
     static_kernels_of,
-    static_rows,
     test_status_word,
     times_text,
     timing_note,
