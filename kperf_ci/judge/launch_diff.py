@@ -26,7 +26,13 @@ from kperf_ci.judge.launch_calls import (
 from kperf_ci.judge.matching import _match, parse_config
 
 # the static verdict's home; static_regressions is imported here for the callers of this module
-from kperf_ci.judge.static_verdict import _num_warps, grid_within_sms, metric_moved, occupancy_change
+from kperf_ci.judge.static_verdict import (
+    _num_warps,
+    _small_grid_note,
+    grid_within_sms,
+    metric_moved,
+    occupancy_change,
+)
 from kperf_ci.judge.static_verdict import static_regressions as static_regressions
 from kperf_ci.metrics import MOVED_METRICS
 from kperf_ci.model import VariantResult
@@ -194,8 +200,7 @@ def launch_changes(b: dict[str, Any], h: dict[str, Any]) -> list[str]:
         # before the code's line: the order every report says a cause in (the terminal too)
         occ = occupancy_change(x, y, _num_warps(b.get("config")), _num_warps(h.get("config")), arch)
         if occ:
-            fits = grid_within_sms(b, h, arch)  # as the static verdict says it
-            out.append(f"{arch} {occ}" + (f", not limiting: {fits}" if fits else ""))
+            out.append(f"{arch} {occ}" + _small_grid_note(grid_within_sms(b, h, arch)))
         out.append(f"{arch} SASS changed" + (": " + ", ".join(moved) if moved else ""))
     return out
 

@@ -12,10 +12,11 @@ user named it:
   "theoretical occupancy 50% -> 25% (registers 64 -> 128)", each step named when num_warps
   moved too ("num_warps 4 -> 1: at most 32 blocks per SM; registers 40 -> 128"); otherwise
   they are shown as changed;
-* an occupancy change does not bind a launch whose grid is at most the arch's SM count
-  (:func:`grid_within_sms`): each SM holds at most one of its blocks, so how many would fit does
-  not matter; it is shown as changed, "..., not limiting: grid 37 blocks < 132 SMs" (issue 36's
-  third walk), and the other metrics judge the launch as they do;
+* an occupancy change of a launch whose grid is at most the arch's SM count
+  (:func:`grid_within_sms`) is judged all the same, as what it does at production sizes (a
+  static pass runs the tests' small shapes), and says so: "..., at a grid that fills the GPU
+  (this test's: 37 blocks < 132 SMs)" (issue 36's third walk: the reason read as if the test's
+  own launch were occupancy-bound);
 * instruction counts are shown as changed, never failed.
 
 What moved the other way is "improved": a gated metric that got better (fewer spills; a named
@@ -220,6 +221,11 @@ def occupancy_change(
     return f"theoretical occupancy {_pct(fb)} -> {_pct(fh)} ({by_warps or by_code})"
 
 
+def _small_grid_note(fits: str | None) -> str:
+    """What an occupancy reason adds when the test's own grid does not fill the GPU."""
+    return f", at a grid that fills the GPU (this test's: {fits.removeprefix('grid ')})" if fits else ""
+
+
 def _occupancy_verdict(
     x: dict[str, Any],
     y: dict[str, Any],
@@ -231,16 +237,14 @@ def _occupancy_verdict(
 ) -> tuple[str, float] | str:
     """(regression text, severity), or the "changed" text, for the occupancy metrics in ``names``
     that increased. The resources used are those both sides report. ``fits``: the launch's grid
-    has no more blocks than SMs (:func:`grid_within_sms`), so a lower occupancy is changed."""
+    has no more blocks than SMs (:func:`grid_within_sms`), said beside the reason."""
     moved = ", ".join(metric_moved(n, x[n], y[n]) for n in names)
     occ = _occupancies(x, y, b_warps, h_warps, arch)
     if occ is None:
         return f"{moved} (occupancy unknown on {arch})"
     fb, fh, fhb = (float(o.fraction or 0) for o in occ)
     if fh < fb and fh < fhb:
-        text = str(occupancy_change(x, y, b_warps, h_warps, arch))
-        if fits:
-            return f"{text}, not limiting: {fits}"
+        text = str(occupancy_change(x, y, b_warps, h_warps, arch)) + _small_grid_note(fits)
         return text, (fb - fh) / fb if fb else math.inf
     if fh == fb:
         return f"{moved} (occupancy {_pct(fb)} unchanged)"
@@ -318,10 +322,8 @@ def _judge_occupancy(out: _Found, lc: LaunchChange, arch: str, more: list[str], 
     b_warps, h_warps = _num_warps(lc.base.get("config")), _num_warps(lc.head.get("config"))
     fits = grid_within_sms(lc.base, lc.head, arch)
     gain = _occupancy_gain(x, y, fewer, b_warps, h_warps, arch) if fewer and not more else None
-    if gain and fits:  # a higher occupancy the grid cannot use
-        out.changed.append(f"{gain}, not limiting: {fits}")
-    elif gain:
-        out.improved.append(gain)
+    if gain:
+        out.improved.append(gain + _small_grid_note(fits))
     else:
         out.changed += [metric_moved(n, x[n], y[n]) for n in fewer]
     if more:
