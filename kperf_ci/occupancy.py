@@ -9,6 +9,7 @@ memory by the occupancy they cost; the judge may not import the analyses, so the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kperf_ci.hardware import ArchLimits, arch_limits
 
@@ -92,3 +93,33 @@ def limit_text(o: Occupancy) -> str:
     limit), "registers fit 4 blocks per SM"; ties joined by " and "."""
     words = [_LIMIT_WORDS[n].format(k=o.ctas_per_sm) for n in o.limited_by.split("+") if n in _LIMIT_WORDS]
     return " and ".join(words) or f"{o.ctas_per_sm} blocks per SM"
+
+
+def _blocks(grid: Any) -> int | None:
+    """CTAs of a recorded grid ([37, 1, 1] -> 37); None when it is not a list of positive ints."""
+    if not isinstance(grid, (list, tuple)) or not grid:
+        return None
+    n = 1
+    for g in grid:
+        if not isinstance(g, int) or isinstance(g, bool) or g <= 0:
+            return None
+        n *= g
+    return n
+
+
+def grid_within_sms(b_row: dict[str, Any], h_row: dict[str, Any], arch: str) -> str | None:
+    """ "grid 37 blocks < 132 SMs" when both sides of a launch pair launch at most as many blocks
+    as ``arch`` has SMs (the hardware table's usual part): a single partial wave, at most one
+    block on each SM, so the blocks-per-SM limits behind theoretical occupancy do not bind. None
+    when the grid is larger, not recorded, or the arch's SM count is not known."""
+    try:
+        sms = arch_limits(arch).sm_count
+    except ValueError:
+        return None
+    sizes = [_blocks(row.get("grid")) for row in (b_row, h_row)]
+    if not sms or None in sizes:
+        return None
+    n = max(s for s in sizes if s is not None)
+    if n > sms:
+        return None
+    return f"grid {n} blocks {'<' if n < sms else '='} {sms} SMs"

@@ -52,9 +52,8 @@ def test_the_headline_counts_the_tests_in_one_short_line():
     head = ab.headline(gpu_doc())
     assert head == "🔴 1 kernel slower than the base · tests: 9 changed, 24 identical (not timed)"
     static = json.loads((GPU_DOC.parent / "static-softmax.ab.json").read_text(encoding="utf-8"))
-    # the walk's softmax launches run 37 and 64 blocks on sm_90's 132 SMs: their occupancy does
-    # not bind, so nothing regressed (third walk, items 1 and 3)
-    assert ab.headline(static) == "🟡 2 tests changed; not timed (--no-gpu) · tests: 4 identical (not timed)"
+    # the walk's static softmax: its occupancy drop regresses (judged for production sizes)
+    assert ab.headline(static) == "🔴 1 kernel regressed (static) · tests: 2 changed, 4 identical (not timed)"
     first = ab.render_markdown(static).splitlines()[1]
     assert first == "## kperf ab: " + ab.headline(static)
     assert "tests identical (not timed)" in ab.render_html(static)

@@ -29,13 +29,13 @@ from kperf_ci.judge.matching import _match, parse_config
 from kperf_ci.judge.static_verdict import (
     _num_warps,
     _small_grid_note,
-    grid_within_sms,
     metric_moved,
     occupancy_change,
 )
 from kperf_ci.judge.static_verdict import static_regressions as static_regressions
 from kperf_ci.metrics import MOVED_METRICS
 from kperf_ci.model import VariantResult
+from kperf_ci.occupancy import grid_within_sms
 
 
 @dataclass

@@ -13,7 +13,7 @@ user named it:
   moved too ("num_warps 4 -> 1: at most 32 blocks per SM; registers 40 -> 128"); otherwise
   they are shown as changed;
 * an occupancy change of a launch whose grid is at most the arch's SM count
-  (:func:`grid_within_sms`) is judged all the same, as what it does at production sizes (a
+  (:func:`kperf_ci.occupancy.grid_within_sms`) is judged all the same, as what it does at production sizes (a
   static pass runs the tests' small shapes), and says so: "..., at a grid that fills the GPU
   (this test's: 37 blocks < 132 SMs)" (issue 36's third walk: the reason read as if the test's
   own launch were occupancy-bound);
@@ -45,13 +45,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kperf_ci.hardware import arch_limits
 from kperf_ci.judge.compare import _static_change
 from kperf_ci.judge.matching import parse_config
 from kperf_ci.judge.policy import ThresholdPolicy, gated
 from kperf_ci.metrics import MOVED_METRICS, display_name, metric, moved_text, untimed_verdict
 from kperf_ci.model import VariantKey
-from kperf_ci.occupancy import Occupancy, limit_text, occupancy
+from kperf_ci.occupancy import Occupancy, grid_within_sms, limit_text, occupancy
 
 if TYPE_CHECKING:  # launch_diff imports this module: its types are for the annotations only
     from kperf_ci.judge.launch_diff import LaunchChange, TestDiff
@@ -59,7 +58,6 @@ if TYPE_CHECKING:  # launch_diff imports this module: its types are for the anno
 __all__ = [
     "StaticVerdict",
     "asked",
-    "grid_within_sms",
     "judge",
     "launch_occupancy",
     "metric_moved",
@@ -140,36 +138,6 @@ def _pct(x: float) -> str:
     return f"{text}%"
 
 
-def _blocks(grid: Any) -> int | None:
-    """CTAs of a recorded grid ([37, 1, 1] -> 37); None when it is not a list of positive ints."""
-    if not isinstance(grid, (list, tuple)) or not grid:
-        return None
-    n = 1
-    for g in grid:
-        if not isinstance(g, int) or isinstance(g, bool) or g <= 0:
-            return None
-        n *= g
-    return n
-
-
-def grid_within_sms(b_row: dict[str, Any], h_row: dict[str, Any], arch: str) -> str | None:
-    """ "grid 37 blocks < 132 SMs" when both sides of a launch pair launch at most as many blocks
-    as ``arch`` has SMs (the hardware table's usual part): a single partial wave, at most one
-    block on each SM, so the blocks-per-SM limits behind theoretical occupancy do not bind. None
-    when the grid is larger, not recorded, or the arch's SM count is not known."""
-    try:
-        sms = arch_limits(arch).sm_count
-    except ValueError:
-        return None
-    sizes = [_blocks(row.get("grid")) for row in (b_row, h_row)]
-    if not sms or None in sizes:
-        return None
-    n = max(s for s in sizes if s is not None)
-    if n > sms:
-        return None
-    return f"grid {n} blocks {'<' if n < sms else '='} {sms} SMs"
-
-
 @dataclass
 class _Found:
     reasons: list[tuple[str, float]] = field(default_factory=list)  # (text, severity)
@@ -237,7 +205,7 @@ def _occupancy_verdict(
 ) -> tuple[str, float] | str:
     """(regression text, severity), or the "changed" text, for the occupancy metrics in ``names``
     that increased. The resources used are those both sides report. ``fits``: the launch's grid
-    has no more blocks than SMs (:func:`grid_within_sms`), said beside the reason."""
+    has no more blocks than SMs (:func:`kperf_ci.occupancy.grid_within_sms`), said beside the reason."""
     moved = ", ".join(metric_moved(n, x[n], y[n]) for n in names)
     occ = _occupancies(x, y, b_warps, h_warps, arch)
     if occ is None:
