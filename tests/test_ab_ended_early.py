@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import checkout_path, git
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -65,11 +66,6 @@ def test_fwd_then_bwd():
 """
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                   check=True, capture_output=True)  # fmt: skip
-
-
 @pytest.mark.slow
 def test_a_test_that_stopped_before_a_changed_kernel_is_unknown_not_identical(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
@@ -78,15 +74,14 @@ def test_a_test_that_stopped_before_a_changed_kernel_is_unknown_not_identical(tm
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "base")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
     ops = repo / "ek" / "ops.py"
     ops.write_text(ops.read_text().replace("BLOCK=256, num_warps=4", "BLOCK=256, num_warps=1"))
-    _git(repo, "commit", "-q", "-a", "-m", "head: only the backward launch changes")
+    git(repo, "commit", "-q", "-a", "-m", "head: only the backward launch changes")
     out = tmp_path / "ab.json"
-    # the repository first, then this checkout's kperf_ci (never another installed copy)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(Path(__file__).resolve().parents[1])])}
+    env = {**os.environ, "PYTHONPATH": checkout_path(repo)}  # never another installed kperf_ci
     env.pop("KPERF_DB", None)
     r = subprocess.run(
         [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--no-gpu", "--json", str(out),
