@@ -324,19 +324,31 @@ def step_plain(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> d
     return out
 
 
-def step_ab(spec: Repo, repo: Path, work: Path, python: str, *, gpu: bool) -> dict[str, Any]:
-    tag = "ab" if gpu else "static"
+#: what a part keeps of kperf ab's document (an A/A keeps what timing_accuracy reads)
+_DOC_KEYS = ("tests", "timed", "messages", "gpu_seconds", "exit_code", "static_regressions",
+             "static_improved", "static_changed", "counts", "device", "wall_s", "stage_s")  # fmt: skip
+_AA_KEYS = ("timed", "gpu_seconds", "exit_code", "counts", "device", "wall_s", "stage_s")
+
+
+def _kperf_ab(
+    spec: Repo, repo: Path, work: Path, python: str, tag: str, options: list[str], keep: tuple[str, ...]
+) -> dict[str, Any]:
+    """``kperf ab --base HEAD~1`` with default settings and ``options`` in ``repo``, its files
+    named by ``tag`` in ``work``: exit code, wall time, tail and the ``keep`` keys of its document."""
     doc_path = work / f"{tag}.json"
     doc_path.unlink(missing_ok=True)
-    cmd = [python, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--json", str(doc_path),
+    cmd = [python, "-m", "kperf_ci", "ab", "--base", "HEAD~1", *options, "--json", str(doc_path),
            "--db", str(work / f"{tag}.db"), "--report-dir", str(work / f"{tag}-report"),
-           *([] if gpu else ["--no-gpu"]), *spec.tests, "--kperf-all", "-p", "no:cacheprovider"]  # fmt: skip
+           *spec.tests, "--kperf-all", "-p", "no:cacheprovider"]  # fmt: skip
     r = _timed(cmd, repo, _env(spec, repo, work / f"cache-{tag}"), work / f"{tag}.log")
     doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
-    keep = ("tests", "timed", "messages", "gpu_seconds", "exit_code", "static_regressions", "static_improved",
-            "static_changed", "counts", "device", "wall_s", "stage_s")  # fmt: skip
     r["doc"] = {k: doc[k] for k in keep if k in doc}
     return r
+
+
+def step_ab(spec: Repo, repo: Path, work: Path, python: str, *, gpu: bool) -> dict[str, Any]:
+    tag = "ab" if gpu else "static"
+    return _kperf_ab(spec, repo, work, python, tag, [] if gpu else ["--no-gpu"], _DOC_KEYS)
 
 
 def aa_repo(src: Path, dest: Path) -> None:
@@ -357,16 +369,7 @@ def step_aa(spec: Repo, src: str, work: Path, python: str) -> dict[str, Any]:
     repository's tests timed base against head, where any slower or faster is a false alarm."""
     repo = work / "aa-repo"
     aa_repo(Path(src), repo)
-    doc_path = work / "aa.json"
-    doc_path.unlink(missing_ok=True)
-    cmd = [python, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--time-all", "--json", str(doc_path),
-           "--db", str(work / "aa.db"), "--report-dir", str(work / "aa-report"), *spec.tests,
-           "--kperf-all", "-p", "no:cacheprovider"]  # fmt: skip
-    r = _timed(cmd, repo, _env(spec, repo, work / "cache-aa"), work / "aa.log")
-    doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
-    keep = ("timed", "gpu_seconds", "exit_code", "counts", "device", "wall_s", "stage_s")
-    r["doc"] = {k: doc[k] for k in keep if k in doc}
-    return r
+    return _kperf_ab(spec, repo, work, python, "aa", ["--time-all"], _AA_KEYS)
 
 
 def step_truth(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> dict[str, Any]:
