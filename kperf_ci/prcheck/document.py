@@ -177,6 +177,7 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
                 "base_best": launch.get("base_best"),
                 "head_best": launch.get("head_best"),
                 "configs_timed": launch.get("configs_timed"),
+                "configs_ranked_us": launch.get("configs_ranked_us"),
                 "arch": r.key.arch,
                 "config": r.key.config,
                 # with the test's shape id: a callable's launch (no launch text) is told by it

@@ -46,6 +46,9 @@ class BestPair:
     left_out: dict[str, int] = field(default_factory=dict)  # configs over MAX_CONFIGS per side
     failed: list[str] = field(default_factory=list)  # "head BLOCK=256,...: OutOfResources ..."
     seconds: float = 0.0  # host seconds of both passes (GPU time of the search)
+    # each config's median (ms) as last ranked ("base BT=16,num_warps=2": the second pass's where it
+    # ran): the evidence for each side's pick, so a reviewer can check why a config won
+    ranked: dict[str, float] = field(default_factory=dict)
 
     def doc(self) -> dict[str, Any]:
         """What the A/B document records of the search."""
@@ -57,6 +60,9 @@ class BestPair:
             "configs_left_out": {k: v for k, v in self.left_out.items() if v},
             "configs_failed": list(self.failed),
             "search_s": round(self.seconds, 3),
+            "configs_ranked_us": {
+                k: round(v * 1e3, 4) for k, v in sorted(self.ranked.items(), key=lambda kv: kv[1])
+            },
         }
 
 
@@ -121,8 +127,10 @@ def best_pair(
         mine = set(near[side]) | ({mirror} if mirror in calls else set())
         if len(mine) > 1:
             again_keys |= mine
+    ranked = dict(medians) if len(calls) > 2 else {}
     if again_keys:
         again = _medians({k: calls[k] for k in sorted(again_keys)}, SECOND_PASS, backend)
+        ranked.update(again)
         for side in ("base", "head"):
             mine = {k: m for k, m in again.items() if k.startswith(side + " ")}
             if mine:
@@ -136,4 +144,5 @@ def best_pair(
         left_out=dict(left_out or {}),
         failed=failed,
         seconds=clock() - t0,
+        ranked=ranked,
     )
