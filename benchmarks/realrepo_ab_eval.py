@@ -849,6 +849,9 @@ def run_case_step(case: Case, liger: Path, work: Path, out_dir: Path, rounds: in
     ab = kperf_ab(repo, case.tests, [], log, False, 600, python)
     part["ab"] = {k: ab[k] for k in ("exit_code", "wall_s", "command")}
     part["doc"] = _slim(ab["doc"])
+    # the whole document too, as `kperf ab --json` wrote it: what a reviewer's report renders from
+    # (docs/reviewer-walk reads the launch_option case's)
+    (out_dir / f"{NAME}.{case.name}.ab.json").write_text(json.dumps(ab["doc"], indent=1) + "\n")
     return part
 
 
