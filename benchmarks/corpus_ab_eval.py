@@ -372,11 +372,15 @@ def step_aa(spec: Repo, src: str, work: Path, python: str) -> dict[str, Any]:
     return _kperf_ab(spec, repo, work, python, "aa", ["--time-all"], _AA_KEYS)
 
 
-def step_truth(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> dict[str, Any]:
+def step_truth(
+    spec: Repo, repo: Path, base: Path, work: Path, python: str, only: list[str] | None = None
+) -> dict[str, Any]:
     """Each case kernel's launches recorded by the tests in both trees (one pytest run per tree
     records them all), then timed base against head in one process per kernel
-    (benchmarks/_corpus_truth.py)."""
+    (benchmarks/_corpus_truth.py). ``only``: these case kernels alone (a re-run within one
+    device call)."""
     kernels = [c.kernel for c in spec.cases if c.name != "comment_only"]  # identical code: no truth
+    kernels = [k for k in kernels if not only or k in only]
     out: dict[str, Any] = {"record": {}, "kernels": {}}
     recs: dict[str, dict[str, Path]] = {}
     for side, tree in (("base", base), ("head", repo)):
@@ -405,7 +409,9 @@ def step_truth(spec: Repo, repo: Path, base: Path, work: Path, python: str) -> d
     return out
 
 
-def run_repo(spec: Repo, src: str, work: Path, out: Path, python: str, steps: list[str]) -> None:
+def run_repo(
+    spec: Repo, src: str, work: Path, out: Path, python: str, steps: list[str], truth_kernels: list[str]
+) -> None:
     repo = work / "repo"
     commit = two_commit_repo(spec, Path(src), repo)
     base = work / "base"
@@ -427,7 +433,7 @@ def run_repo(spec: Repo, src: str, work: Path, out: Path, python: str, steps: li
             part["static"] = step_ab(spec, repo, work, python, gpu=False)
             part["static_kperf_commit"] = kperf_commit()
         elif step == "truth":
-            part["truth"] = step_truth(spec, repo, base, work, python)
+            part["truth"] = step_truth(spec, repo, base, work, python, truth_kernels)
         elif step == "aa":
             part["aa"] = step_aa(spec, src, work, python)
             part["aa_kperf_commit"] = kperf_commit()
@@ -787,6 +793,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / NAME)
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--no-render", action="store_true")
+    ap.add_argument(
+        "--truth-kernels", default="", help="comma list: the truth step times these case kernels only"
+    )
     ap.add_argument("--python", default=sys.executable)
     a = ap.parse_args(argv)
     srcs = dict(s.split("=", 1) for s in a.src)
@@ -799,7 +808,16 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--src {name}=... is needed to run {name}")
         work = (a.work or Path(tempfile.mkdtemp(prefix="corpus-ab-"))) / name
         work.mkdir(parents=True, exist_ok=True)
-        run_repo(BY_NAME[name], srcs[name], work, a.out, a.python, [s for s in a.steps.split(",") if s])
+        steps = [s for s in a.steps.split(",") if s]
+        run_repo(
+            BY_NAME[name],
+            srcs[name],
+            work,
+            a.out,
+            a.python,
+            steps,
+            [k for k in a.truth_kernels.split(",") if k],
+        )
     if not a.no_render:
         render(a.out, RESULTS)
     return 0

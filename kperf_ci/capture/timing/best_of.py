@@ -60,9 +60,10 @@ class BestPair:
             "configs_left_out": {k: v for k, v in self.left_out.items() if v},
             "configs_failed": list(self.failed),
             "search_s": round(self.seconds, 3),
-            "configs_ranked_us": {
-                k: round(v * 1e3, 4) for k, v in sorted(self.ranked.items(), key=lambda kv: kv[1])
-            },
+            # a list, fastest first: a JSON object's key order is not kept by every writer
+            "configs_ranked_us": [
+                [k, round(v * 1e3, 4)] for k, v in sorted(self.ranked.items(), key=lambda kv: kv[1])
+            ],
         }
 
 
