@@ -3,9 +3,10 @@ reviewer reads, on one real GPU A/B document and one static (CPU) one.
 
     python scripts/reviewer_walk_render.py [--out docs/reviewer-walk] [--skip-static]
 
-1. GPU: the A/B document of issue 32's ``launch_option`` case on an H100 (Liger-Kernel's geglu
-   kernel launched with fewer warps; ``benchmarks/results/issue32/realrepo_ab_eval.part-
-   launch_option.json``, its ``doc``), copied to ``gpu-launch_option.ab.json``.
+1. GPU: the whole A/B document of realrepo_ab_eval's ``launch_option`` case on an H200
+   (Liger-Kernel's geglu kernel launched with fewer warps; ``benchmarks/results/issue36/
+   realrepo_ab_eval.launch_option.ab.json``, as ``kperf ab --json`` wrote it), copied to
+   ``gpu-launch_option.ab.json``.
 2. Static: a two-commit git repository made from the bundled ``examples/`` (softmax, layernorm
    and vector_add with their kernels), whose head commit gives the softmax kernel one warp
    instead of four for short rows; ``kperf ab --base HEAD~1 --no-gpu`` on it (this checkout's
@@ -35,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_SOURCE = ROOT / "benchmarks/results/issue32/realrepo_ab_eval.part-launch_option.json"
+GPU_SOURCE = ROOT / "benchmarks/results/issue36/realrepo_ab_eval.launch_option.ab.json"
 EXAMPLES = (
     "conftest.py",
     "sizes.py",
@@ -75,7 +76,7 @@ def kperf(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 def gpu_document(out: Path) -> Path:
-    doc = json.loads(GPU_SOURCE.read_text(encoding="utf-8"))["doc"]
+    doc = json.loads(GPU_SOURCE.read_text(encoding="utf-8"))
     path = out / "gpu-launch_option.ab.json"
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path
