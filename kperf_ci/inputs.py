@@ -1,6 +1,7 @@
 """What the commands read: the settings of the current directory, and stored runs, checked so
-that a run no kperf-ci wrote is bad input (exit 2, one line) rather than a crash; the run pair and
-history a report compares (used by `kperf report`, `kperf run` and `kperf github`)."""
+that a run no kperf-ci wrote is bad input (exit 2, one line) rather than a crash; the run pair
+`kperf compare` judges (:func:`compare_pair`); the run pair and history a report compares (used by
+`kperf report`, `kperf run` and `kperf github`)."""
 
 from __future__ import annotations
 
@@ -180,6 +181,33 @@ def load_pair(
     if not candidates:
         return current, None, None
     return current, read_run(src, candidates[-1].run_id, artifacts=artifacts), src
+
+
+def compare_pair(settings: Any, run_id: str | None, base_run: str | None) -> tuple[Any, Any]:
+    """(baseline run, current run) that `kperf compare` judges, refused (exit 2, one line) where
+    the comparison would say nothing: no baseline, a missing one, a run compared with itself, an
+    empty baseline run (every compare against it would pass)."""
+    if not settings.baseline:
+        raise KperfError("no baseline given; pass --baseline PATH or set [tool.kperf] baseline")
+    if not Path(settings.baseline).exists():
+        raise KperfError(
+            f"{settings.baseline}: baseline does not exist; create it with "
+            f"`kperf baseline update --db RUN.db --baseline {settings.baseline}`"
+        )
+    base = read_run(settings.baseline, base_run, baseline=True)  # bad rows: exit 2, not a crash
+    cur = read_run(settings.db, run_id)
+    if base.info.run_id == cur.info.run_id and store.same_database(settings.baseline, settings.db):
+        raise KperfError(
+            f"{settings.db}: --db and --baseline are the same file and both name run {cur.info.run_id}, "
+            "which would be compared with itself; pass the baseline database as --baseline "
+            "(or two different runs with --run/--base-run)"
+        )
+    if not base.results:
+        raise KperfError(
+            f"{settings.baseline}: baseline run {base.info.run_id} holds no variants, nothing to compare "
+            "against; update it from a complete run with `kperf baseline update`"
+        )
+    return base, cur
 
 
 class HistoryReader:

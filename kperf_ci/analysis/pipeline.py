@@ -293,6 +293,12 @@ def _sequence_records(
     return records_from_timelines(timelines) if trace and len(timelines) > 1 else []
 
 
+def launch_report(launch: LaunchConfig, label: str, thresholds: dict[str, float]) -> AnalyzeReport:
+    """What the launch numbers alone tell, with no timeline: wave quantization of the grid."""
+    fs = launch.wave_findings(threshold=thresholds.get("wave_idle", FLAG_THRESHOLDS["wave_idle"]))
+    return AnalyzeReport([LaunchReport(label, fs)])
+
+
 def analyze(
     *,
     trace: str | None = None,

@@ -5,22 +5,20 @@ The job itself is :mod:`kperf_ci.prcheck`; this module is its command line.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
+from typing import Any
 
 import click
 
-from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
-from kperf_ci.errors import KperfError, check_output_file, user_errors
+from kperf_ci.errors import KperfError, user_errors
 from kperf_ci.prcheck.document import load_ab_document
+from kperf_ci.prcheck.outputs import check_outputs, publish
 from kperf_ci.prcheck.pass_order import PASS_ORDERS
 from kperf_ci.prcheck.passes import PassFailed, _tail
-from kperf_ci.prcheck.pipeline import run_ab
+from kperf_ci.prcheck.pipeline import ABReport, run_ab
 from kperf_ci.pytest_args import bench_args
 from kperf_ci.report.ab import write_ab_reports
-from kperf_ci.report.output_dir import make_output_dir
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 
@@ -85,46 +83,33 @@ def ab_cmd(
     _refuse_own_options(pytest_args)
     if any(a == "--bench" or a.startswith("--bench=") for a in pytest_args):
         pytest_args = tuple(bench_args(list(pytest_args)))
-    if json_path:  # written after both passes: found unwritable now, not after them
-        check_output_file(json_path, "--json")
-    try:  # a report directory that cannot be written is found now, not after the whole run
-        make_output_dir(report_dir)
-    except OSError as e:
-        raise KperfError(
-            f"{report_dir}: cannot create the report directory ({e.strerror}); pass --report-dir"
-        ) from None
-    # the database both passes write into is checked now too: found bad after them, their
-    # minutes of compiling and timing were for nothing (a reader opens it: nothing is written)
-    store.check_writable(db)
-    make_output_dir(Path(db).parent)
-    if Path(db).exists():
-        store.open_db(db).close()
+    check_outputs(db, report_dir, json_path)
+    report, doc = _run(base, list(pytest_args), gpu=gpu, time_all=time_all, db=db, passes=passes)
+    paths = write_ab_reports(doc, Path(report_dir))
+    click.echo(f"kperf ab: stored in {db}; wrote {', '.join(str(p) for p in paths)}")
+    publish(doc, report_dir, json_path)
+    if no_fail and report.exit_code:
+        click.echo(f"kperf ab: exit {report.exit_code} (a regression) suppressed by --no-fail")
+    raise SystemExit(0 if no_fail else report.exit_code)
+
+
+def _run(
+    base: str, pytest_args: list[str], *, gpu: bool | None, time_all: bool, db: str, passes: str
+) -> tuple[ABReport, dict[str, Any]]:
+    """The job, and the A/B document it stored (rendered from what was stored, as `kperf report
+    --ab` would); a failed pass prints the end of pytest's output for context, then one line."""
     try:
-        report = run_ab(
-            base, list(pytest_args), gpu=gpu, time_all=time_all, db=db, echo=click.echo, passes=passes
-        )
-        doc = load_ab_document(db)  # render from what was stored, as `kperf report --ab` would
+        report = run_ab(base, pytest_args, gpu=gpu, time_all=time_all, db=db, echo=click.echo, passes=passes)
+        doc = load_ab_document(db)
     except PassFailed as e:
-        # the end of pytest's output for context (each line made inert), then one line
-        for line in _tail(e.output).splitlines():
+        for line in _tail(e.output).splitlines():  # each line made inert
             click.echo(safe(line), err=True)
         raise KperfError(str(e)) from None
     except ABError as e:
         raise KperfError(str(e)) from None
     if doc is None:
         raise KperfError(f"{db}: no A/B document was stored")
-    paths = write_ab_reports(doc, Path(report_dir))
-    click.echo(f"kperf ab: stored in {db}; wrote {', '.join(str(p) for p in paths)}")
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as f:
-            f.write(Path(report_dir, "summary.md").read_text(encoding="utf-8") + "\n")
-    if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(doc, indent=2, default=str))
-    if no_fail and report.exit_code:
-        click.echo(f"kperf ab: exit {report.exit_code} (a regression) suppressed by --no-fail")
-    raise SystemExit(0 if no_fail else report.exit_code)
+    return report, doc
 
 
 def _refuse_own_options(pytest_args: tuple[str, ...]) -> None:

@@ -10,103 +10,26 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import click
 
-from kperf_ci.agent import output
-from kperf_ci.agent.configsearch import ConfigSearchProposer, SourceError
-from kperf_ci.agent.llm import LLMProposer, endpoint_from_env, endpoint_problem
-from kperf_ci.agent.loop import Agent, Budget, LoopConfig
+from kperf_ci.agent import session
+from kperf_ci.agent.llm import endpoint_from_env
+from kperf_ci.agent.loop import Agent, Budget
 from kperf_ci.agent.population import Population
-from kperf_ci.agent.prompts import context_from_db, jit_names
-from kperf_ci.agent.targets import TARGETS, get_target
+from kperf_ci.agent.prompts import context_from_db
+from kperf_ci.agent.targets import TARGETS, Target, get_target
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.device import cuda_available
 from kperf_ci.errors import KperfError, user_errors
-from kperf_ci.inputs import load_settings
-from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 
 @click.group("agent")
 def agent_group() -> None:
     """Optimization agent: profile-guided proposals, verified in a sandbox, opened as pull requests."""
-
-
-def _ab_names(label: str) -> set[str]:
-    """Kernel names one A/B entry may go by: ``path/kernel``, ``path::kernel``, ``marker (kernel)``."""
-    out = set()
-    for part in re.split(r"[()]", label):
-        part = part.strip()
-        if part:
-            out.add(re.split(r"::|/", part)[-1].strip())
-    return out
-
-
-def _loop_config(
-    dev: str, seeds: list[int], timeout_s: float, bench_budget_s: float, value_check: bool
-) -> LoopConfig:
-    """The loop's settings; its A/B verdict uses the project's own kperf ab settings
-    ([tool.kperf] ab_threshold, ab_floor_ms, ab_precision), as `kperf ab` would."""
-    s = load_settings()
-    return LoopConfig(
-        dev,
-        seeds,
-        timeout_s,
-        bench_budget_s,
-        min_gain=s.ab_threshold,
-        value_check=value_check,
-        ab_threshold=s.ab_threshold,
-        ab_floor_ms=s.ab_floor_ms,
-        ab_precision=s.ab_precision,
-    )
-
-
-def _kernels_from_ab(ab_db: str, root: Path) -> list[str]:
-    """Targets whose kernels the A/B document calls slower or statically regressed.
-
-    KperfError (one line) when none maps to a target: what the document holds and what to name.
-    """
-    doc = load_ab_document(ab_db)
-    if doc is None:
-        raise KperfError(f"{ab_db}: holds no A/B document; run `kperf ab --base REV` first")
-    slow_labels = [str(r.get("kernel", "")) for r in doc.get("timed", []) if r.get("verdict") == "slower"]
-    static_labels = [str(r.get("kernel", "")) for r in doc.get("static_regressions") or []]
-    wanted: set[str] = set()
-    for label in slow_labels + static_labels:
-        wanted |= _ab_names(label)
-    out = []
-    for name, t in TARGETS.items():
-        p = t.path(root)
-        known = {name, t.launcher}
-        if p.is_file():
-            known |= set(jit_names(p.read_text(encoding="utf-8")))
-        if known & wanted:
-            out.append(name)
-    if out:
-        return out
-    targets = ", ".join(sorted(TARGETS))
-
-    def listed(labels: list[str]) -> str:
-        uniq = sorted({safe(x) for x in labels if x})
-        return ", ".join(uniq[:5]) + (f" and {len(uniq) - 5} more" if len(uniq) > 5 else "")
-
-    if slow_labels:
-        raise KperfError(
-            f"{ab_db}: the slower kernels ({listed(slow_labels)}) are none the agent knows; "
-            f"name one of its targets ({targets})"
-        )
-    if static_labels:
-        raise KperfError(
-            f"{ab_db} holds static regressions of {listed(static_labels)} but no timed slowdown; "
-            f"the agent starts from a static regression only of a kernel it knows ({targets}): name one"
-        )
-    raise KperfError(
-        f"{ab_db}: the A/B document names no slower or statically regressed kernel; name a kernel ({targets})"
-    )
 
 
 def _device(choice: str) -> str:
@@ -215,6 +138,25 @@ def run_cmd(
     """Optimize KERNEL (one of the targets) or the kernels a kperf ab database names."""
     if open_pr and not repo:
         raise KperfError("--pr needs --repo OWNER/NAME (or drop --pr for a dry run)")
+    seed_list = _seed_list(seeds)
+    targets, endpoint = _targets(kernel, ab_db, Path(root))
+    dev = _device(device)
+    _warn_no_pr_on_cpu(open_pr, dev)
+    budget = Budget(max_llm_calls, max_gpu_seconds, max_wall_s, max_rounds, patience)
+    req = session.Request(
+        Path(root), endpoint, dev, ab_db, run_db, seed_list, timeout_s, bench_budget_s,
+        not no_value_check, budget, Path(out), open_pr, repo, base,
+    )  # fmt: skip
+    pop = Population(db)
+    try:
+        for target in targets:
+            _one(target, pop, req)
+    finally:
+        pop.close()
+
+
+def _seed_list(seeds: str) -> list[int]:
+    """--seeds as integers, each one that torch and numpy take."""
     try:
         seed_list = [int(s) for s in seeds.split(",") if s.strip()]
     except ValueError:
@@ -223,9 +165,14 @@ def run_cmd(
         raise KperfError("--seeds: give at least one seed, e.g. 11,23")
     if not all(0 <= x <= MAX_SEED for x in seed_list):
         raise KperfError(f"--seeds {seeds!r}: each seed must be from 0 to {MAX_SEED}")
-    rootp = Path(root)
+    return seed_list
+
+
+def _targets(kernel: str | None, ab_db: str | None, root: Path) -> tuple[list[Target], Any]:
+    """The targets to optimize and the configured endpoint (None: the offline search), all checked
+    before the population database is created: a wrong --root leaves nothing."""
     try:
-        names = [kernel] if kernel else (_kernels_from_ab(ab_db, rootp) if ab_db else [])
+        names = [kernel] if kernel else (session.kernels_from_ab(ab_db, root) if ab_db else [])
     except ABError as e:
         raise KperfError(str(e)) from None
     if not names:
@@ -237,117 +184,67 @@ def run_cmd(
         targets = [get_target(n) for n in names]
     except ValueError as e:
         raise KperfError(str(e)) from None
-    for t in targets:  # before the population database is created: a wrong --root leaves nothing
-        if not t.path(rootp).is_file():
+    for t in targets:
+        if not t.path(root).is_file():
             raise KperfError(
-                f"{t.path(rootp)}: no such kernel module; run from the repository root or pass --root"
+                f"{t.path(root)}: no such kernel module; run from the repository root or pass --root"
             )
-    dev = _device(device)
+    return targets, endpoint
+
+
+def _warn_no_pr_on_cpu(open_pr: bool, dev: str) -> None:
     if open_pr and dev != "cuda":
         click.echo(
             "kperf agent: warning: no pull request will be opened on CPU: candidates are verified "
             "but not timed, and a pull request needs a timed speedup (run with a GPU)",
             err=True,
         )
-    pop = Population(db)
-    try:
-        for target in targets:
-            _one(
-                target,
-                rootp,
-                pop,
-                endpoint,
-                dev,
-                ab_db,
-                run_db,
-                seed_list,
-                timeout_s,
-                bench_budget_s,
-                not no_value_check,
-                Budget(max_llm_calls, max_gpu_seconds, max_wall_s, max_rounds, patience),
-                Path(out),
-                open_pr,
-                repo,
-                base,
-            )
-    finally:
-        pop.close()
 
 
-def _one(
-    target: Any,
-    root: Path,
-    pop: Population,
-    endpoint: Any,
-    dev: str,
-    ab_db: str | None,
-    run_db: str | None,
-    seeds: list[int],
-    timeout_s: float,
-    bench_budget_s: float,
-    value_check: bool,
-    budget: Budget,
-    out: Path,
-    open_pr: bool,
-    repo: str | None,
-    base: str,
-) -> None:
-    path = target.path(root)
+def _progress(line: str) -> None:
+    click.echo("  " + safe(line))
+
+
+def _one(target: Target, pop: Population, req: session.Request) -> None:
+    """One target through the loop, saying what it did and where the result went."""
+    path = target.path(req.root)
     source = path.read_text(encoding="utf-8")
-    ctx = context_from_db(target.name, target.launcher, source, run_db=run_db, ab_db=ab_db)
-    if endpoint is None:
-        try:
-            proposer: Any = ConfigSearchProposer(target, source)
-        except SourceError as e:
-            raise KperfError(f"{path}: {e}") from None
-    else:
-        proposer = LLMProposer(endpoint)
-    trigger = f"kperf ab {ab_db}" if ab_db else "by hand"
-    click.echo(f"kperf agent: {target.name} ({target.module}), proposer {proposer.name}, device {dev}")
-    agent = Agent(
-        target,
-        path,
-        pop,
-        proposer,
-        ctx,
-        _loop_config(dev, seeds, timeout_s, bench_budget_s, value_check),
-        budget,
-        progress=lambda s: click.echo("  " + safe(s)),
-    )
-    res = agent.run(trigger)
+    ctx = context_from_db(target.name, target.launcher, source, run_db=req.run_db, ab_db=req.ab_db)
+    proposer = session.proposer_for(target, path, source, req.endpoint)
+    click.echo(f"kperf agent: {target.name} ({target.module}), proposer {proposer.name}, device {req.device}")
+    config = session.loop_config(req)
+    res = Agent(target, path, pop, proposer, ctx, config, req.budget, progress=_progress).run(req.trigger)
     click.echo(
         f"stopped: {safe(res.stop_reason)}; {res.rounds} rounds, {res.llm_calls} LLM calls, "
         f"{res.gpu_seconds:.1f} GPU s, {res.wall_s:.1f} s"
     )
-    if isinstance(proposer, LLMProposer):
-        problem = endpoint_problem(proposer)
-        if problem:
-            raise KperfError(problem)
+    session.check_endpoint(proposer)
     if res.best is None:
-        if dev != "cuda":
-            click.echo(
-                "no GPU: candidates were verified but not timed, so there is no faster variant and "
-                + ("no pull request was opened" if open_pr else f"the dry run wrote nothing to {out}")
-                + " (run with a GPU for a timed speedup)"
-            )
-        else:
-            click.echo(
-                "no verified variant faster than the original"
-                + ("; no pull request was opened" if open_pr else f"; the dry run wrote nothing to {out}")
-            )
+        _say_no_variant(req)
         return
-    best = res.best
-    title = output.pr_title(target.name, best)
-    body = output.pr_body(target.name, target.module, source, best, ctx.motivation(), {"id": res.session_id})
-    patch = output.diff(source, best.code, target.module)
-    if not open_pr:
-        files = output.write_dry_run(out / target.name, title, body, patch)
-        click.echo(f"best: ratio {best.ratio:.4f} ({safe(best.hypothesis)}); dry run, PR body: {files[0]}")
+    best, done = res.best, session.deliver(target, source, res, ctx, req)
+    if done.files:
+        click.echo(
+            f"best: ratio {best.ratio:.4f} ({safe(best.hypothesis)}); dry run, PR body: {done.files[0]}"
+        )
         return
-    branch = output.branch_name(target.name, res.session_id, best.id)
-    sha = output.push_branch(root, target.module, best.code, branch, title, base=base)
-    pr = output.open_pr(repo or "", branch, base, title, body)
-    click.echo(f"pushed {branch} ({sha[:10]}); pull request: {safe(getattr(pr, 'html_url', pr))}")
+    click.echo(
+        f"pushed {done.branch} ({done.sha[:10]}); pull request: {safe(getattr(done.pr, 'html_url', done.pr))}"
+    )
+
+
+def _say_no_variant(req: session.Request) -> None:
+    if req.device != "cuda":
+        click.echo(
+            "no GPU: candidates were verified but not timed, so there is no faster variant and "
+            + ("no pull request was opened" if req.open_pr else f"the dry run wrote nothing to {req.out}")
+            + " (run with a GPU for a timed speedup)"
+        )
+    else:
+        click.echo(
+            "no verified variant faster than the original"
+            + ("; no pull request was opened" if req.open_pr else f"; the dry run wrote nothing to {req.out}")
+        )
 
 
 @agent_group.command("show")

@@ -21,7 +21,7 @@ import click
 
 from kperf_ci.analysis import FLAG_THRESHOLDS, LaunchConfig
 from kperf_ci.analysis.overlap import largest_bubbles
-from kperf_ci.analysis.pipeline import AnalyzeReport, LaunchReport, analyze
+from kperf_ci.analysis.pipeline import AnalyzeReport, analyze, launch_report
 from kperf_ci.errors import KperfError, user_errors
 from kperf_ci.inputs import read_run
 from kperf_ci.report.safe_text import terminal_safe
@@ -97,30 +97,58 @@ def run(
 @click.option("--fail-on-flag", is_flag=True, help="Exit with status 1 when anything is flagged.")
 @user_errors
 def analyze_cmd(
-    trace,
-    db,
-    run_id,
-    kernel,
-    perfetto,
-    records,
-    num_sms,
-    clock_mhz,
-    grid,
-    num_warps,
-    registers,
-    shared_bytes,
-    arch,
-    threshold_items,
-    per_warp,
-    as_json,
-    fail_on_flag,
-):
+    trace: str | None,
+    db: str | None,
+    perfetto: str | None,
+    records: str | None,
+    num_sms: int | None,
+    grid: int | None,
+    num_warps: int | None,
+    registers: int | None,
+    shared_bytes: int | None,
+    arch: str,
+    threshold_items: tuple[str, ...],
+    as_json: bool,
+    fail_on_flag: bool,
+    **pipeline: Any,
+) -> None:
     """Intra-kernel analyses: SM utilization, load imbalance, wave quantization, prologue/epilogue,
     memory/tensor-core overlap, launch gaps."""
+    # ``pipeline``: the options analyze() takes as they are (--run, --kernel, --per-warp, --clock-mhz)
     thresholds = _parse_thresholds(threshold_items)
-    launch = None
+    launch = _launch(grid, num_warps, registers, shared_bytes, arch, num_sms, alone=not trace and not db)
+    try:
+        if launch is not None and not trace and not db and not records:
+            report = launch_report(launch, f"grid {grid}", thresholds)
+        else:
+            report = run(
+                trace=trace, db=db, perfetto=perfetto, records=records, num_sms=num_sms, launch=launch,
+                thresholds=thresholds, **pipeline,
+            )  # fmt: skip
+    except (ValueError, OSError) as e:
+        raise KperfError(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1, default=str))  # JSON escapes controls
+    else:
+        _print_report(report, perfetto)
+    if fail_on_flag and report.flagged:
+        raise SystemExit(1)  # 1 = something was found, as for compare; 2 = bad input
+
+
+def _launch(
+    grid: int | None,
+    num_warps: int | None,
+    registers: int | None,
+    shared_bytes: int | None,
+    arch: str,
+    num_sms: int | None,
+    *,
+    alone: bool,
+) -> LaunchConfig | None:
+    """The launch that --grid and --num-warps describe; --grid without --num-warps is bad input
+    when the launch is all there is to analyze (``alone``: no --trace, no --db)."""
     if grid and num_warps:
-        launch = LaunchConfig(
+        return LaunchConfig(
             grid=grid,
             num_warps=num_warps,
             registers=registers,
@@ -128,49 +156,28 @@ def analyze_cmd(
             arch=arch,
             sm_count=num_sms,
         )
-    elif grid and not trace and not db:
+    if grid and alone:
         raise KperfError("--grid needs --num-warps")
-    try:
-        if launch is not None and not trace and not db and not records:
-            fs = launch.wave_findings(threshold=thresholds.get("wave_idle", FLAG_THRESHOLDS["wave_idle"]))
-            report = AnalyzeReport([LaunchReport(f"grid {grid}", fs)])
-        else:
-            report = run(
-                trace=trace,
-                db=db,
-                run_id=run_id,
-                kernel=kernel,
-                perfetto=perfetto,
-                records=records,
-                num_sms=num_sms,
-                launch=launch,
-                thresholds=thresholds,
-                per_warp=per_warp,
-                clock_mhz=clock_mhz,
-            )
-    except (ValueError, OSError) as e:
-        raise KperfError(str(e)) from None
-    if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=1, default=str))  # JSON escapes controls
-    else:
-        # Labels, region and kernel names come from the trace or the database: terminal_safe
-        # per line, so none of them reaches the terminal as an escape sequence.
-        for lr in report.launches:
-            click.echo(f"== {terminal_safe(lr.label)}")
-            for f in lr.findings:
-                _echo_lines(f.line())
-            for line in largest_bubbles(lr.findings)[:5]:
-                click.echo(f"       bubble: {terminal_safe(line)}")
-        if report.sequence:
-            click.echo("== kernel sequence")
-            for f in report.sequence:
-                _echo_lines(f.line())
-        for n in report.notes:
-            click.echo(f"note: {terminal_safe(n)}")
-        if perfetto:
-            click.echo(f"wrote {perfetto} (open in https://ui.perfetto.dev)")
-    if fail_on_flag and report.flagged:
-        raise SystemExit(1)  # 1 = something was found, as for compare; 2 = bad input
+    return None
+
+
+def _print_report(report: AnalyzeReport, perfetto: str | None) -> None:
+    """The findings as text. Labels, region and kernel names come from the trace or the
+    database: terminal_safe per line, so none of them reaches the terminal as an escape sequence."""
+    for lr in report.launches:
+        click.echo(f"== {terminal_safe(lr.label)}")
+        for f in lr.findings:
+            _echo_lines(f.line())
+        for line in largest_bubbles(lr.findings)[:5]:
+            click.echo(f"       bubble: {terminal_safe(line)}")
+    if report.sequence:
+        click.echo("== kernel sequence")
+        for f in report.sequence:
+            _echo_lines(f.line())
+    for n in report.notes:
+        click.echo(f"note: {terminal_safe(n)}")
+    if perfetto:
+        click.echo(f"wrote {perfetto} (open in https://ui.perfetto.dev)")
 
 
 def _echo_lines(text: str) -> None:

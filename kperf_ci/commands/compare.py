@@ -6,9 +6,8 @@ import json
 
 import click
 
-from kperf_ci import store
 from kperf_ci.errors import KperfError, user_errors
-from kperf_ci.inputs import bulk_objects, load_settings, read_run
+from kperf_ci.inputs import bulk_objects, compare_pair, load_settings
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.comparison import COMPARED
 from kperf_ci.judge.policy import ThresholdPolicy
@@ -54,29 +53,8 @@ def compare_cmd(
     baseline comes from another machine class or Triton) the verdict says so and the exit is 0,
     or 2 with --require-baseline; a regression among the few that compared still exits 1.
     """
-    from pathlib import Path
-
     settings = load_settings(db=db, baseline=baseline)
-    if not settings.baseline:
-        raise KperfError("no baseline given; pass --baseline PATH or set [tool.kperf] baseline")
-    if not Path(settings.baseline).exists():
-        raise KperfError(
-            f"{settings.baseline}: baseline does not exist; create it with "
-            f"`kperf baseline update --db RUN.db --baseline {settings.baseline}`"
-        )
-    base = read_run(settings.baseline, base_run, baseline=True)  # bad rows: exit 2, not a crash
-    cur = read_run(settings.db, run_id)
-    if base.info.run_id == cur.info.run_id and store.same_database(settings.baseline, settings.db):
-        raise KperfError(
-            f"{settings.db}: --db and --baseline are the same file and both name run {cur.info.run_id}, "
-            "which would be compared with itself; pass the baseline database as --baseline "
-            "(or two different runs with --run/--base-run)"
-        )
-    if not base.results:  # every compare against it would pass
-        raise KperfError(
-            f"{settings.baseline}: baseline run {base.info.run_id} holds no variants, nothing to compare "
-            "against; update it from a complete run with `kperf baseline update`"
-        )
+    base, cur = compare_pair(settings, run_id, base_run)
     # notes only once the comparison goes ahead: an error stays one line
     _note_status(settings.baseline, base)
     _note_status(settings.db, cur)

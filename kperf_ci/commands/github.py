@@ -225,14 +225,9 @@ def status_cmd(
     target_url = target_url or link
     if not sha:
         raise KperfError("no commit: pass --sha (Actions sets $GITHUB_SHA)")
-    no_verdict = ""
-    if state and description is not None:  # e.g. the release gate: its verdict comes from `kperf gate`
-        regression, summary = state != "success", description
-    else:
-        verdict = _verdict(gpu_class, ab_db, db, baseline, link)
-        regression, summary = verdict.regression, description or verdict.summary
-        no_verdict = "" if (state or regression) else verdict.no_verdict
-    state = state or ("failure" if regression else "success")
+    given = state and description is not None  # e.g. the release gate: its verdict comes from `kperf gate`
+    verdict = None if given else _verdict(gpu_class, ab_db, db, baseline, link)
+    state, summary, no_verdict = bodies.status_of(verdict, state, description)
     ctx = status.context(gpu_class)
     description = status.one_line(summary)
     if no_verdict:

@@ -111,19 +111,17 @@ def _import_liger_csv(path: Path, db: str | None, label: str | None) -> None:
                     path, records, label=label, kperf_version=_version(), stored=stored
                 )
             del records, stored
-            held = {rid for rid, _ in legacy.items()}
-            box["again"] = sum(1 for info, _ in imported.runs if info.run_id in held)
-            for info, results in imported.runs:  # variants of an older import stay where they were
-                ids = {r.key.id for r in results}
-                results += [v for v in legacy.get(info.run_id, []) if v.key.id not in ids]
-            # runs regrouped into others are deleted, unless they keep variants an older kperf-ci
-            # imported (those are left as they are); all of it in one transaction
-            box["gone"] = [rid for rid in imported.replaced if not legacy.get(rid)]
+            # all of it in one transaction: the older import's variants kept, regrouped runs deleted
+            box["again"], box["gone"] = liger_csv.carry_over(imported, legacy)
             box["imported"] = imported
             return imported.runs, box["gone"]
 
         store.save_runs(settings.db, merged)
-    imported, again, gone = box["imported"], box["again"], box["gone"]
+    _say_liger(box["imported"], box["again"], box["gone"], path, settings.db)
+
+
+def _say_liger(imported: liger_csv.Imported, again: int, gone: list[str], path: Path, db: str) -> None:
+    """What the import did: the rows skipped (notes on stderr), then the runs it stored."""
     variants = sum(len(results) for _, results in imported.runs)
     for what, n in sorted(imported.skipped.items()):
         click.echo(
@@ -132,7 +130,7 @@ def _import_liger_csv(path: Path, db: str | None, label: str | None) -> None:
         )
     click.echo(
         f"imported {imported.rows - sum(imported.skipped.values())} rows from {path} as "
-        f"{len(imported.runs)} runs ({variants} variants) into {settings.db}, merged row by row with "
+        f"{len(imported.runs)} runs ({variants} variants) into {db}, merged row by row with "
         "what was stored"
         + (f"; {again} of these runs were already there and were replaced, not added" if again else "")
         + (f"; {len(gone)} stored runs were regrouped into these" if gone else "")

@@ -9,15 +9,15 @@ from typing import Any
 import click
 
 from kperf_ci import store
-from kperf_ci.analysis.findings import ARTIFACT, capped, flagged, ranked
+from kperf_ci.analysis.findings import ARTIFACT, flagged, ranked
 from kperf_ci.errors import KperfError, user_errors
 from kperf_ci.inputs import load_settings, read_run, read_runs
 from kperf_ci.judge.compare import compare_runs
-from kperf_ci.judge.group import KernelIndex, size_words, triton_kernels
+from kperf_ci.judge.group import size_words, triton_kernels
 from kperf_ci.judge.policy import ThresholdPolicy
-from kperf_ci.metrics import key_metrics, unit_of
-from kperf_ci.model import RunInfo, RunRecord, VariantResult
+from kperf_ci.model import Metric, RunInfo, RunRecord, VariantResult
 from kperf_ci.report.build import load_findings
+from kperf_ci.report.run_lines import HEADLINE, field_order, kernel_lines, region_table
 from kperf_ci.report.safe_text import rich_safe, terminal_safe
 from kperf_ci.report.terminal import console, variant_labels, verdict_line
 from kperf_ci.units import fmt_value
@@ -83,98 +83,18 @@ def _comparison(settings: Any, record: RunRecord, *, explicit: bool) -> Any:
     return compare_runs(base, record, ThresholdPolicy.from_settings(settings))
 
 
-#: Short column names of the compact table (a label only: which metrics, and their order, are
-#: the catalogue's key metrics).
-_COLUMN = {"time.median": "time", "registers": "regs", "shared_bytes": "smem", "sass.instructions": "sass"}
-#: The headline metrics of a compact line, in this order: (metric, column, unit).
-HEADLINE = tuple(
-    (name, _COLUMN.get(name, name), unit_of(name)) for name in key_metrics("time") + key_metrics("static")
-)
-
-
-def kernel_lines(
-    record: RunRecord, *, kernel: str | None = None, cap: int = 3, comparison: Any = None
-) -> list[dict[str, Any]]:
-    """One dict per compiled kernel of the run (kperf_ci.judge.group), in the run's order: its first
-    variant's key, the tests that reach it, headline metrics, flagged findings (the ``cap``
-    costliest, and how many more) and, with a comparison, whether it regressed."""
-    index = KernelIndex.build(record.results)
-    members: dict[str, list[VariantResult]] = {}
-    for r in record.results:
-        members.setdefault(index.kernel(r.key.id), []).append(r)
-    regressed = {c.variant.id for c in comparison.regressions} if comparison is not None else set()
-    added = {k.id for k in comparison.added} if comparison is not None else set()
-    lines = []
-    for kid, rs in members.items():
-        if kernel is not None and kernel not in index.names[kid]:
-            continue
-        ids = {r.key.id for r in rs}
-        rep = next((r for r in rs if r.key.id in regressed), rs[0])
-        found = next((f for f in (load_findings(r) for r in rs) if f), [])
-        shown, more = capped(found, cap)
-        verdict = ""
-        if comparison is not None:
-            verdict = "REGRESSION" if ids & regressed else "new" if ids <= added else "ok"
-        lines.append(
-            {
-                "result": rep,
-                "tests": index.tests[kid],
-                "names": index.names[kid],
-                "variants": len(rs),
-                "members": rs,
-                "metrics": {name: rep.metric(name) for name, _col, _unit in HEADLINE},
-                "findings": shown,
-                "more_findings": more,
-                "error": next((r.error for r in rs if r.error), None),
-                "verdict": verdict,
-            }
-        )
-    return lines
-
-
 def print_kernels(
     record: RunRecord, *, kernel: str | None = None, cap: int = 3, comparison: Any = None
 ) -> None:
     """The compact view: the run line, one table line per compiled kernel, a count line and,
     with a comparison, the verdict line of `kperf compare` (the same regression count)."""
-    from rich.table import Table
-
     out = console()
-    s = rich_safe
     _run_line(record.info)
     lines = kernel_lines(record, kernel=kernel, cap=cap, comparison=comparison)
     if not lines:
-        out.print(
-            f"no variants{f' of kernel {s(repr(kernel))}' if kernel else ''} in this run", highlight=False
-        )
+        _no_variants(kernel)
         return
-    t = Table(header_style="bold", box=None, padding=(0, 1))
-    cols = ["kernel", "arch", "variant", "tests"] + [col for _n, col, _u in HEADLINE] + ["findings"]
-    cols += ["verdict"] if comparison is not None else []
-    for col in cols:
-        t.add_column(col, overflow="fold")
-    labels = variant_labels([line["result"].key for line in lines])
-    for line in lines:
-        key = line["result"].key
-        metrics = [(line["metrics"][name], unit) for name, _col, unit in HEADLINE]
-        found = ", ".join(f.name for f in line["findings"])
-        if line["more_findings"]:
-            found += f" +{line['more_findings']}"
-        if line["error"]:
-            found = f"error: {line['error']}"
-        cells = [
-            key.kernel,
-            key.arch,
-            labels[key.id],
-            str(len(line["tests"]) or "-"),
-            *(fmt_value(m.value, unit) if m is not None else "-" for m, unit in metrics),
-            found,
-        ]
-        row = [s(c) for c in cells]
-        if comparison is not None:
-            row.append("[bold red]REGRESSION[/]" if line["verdict"] == "REGRESSION" else s(line["verdict"]))
-        t.add_row(*row)
-    out.print(t)
+    out.print(_kernel_table(lines, comparison))
     # counted as the pytest summary counts them: variants as variants, Triton kernels as kernels
     # (a row is a compiled variant; "6 kernels" here read against pytest's "(1 kernel(s))")
     n_var = sum(line["variants"] for line in lines)
@@ -186,6 +106,50 @@ def print_kernels(
     )
     if comparison is not None:
         out.print(verdict_line(comparison), highlight=False)
+
+
+def _no_variants(kernel: str | None) -> None:
+    console().print(
+        f"no variants{f' of kernel {rich_safe(repr(kernel))}' if kernel else ''} in this run", highlight=False
+    )
+
+
+def _kernel_table(lines: list[dict[str, Any]], comparison: Any) -> Any:
+    """The compact view's table: a row per compiled kernel, a verdict column with a comparison."""
+    from rich.table import Table
+
+    t = Table(header_style="bold", box=None, padding=(0, 1))
+    cols = ["kernel", "arch", "variant", "tests"] + [col for _n, col, _u in HEADLINE] + ["findings"]
+    cols += ["verdict"] if comparison is not None else []
+    for col in cols:
+        t.add_column(col, overflow="fold")
+    labels = variant_labels([line["result"].key for line in lines])
+    for line in lines:
+        row = [rich_safe(c) for c in _kernel_cells(line, labels[line["result"].key.id])]
+        if comparison is not None:
+            v = line["verdict"]
+            row.append("[bold red]REGRESSION[/]" if v == "REGRESSION" else rich_safe(v))
+        t.add_row(*row)
+    return t
+
+
+def _kernel_cells(line: dict[str, Any], label: str) -> list[str]:
+    """One kernel line's cells as plain text: key, tests, headline metrics, findings (or the error)."""
+    key = line["result"].key
+    metrics = [(line["metrics"][name], unit) for name, _col, unit in HEADLINE]
+    found = ", ".join(f.name for f in line["findings"])
+    if line["more_findings"]:
+        found += f" +{line['more_findings']}"
+    if line["error"]:
+        found = f"error: {line['error']}"
+    return [
+        key.kernel,
+        key.arch,
+        label,
+        str(len(line["tests"]) or "-"),
+        *(fmt_value(m.value, unit) if m is not None else "-" for m, unit in metrics),
+        found,
+    ]
 
 
 def print_runs(runs: list[RunInfo]) -> None:
@@ -226,52 +190,67 @@ def _run_line(info: RunInfo) -> None:
 
 def print_run(record: RunRecord, *, kernel: str | None = None) -> None:
     """Every variant with its metrics, regions and flagged findings (``--details``)."""
-    from rich.table import Table
-
-    out = console()
-    s = rich_safe
     _run_line(record.info)
     results = [r for r in record.results if kernel is None or r.key.kernel == kernel]
     if not results:
-        out.print(
-            f"no variants{f' of kernel {s(repr(kernel))}' if kernel else ''} in this run", highlight=False
-        )
+        _no_variants(kernel)
         return
     for r in results:
-        out.print(
-            f"\n[bold]{s(r.key.label())}[/]  id={r.key.id} spec={s(r.key.spec or '-')} "
-            f"test={s(r.key.test or '-')}",
-            highlight=False,
+        _print_variant(r)
+
+
+def _print_variant(r: VariantResult) -> None:
+    """One variant of ``--details``: its key, error, metrics, regions, samples and findings."""
+    out, s = console(), rich_safe
+    out.print(
+        f"\n[bold]{s(r.key.label())}[/]  id={r.key.id} spec={s(r.key.spec or '-')} "
+        f"test={s(r.key.test or '-')}",
+        highlight=False,
+    )
+    if r.error:
+        out.print(f"  [red]error:[/] {s(r.error)}", highlight=False)
+    plain = [m for m in r.metrics if not m.name.startswith("region.")]
+    if plain:
+        out.print(_metric_table(plain))
+    regions = region_table(r.metrics)
+    if regions:
+        out.print(_region_table(regions))
+    if r.samples:
+        out.print(f"  {len(r.samples)} timing samples (ms)", highlight=False)
+    print_findings(r)
+
+
+def _metric_table(metrics: list[Metric]) -> Any:
+    from rich.table import Table
+
+    s = rich_safe
+    t = Table(header_style="bold", box=None, padding=(0, 2))
+    for col in ("metric", "value", "unit", "kind"):
+        t.add_column(col)
+    for m in metrics:
+        t.add_row(s(m.name), s(fmt_value(m.value)), s(m.unit), s(m.kind))
+    return t
+
+
+def _region_table(regions: dict[str, dict[str, float]]) -> Any:
+    """A row per region, a column per field (cycles, fraction as a percentage, ms, ...)."""
+    from rich.table import Table
+
+    s = rich_safe
+    t = Table(title="regions", header_style="bold", box=None, padding=(0, 2))
+    fields = sorted({f for vals in regions.values() for f in vals}, key=field_order)
+    t.add_column("region")
+    for f in fields:
+        t.add_column(s(f), justify="right")
+    for name, vals in regions.items():
+        t.add_row(
+            s(name),
+            *(
+                s(fmt_value(vals.get(f)) if f != "fraction" or f not in vals else f"{vals[f]:.1%}")
+                for f in fields
+            ),
         )
-        if r.error:
-            out.print(f"  [red]error:[/] {s(r.error)}", highlight=False)
-        plain = [m for m in r.metrics if not m.name.startswith("region.")]
-        if plain:
-            t = Table(header_style="bold", box=None, padding=(0, 2))
-            for col in ("metric", "value", "unit", "kind"):
-                t.add_column(col)
-            for m in plain:
-                t.add_row(s(m.name), s(fmt_value(m.value)), s(m.unit), s(m.kind))
-            out.print(t)
-        regions = region_table(r.metrics)
-        if regions:
-            t = Table(title="regions", header_style="bold", box=None, padding=(0, 2))
-            fields = sorted({f for vals in regions.values() for f in vals}, key=_field_order)
-            t.add_column("region")
-            for f in fields:
-                t.add_column(s(f), justify="right")
-            for name, vals in regions.items():
-                t.add_row(
-                    s(name),
-                    *(
-                        s(fmt_value(vals.get(f)) if f != "fraction" or f not in vals else f"{vals[f]:.1%}")
-                        for f in fields
-                    ),
-                )
-            out.print(t)
-        if r.samples:
-            out.print(f"  {len(r.samples)} timing samples (ms)", highlight=False)
-        print_findings(r)
+    return t
 
 
 def print_findings(r: VariantResult) -> None:
@@ -286,22 +265,3 @@ def print_findings(r: VariantResult) -> None:
     for f in shown:
         for line in f.line().split("\n"):  # markup off; terminal_safe still applies per line
             out.print(f"  {terminal_safe(line)}", highlight=False, markup=False)
-
-
-def _field_order(f: str) -> tuple[int, str]:
-    order = {"cycles": 0, "fraction": 1, "ms": 2}
-    return (order.get(f, 9), f)
-
-
-def region_table(metrics) -> dict[str, dict[str, float]]:
-    """region.<name>.<field> -> {name: {field: value}} in first-seen order (names may contain dots)."""
-    out: dict[str, dict[str, float]] = {}
-    for m in metrics:
-        if not m.name.startswith("region."):
-            continue
-        rest = m.name[len("region.") :]
-        name, _, field = rest.rpartition(".")
-        if not name:
-            name, field = rest, "value"
-        out.setdefault(name, {})[field] = m.value
-    return out

@@ -34,6 +34,20 @@ class Verdict:
     no_verdict: str = ""
 
 
+def status_of(verdict: Verdict | None, state: str | None, description: str | None) -> tuple[str, str, str]:
+    """(state, summary, why there is no verdict or "") of the commit status ``kperf github status``
+    sets. ``verdict`` None: the state and description were given (e.g. the release gate: its
+    verdict comes from `kperf gate`); else they override what the verdict says. A run with no
+    verdict keeps its reason only when no state was given and nothing regressed."""
+    no_verdict = ""
+    if verdict is None:
+        regression, summary = state != "success", description or ""
+    else:
+        regression, summary = verdict.regression, description or verdict.summary
+        no_verdict = "" if (state or regression) else verdict.no_verdict
+    return state or ("failure" if regression else "success"), summary, no_verdict
+
+
 # GitHub refuses a comment body over 65,536 characters; the parts of one comment share this budget.
 COMMENT_BUDGET = 65_000
 

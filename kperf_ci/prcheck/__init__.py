@@ -21,5 +21,7 @@ against a base revision.
    nothing; 0 otherwise.
 
 Modules: :mod:`.passes` (the pytest passes in each tree), :mod:`.document` (the A/B document
-and its rows), :mod:`.pipeline` (the whole job); ``kperf_ci.commands.ab`` is the command.
+and its rows), :mod:`.pipeline` (the whole job), :mod:`.outputs` (its output files checked before
+the passes, the job summary and JSON copy written after them); ``kperf_ci.commands.ab`` is the
+command.
 """

@@ -1,6 +1,6 @@
 """Merging run databases (``kperf merge``): the rows of several opened databases written into
 one new file. The rules (nothing lost, nothing duplicated, machine classes apart, ``--shards``)
-are in :mod:`kperf_ci.commands.merge`, which validates the inputs and places the output; this
+are in :mod:`kperf_ci.merging`, which validates the inputs and places the output; this
 module is the SQL."""
 
 from __future__ import annotations

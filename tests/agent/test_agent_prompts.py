@@ -8,8 +8,8 @@ from pathlib import Path
 
 from kperf_ci import store
 from kperf_ci.agent.prompts import PromptContext, build_messages, context_from_db
+from kperf_ci.agent.session import kernels_from_ab
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_to_json
-from kperf_ci.commands.agent import _kernels_from_ab
 from kperf_ci.prcheck.document import AB_BLOB
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -89,7 +89,7 @@ def test_context_and_messages_carry_profile_regression_and_history(tmp_path):
 
 def test_from_ab_names_the_slower_kernels_targets(tmp_path):
     _, ab_db = _dbs(tmp_path)
-    assert _kernels_from_ab(str(ab_db), ROOT) == ["softmax"]
+    assert kernels_from_ab(str(ab_db), ROOT) == ["softmax"]
 
 
 def test_no_databases_no_context():
@@ -115,7 +115,7 @@ def _ab_only_static(tmp_path: Path, kernels: list[str]) -> Path:
 def test_from_ab_starts_from_a_static_regression_of_a_known_kernel(tmp_path):
     # the A/B document labels a launch "marker (qualname)" when the marker renamed it
     ab_db = _ab_only_static(tmp_path, ["test_layernorm_marker (_layer_norm_fwd_fused)", "softmax_kernel"])
-    names = _kernels_from_ab(str(ab_db), ROOT)
+    names = kernels_from_ab(str(ab_db), ROOT)
     assert sorted(names) == ["layernorm", "softmax"]
 
 
@@ -126,7 +126,7 @@ def test_from_ab_with_static_regressions_of_unknown_kernels_says_so(tmp_path):
 
     ab_db = _ab_only_static(tmp_path, ["matmul_kernel"])
     with pytest.raises(KperfError) as e:
-        _kernels_from_ab(str(ab_db), ROOT)
+        kernels_from_ab(str(ab_db), ROOT)
     msg = str(e.value.message if hasattr(e.value, "message") else e.value)
     assert "holds static regressions of matmul_kernel but no timed slowdown" in msg
     assert "layernorm, softmax, vector_add" in msg

@@ -26,6 +26,9 @@ DEFERRED_IMPORTS = {
 MAX_MODULE_LINES = 450  # a module past this mixes jobs: split it by its seams
 #: A function past this does several steps: name them (helpers whose docstrings say the step).
 MAX_FUNCTION_LINES = 100
+#: A command function past this does more than parse arguments, call the library and print
+#: (issue 38): the rest belongs in the library, below the entry points.
+MAX_COMMAND_FUNCTION_LINES = 40
 
 
 def _function_level_project_imports(path: Path) -> list[str]:
@@ -107,6 +110,85 @@ def test_the_length_check_names_a_long_function(tmp_path):
         assert _long_functions(mod, limit=MAX_FUNCTION_LINES + 1) == []
     finally:
         PACKAGE = saved
+
+
+def test_command_functions_stay_short():
+    """commands/ is argument parsing, a call into the library and printing: no function there
+    is long enough to hold more (counted as test_functions_stay_short counts)."""
+    long = [
+        hit
+        for p in sorted((PACKAGE / "commands").rglob("*.py"))
+        for hit in _long_functions(p, limit=MAX_COMMAND_FUNCTION_LINES)
+    ]
+    why = f"move library logic out of commands/, split the printing (over {MAX_COMMAND_FUNCTION_LINES}):\n"
+    assert not long, why + "\n".join(long)
+
+
+def test_the_command_length_check_names_a_long_command(tmp_path):
+    mod = tmp_path / "kperf_ci" / "commands" / "x.py"
+    mod.parent.mkdir(parents=True)
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_COMMAND_FUNCTION_LINES))  # def + 40 lines = 41
+    mod.write_text(f"@click.command()\ndef cmd():\n{body}\n\ndef ok():\n    return 1\n")
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "kperf_ci"
+    try:
+        found = _long_functions(mod, limit=MAX_COMMAND_FUNCTION_LINES)
+        assert found == [f"commands/x.py:2 cmd ({MAX_COMMAND_FUNCTION_LINES + 1} lines)"]
+    finally:
+        PACKAGE = saved
+
+
+def _command_imports(path: Path) -> list[str]:
+    """The ``kperf_ci.commands`` modules that ``path`` (a module of commands/) imports, at any
+    level of the file, absolute or relative (``from . import x``, ``from .x import y``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("kperf_ci.commands")]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level == 1:  # a sibling in commands/ (commands has no subpackages)
+                names = [module] if module else [a.name for a in node.names]
+                found += [f"kperf_ci.commands.{n}" for n in names]
+            elif module == "kperf_ci.commands" or module.startswith("kperf_ci.commands."):
+                names = [a.name for a in node.names] if module == "kperf_ci.commands" else [""]
+                found += [f"{module}.{n}".rstrip(".") for n in names]
+            elif module == "kperf_ci" and any(a.name == "commands" for a in node.names):
+                found.append("kperf_ci.commands")
+    return found
+
+
+def test_commands_import_no_other_command():
+    """A command shares code with another only through the library (errors.py, inputs.py, ...
+    at the package root): one command's module never imports another's."""
+    found = {
+        p.relative_to(PACKAGE).as_posix(): hits
+        for p in sorted((PACKAGE / "commands").rglob("*.py"))
+        if p.name != "__init__.py" and (hits := _command_imports(p))
+    }
+    assert not found, f"move what these share out of commands/ (e.g. kperf_ci/errors.py): {found}"
+
+
+def test_the_command_import_check_sees_an_import(tmp_path):
+    mod = tmp_path / "x.py"
+    mod.write_text(
+        "from kperf_ci.commands.show import print_run\n"
+        "from kperf_ci.commands import gate\n"
+        "import kperf_ci.commands.merge\n"
+        "from . import compare\n"
+        "from .ab import ab_cmd\n"
+        "from kperf_ci import commands\n"
+        "from kperf_ci.errors import KperfError\n"
+        "from kperf_ci.inputs import read_run\n"
+    )
+    assert _command_imports(mod) == [
+        "kperf_ci.commands.show",
+        "kperf_ci.commands.gate",
+        "kperf_ci.commands.merge",
+        "kperf_ci.commands.compare",
+        "kperf_ci.commands.ab",
+        "kperf_ci.commands",
+    ]
 
 
 def _imports_of(path: Path) -> set[str]:

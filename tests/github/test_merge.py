@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kperf_ci import store
 from kperf_ci.cli import main
-from kperf_ci.commands.merge import merge_databases
+from kperf_ci.merging import merge_databases
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -260,3 +260,15 @@ def stored_rows(run_id: str, results: list[VariantResult]) -> tuple[list[Row], l
                 raise BadInput(f"stored run {run_id}: a liger_rows row of {cols[METRIC]!r}; delete that run")
             rows.append(parse_row(f"stored run {run_id}", 0, cols))
     return rows, legacy
+
+
+def carry_over(imported: Imported, legacy: dict[str, list[VariantResult]]) -> tuple[int, list[str]]:
+    """Put back into ``imported``'s runs the variants an older kperf-ci imported (``legacy``, by
+    run id, from :func:`stored_rows`: they keep no rows to merge, so they stay where they were).
+    Returns how many of the runs were stored already, and the stored runs regrouped into others
+    to delete: those left that keep no such variants (the others are left as they are)."""
+    again = sum(1 for info, _ in imported.runs if info.run_id in legacy)
+    for info, results in imported.runs:
+        ids = {r.key.id for r in results}
+        results += [v for v in legacy.get(info.run_id, []) if v.key.id not in ids]
+    return again, [rid for rid in imported.replaced if not legacy.get(rid)]
