@@ -25,8 +25,9 @@ Directions that are easy to get wrong:
 Verdicts come in levels, each a closed set of words users see:
 
 * :data:`TimingVerdict` -- raw timing samples (``stats.decide``, ``kperf ab``, ``kperf gate``):
-  slower / faster / unchanged / inconclusive. Only "slower" is a regression: "inconclusive" means
-  more samples are needed, never that the code got slower.
+  slower / faster / unchanged / inconclusive. Only "slower" is a regression
+  (:func:`kperf_ci.judge.verdict.is_regression`): "inconclusive" means more samples are needed,
+  never that the code got slower.
 * :data:`Change` -- one metric of one variant in ``kperf compare``: better / worse / same / n/a.
 * :data:`RowVerdict` -- a metric row of a report: a Change, or inconclusive / changed (a metric
   without direction moved) / new / removed.
@@ -61,7 +62,6 @@ __all__ = [
     "direction_of",
     "display_name",
     "headline",
-    "is_regression",
     "key_metrics",
     "metric",
     "moved_text",
@@ -98,12 +98,6 @@ VERDICT_RANK = {
     "better": 7,
     "unchanged": 8,
 }
-
-
-def is_regression(verdict: str | None) -> bool:
-    """Whether a timing verdict fails a check: "slower" only. "inconclusive" is not a
-    regression: the interval straddles the threshold and more samples settle it."""
-    return verdict == "slower"
 
 
 def timing_change(verdict: str) -> Change:

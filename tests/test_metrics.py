@@ -28,6 +28,7 @@ from kperf_ci.judge.launch_diff import TestDiff as ABTestDiff
 from kperf_ci.judge.plausibility import Plausibility
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.stats import compare_samples
+from kperf_ci.judge.verdict import is_regression
 from kperf_ci.model import Metric, RunRecord, VariantResult
 from kperf_ci.prcheck.document import ABReport
 from kperf_ci.report.build import build_report
@@ -362,7 +363,7 @@ def test_kperf_ab_fails_on_slower_only():
     [("slower", True), ("faster", False), ("unchanged", False), ("inconclusive", False)],
 )
 def test_vocabulary_maps(verdict, regression):
-    assert metrics.is_regression(verdict) is regression
+    assert is_regression(verdict) is regression
     row = metrics.row_verdict_of_timing(verdict)
     assert metrics.variant_verdict_of_time_row(row) == verdict
     assert metrics.timing_change(verdict) == {"slower": "worse", "faster": "better"}.get(verdict, "same")

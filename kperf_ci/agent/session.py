@@ -18,6 +18,7 @@ from kperf_ci.agent.prompts import PromptContext, jit_names
 from kperf_ci.agent.targets import TARGETS, Target
 from kperf_ci.errors import KperfError
 from kperf_ci.inputs import load_settings
+from kperf_ci.judge.verdict import is_regression
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
 
@@ -144,7 +145,7 @@ def kernels_from_ab(ab_db: str, root: Path) -> list[str]:
     doc = load_ab_document(ab_db)
     if doc is None:
         raise KperfError(f"{ab_db}: holds no A/B document; run `kperf ab --base REV` first")
-    slow_labels = [str(r.get("kernel", "")) for r in doc.get("timed", []) if r.get("verdict") == "slower"]
+    slow_labels = [str(r.get("kernel", "")) for r in doc.get("timed", []) if is_regression(r.get("verdict"))]
     static_labels = [str(r.get("kernel", "")) for r in doc.get("static_regressions") or []]
     wanted: set[str] = set()
     for label in slow_labels + static_labels:

@@ -18,6 +18,7 @@ from kperf_ci.errors import KperfError
 from kperf_ci.inputs import blob_reader, bulk_objects, load_pair, load_settings
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.judge.verdict import regression
 from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report import ab as ab_report
 from kperf_ci.report import build_report, render_markdown
@@ -27,7 +28,9 @@ from kperf_ci.report.safe_text import markdown_safe, plain_url
 @dataclass(frozen=True)
 class Verdict:
     markdown: str  # the comment body (without the sticky marker)
-    regression: bool  # what sets the perf-regression label and a failing status
+    # what sets the perf-regression label and a failing status: judge.verdict.regression's
+    # answer, the one the exit code of `kperf ab` / `kperf compare` reads
+    regression: bool
     summary: str  # one line for the commit status
     # why there is no verdict ("no comparable baseline ..."), "" when there is one: never a
     # success status (kperf github status makes it a neutral check run or an error status)
@@ -66,13 +69,11 @@ def from_ab(db: Path, max_chars: int = COMMENT_BUDGET, link: str | None = None) 
     doc = load_ab_document(db)
     if doc is None:
         raise KperfError(f"{db}: holds no A/B document; pass the database `kperf ab` wrote (reports/ab.db)")
-    counts = doc.get("counts") or {}
-    regression = bool(int(counts.get("slower", 0) or 0) or doc.get("static_regressions"))
     extra = link_line(link)
     body = ab_report.render_markdown(doc, max_chars=max_chars - len(extra) - 2)
     if extra:
         body = body.rstrip() + "\n\n" + extra + "\n"
-    return Verdict(body, regression, ab_report.headline(doc))
+    return Verdict(body, bool(regression(doc)), ab_report.headline(doc))
 
 
 def from_run(db: Path, baseline: Path | None, link: str | None, max_chars: int = COMMENT_BUDGET) -> Verdict:
@@ -93,7 +94,7 @@ def from_run(db: Path, baseline: Path | None, link: str | None, max_chars: int =
         no_verdict = ""
     return Verdict(
         render_markdown(report, max_chars=max_chars),
-        bool(report.regressions),
+        bool(report.regression),
         f"static: {report.verdict_line}",
         no_verdict,
     )

@@ -31,7 +31,6 @@ from ..metrics import (
     change_of,
     direction_of,
     display_name,
-    is_regression,
     spec,
     timing_change,
 )
@@ -41,6 +40,7 @@ from .comparison import COMPARED, Comparison, Incomparable, KeyChange, MetricCha
 from .group import KernelIndex
 from .matching import VariantPair, arch_class, match_variants
 from .policy import ThresholdPolicy, gated
+from .verdict import is_regression
 
 __all__ = ["SHARED_LIMITS", "compare_runs"]
 

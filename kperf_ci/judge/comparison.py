@@ -13,6 +13,7 @@ from ..metrics import Change
 from ..model import RunInfo, VariantKey
 from .group import KernelIndex
 from .matching import MatchStage
+from .verdict import regression
 
 __all__ = [
     "COMPARED",
@@ -146,7 +147,9 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.regressions or self.failing_removed else 0
+        """1 on a regression: :func:`kperf_ci.judge.verdict.regression`'s answer, as every
+        consumer of a comparison reads it."""
+        return regression(self).exit_code
 
     @property
     def status(self) -> ComparisonStatus:

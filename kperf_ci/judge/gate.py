@@ -40,7 +40,8 @@ from kperf_ci.judge.changepoint import (
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.stats import compare_samples
-from kperf_ci.metrics import DEFAULT_THRESHOLDS, is_regression
+from kperf_ci.judge.verdict import is_regression
+from kperf_ci.metrics import DEFAULT_THRESHOLDS
 from kperf_ci.model import RunInfo, RunRecord, VariantKey, VariantResult
 
 AGAINST = ("release", "history")

@@ -21,6 +21,8 @@ from ..model import VariantKey, VariantResult, canonical_json
 __all__ = [
     "KernelIndex",
     "kernel_groups",
+    "kernel_name",
+    "kernel_site",
     "launch_identity",
     "launch_label",
     "launch_text",
@@ -252,6 +254,17 @@ def _launch_entry(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def kernel_name(t: dict[str, Any]) -> str:
+    """A timed row's Triton kernel name (a stored variant's ``#`` suffix dropped)."""
+    return str(t.get("kernel") or "").split("#", 1)[0]
+
+
+def kernel_site(t: dict[str, Any]) -> str:
+    """The Triton kernel a timed row is of: its launch site, else its name. One kernel per site
+    in :func:`kernel_groups`, and so in :func:`kperf_ci.judge.verdict.regression`'s count."""
+    return str(t.get("site") or kernel_name(t))
+
+
 def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The timed rows as one entry per Triton kernel, worst first: its worst verdict, the range
     of its changes, and its launches, each distinct launch once (:func:`launch_identity`) with
@@ -259,9 +272,8 @@ def kernel_groups(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     `kperf ab` and every A/B report read this one grouping."""
     groups: dict[str, dict[str, Any]] = {}
     for t in timed:
-        name = str(t["kernel"]).split("#", 1)[0]
-        site = str(t.get("site") or name)
-        g = groups.setdefault(site, {"kernel": name, "site": site, "launches": {}, "tests": []})
+        site = kernel_site(t)
+        g = groups.setdefault(site, {"kernel": kernel_name(t), "site": site, "launches": {}, "tests": []})
         for test in [t["test"], *(t.get("identical_in") or [])]:
             if test not in g["tests"]:
                 g["tests"].append(test)

@@ -11,7 +11,7 @@ from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.judge.launch_calls import value_labels
-from kperf_ci.metrics import is_regression
+from kperf_ci.judge.verdict import Regression, regression
 
 #: the blob that holds the A/B document, on the run labelled "ab"
 AB_BLOB = "ab_report"
@@ -44,16 +44,19 @@ class ABReport:
     stage_s: dict[str, float] = field(default_factory=dict)
     db: str | None = None
 
-    @property
-    def slower(self) -> list[dict[str, Any]]:
-        return [t for t in self.timed if is_regression(t["verdict"])]  # never "inconclusive"
-
     def tests_to_time(self) -> list[str]:
         return [t.test for t in self.tests if t.needs_timing]
 
     @property
+    def regression(self) -> Regression:
+        """The one answer (:func:`kperf_ci.judge.verdict.regression`) on the rows about to be
+        stored: the same function answers for the stored document, so `kperf ab`'s exit code
+        and every report of it agree."""
+        return regression({"timed": self.timed, "static_regressions": self.static_regressions})
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.slower or self.static_regressions else 0
+        return self.regression.exit_code
 
     def to_dict(self) -> dict[str, Any]:
         def keys(rs: list) -> list[dict[str, str]]:

@@ -11,6 +11,7 @@ from markupsafe import Markup, escape
 
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
+from kperf_ci.judge.verdict import regression
 from kperf_ci.report.ab_static_view import sides, static_gate, static_rows
 from kperf_ci.report.ab_view import (
     SHAPE_RULE,
@@ -136,8 +137,10 @@ def _tiles(
     return tiles
 
 
-def _state(kernels: list[dict[str, Any]], regs: list[dict[str, Any]], doc: dict[str, Any]) -> str:
-    if any(k["verdict"] == "slower" for k in kernels) or regs:
+def _state(kernels: list[dict[str, Any]], doc: dict[str, Any]) -> str:
+    """The banner: "bad" exactly when :func:`regression` says so (the exit code's answer), else
+    "warn" for what is not settled (an inconclusive kernel, changed tests not timed)."""
+    if regression(doc):
         return "bad"
     changed = int((doc.get("counts") or {}).get("changed", 0) or 0)
     if any(k["verdict"] == "inconclusive" for k in kernels) or (changed and not kernels):
@@ -249,7 +252,7 @@ def render_html(doc: dict[str, Any]) -> str:
         "ab.html.j2",
         styles=("ab.css",),
         head=headline(doc),
-        state=_state(kernels, regs, doc),
+        state=_state(kernels, doc),
         tiles=_tiles(doc, kernels, regs),
         base_sha=base_sha,
         base_rev=base_rev,

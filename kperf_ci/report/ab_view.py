@@ -15,7 +15,14 @@ import re
 from typing import Any
 
 from kperf_ci.config import Settings
-from kperf_ci.judge.group import kernel_groups, launch_text, severity, static_groups
+from kperf_ci.judge.group import launch_text, severity
+from kperf_ci.judge.verdict import (
+    Regression,
+    document_kernels,
+    document_static_kernels,
+    is_regression,
+    regression,
+)
 from kperf_ci.report.ab_words import cause_order, readable
 from kperf_ci.units import fmt_value
 
@@ -74,10 +81,8 @@ def kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
     stored before launches had their identity reads as today's; a document that holds only
     ``kernels`` (a slimmed one) is read as it is."""
     floor = floor_ms(doc)
-    timed = doc.get("timed")
-    kernels = kernel_groups(timed) if isinstance(timed, list) and timed else doc.get("kernels")
     out = []
-    for k in kernels if isinstance(kernels, list) else []:
+    for k in document_kernels(doc):  # the rows judge.verdict.regression reads
         launches = [{**x, "why": why_not_called(x, floor)} for x in k.get("launches") or []]
         out.append({**k, "launches": sorted(launches, key=severity)})
     return out
@@ -194,7 +199,7 @@ def kernel_cell(k: dict[str, Any]) -> str:
 def slower_count(k: dict[str, Any]) -> str:
     """ "7 of 9 launches slower": over every timed launch of the kernel."""
     launches = k.get("launches") or []
-    n = sum(1 for x in launches if x.get("verdict") == "slower")
+    n = sum(1 for x in launches if is_regression(x.get("verdict")))
     return f"{n} of {len(launches)} {'launch' if len(launches) == 1 else 'launches'} slower"
 
 
@@ -213,14 +218,15 @@ def largest_abs_text(k: dict[str, Any]) -> str:
     launch (the largest relative change, which the table shows); "" otherwise. A reviewer
     asking "how many µs" quoted the worst launch's +1.92 µs (issue 36's third walk, item 2)."""
     launches = [x for x in k.get("launches") or [] if x.get("verdict") == k.get("verdict")]
-    if k.get("verdict") not in ("slower", "faster") or len(launches) < 2:
+    slower = is_regression(k.get("verdict"))
+    if not (slower or k.get("verdict") == "faster") or len(launches) < 2:
         return ""
 
     def delta(x: dict[str, Any]) -> float:
         b, h = number(x.get("base_ms")), number(x.get("head_ms"))
         return 0.0 if b is None or h is None else h - b
 
-    pick = max if k["verdict"] == "slower" else min
+    pick = max if slower else min
     x = pick(launches, key=delta)
     if x is launches[0] or not delta(x) or delta(x) == delta(launches[0]):
         return ""
@@ -251,29 +257,35 @@ def tests_text(c: dict[str, Any], *, said_changed: bool = False) -> str:
     return ("tests: " + ", ".join(parts)) if parts else ""
 
 
+def _regression_head(answer: Regression, doc: dict[str, Any]) -> str:
+    """The red headline, in the one answer's (:func:`regression`) kernels: the slower ones, else
+    the static regressions, with their distinct launches when those are more."""
+    if answer.slower:
+        return f"🔴 {plural(len(answer.slower), 'kernel')} slower than the base"
+    # distinct launches, whatever the number of archs or tests (the body lists them so)
+    n = len(
+        {
+            (g["site"], launch_text(x["args"], x["grid"], x["config"]))
+            for g in static_kernels_of(doc)
+            for x in g["launches"]
+        }
+    )
+    per = f", {n} launches" if n != len(answer.static) else ""
+    return f"🔴 {plural(len(answer.static), 'kernel')} regressed (static{per})"
+
+
 def headline(doc: dict[str, Any]) -> str:
     """One line: the verdict, then the kernels' other verdicts, then what became of the tests
-    ("🔴 1 kernel slower than the base · tests: 9 changed, 24 identical (not timed)")."""
+    ("🔴 1 kernel slower than the base · tests: 9 changed, 24 identical (not timed)"). Red
+    exactly when :func:`kperf_ci.judge.verdict.regression` says so (the exit code's answer)."""
     c = doc.get("counts") or {}
     if "kernels" in doc:  # kernels, not launches: one kernel launched at 4 shapes is one kernel
-        c = {**c, **{v: c.get(f"kernels_{v}", 0) for v in ("slower", "faster", "unchanged", "inconclusive")}}
-    slower, faster = int(c.get("slower", 0)), int(c.get("faster", 0))
-    groups = static_kernels_of(doc)
-    static_reg = len({g["site"] for g in groups})  # kernels, as the README counts them
+        c = {**c, **{v: c.get(f"kernels_{v}", 0) for v in ("faster", "unchanged", "inconclusive")}}
+    faster = int(c.get("faster", 0))
+    answer = regression(doc)
     said_changed = False
-    if slower:
-        head = f"🔴 {plural(slower, 'kernel')} slower than the base"
-    elif static_reg:
-        # distinct launches, whatever the number of archs or tests (the body lists them so)
-        n = len(
-            {
-                (g["site"], launch_text(x["args"], x["grid"], x["config"]))
-                for g in groups
-                for x in g["launches"]
-            }
-        )
-        per = f", {n} launches" if n != static_reg else ""
-        head = f"🔴 {plural(static_reg, 'kernel')} regressed (static{per})"
+    if answer:
+        head = _regression_head(answer, doc)
     elif int(c.get("changed", 0)) and not doc.get("timed"):
         # --no-gpu is no claim about the runner (issue 36's third walk, item 3)
         why = "--no-gpu" if doc.get("untimed") == "--no-gpu" else "no GPU on this runner"
@@ -390,5 +402,4 @@ def changes_of_test(t: dict[str, Any]) -> list[str]:
 
 def static_kernels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Static regressions per Triton kernel and arch (stored since document version 2)."""
-    groups = doc.get("static_kernels")
-    return list(groups) if isinstance(groups, list) else static_groups(doc.get("static_regressions") or [])
+    return document_static_kernels(doc)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis.findings import ARTIFACT as FINDINGS_ARTIFACT
 from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, findings_from_json
+from ..judge.verdict import Regression, regression
 from ..metrics import direction_of, headline, row_verdict_of_timing, variant_verdict_of_time_row
 from ..model import Metric, RunRecord, VariantResult
 from ..units import fmt_value
@@ -233,9 +234,9 @@ def build_report(
     if comparison is not None:
         _apply_comparison(comparison, views)
     for v in views.values():
+        # a new build error is a regression when the comparison says so (its "error" change,
+        # applied above): the report never marks one the judge did not
         v.verdict = plain_verdict(v.base, v.cur, v.rows) if baseline is not None else "new"
-        if v.verdict == "error" and v.base is not None and not v.base.error:
-            v.regression = True
         if not v.summary:
             v.summary = _summary(v.rows)
         v.score = _score(v.rows)
@@ -268,6 +269,7 @@ def build_report(
         comparison_line=getattr(comparison, "status_line", ""),
         findings_per_kernel=findings_per_kernel,
         previous_run=previous_run,
+        regression=regression(comparison) if comparison is not None else Regression(),
     )
 
 

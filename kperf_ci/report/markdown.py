@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..metrics import VERDICT_RANK
 from ..units import fmt_value
 from .safe_text import markdown_safe
 from .view import Report, VariantView, threshold_text
@@ -422,7 +423,11 @@ def render_summary(report: Report, *, max_rows: int = 10) -> str:
     """A short summary for ``$GITHUB_STEP_SUMMARY``: verdict, counts, warnings, worst variants,
     then the flagged analysis findings (a few)."""
     lines = [_headline(report), "", _runs_line(report), "", _counts_line(report), "", *_warnings(report)]
-    worst = report.regressions or [v for v in report.variants if v.verdict in ("slower", "worse", "error")]
+    # nothing failed the gate (or nothing judged it): the variants that moved the wrong way are
+    # listed, the verdicts ranked at least as bad as "worse" (error, slower, worse)
+    worst = report.regressions or [
+        v for v in report.variants if VERDICT_RANK.get(v.verdict, len(VERDICT_RANK)) <= VERDICT_RANK["worse"]
+    ]
     if worst:
         link = _link_fn(report)
         lines += table_lines(

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from kperf_ci.judge.comparison import COMPARED
 from kperf_ci.judge.group import count_words, plural, triton_kernels
+from kperf_ci.judge.verdict import is_regression, regression
 from kperf_ci.metrics import key_metrics, moved_text
 from kperf_ci.report.safe_text import rich_safe as _s  # stored text in Rich markup and cells
 from kperf_ci.report.safe_text import terminal_safe
@@ -171,10 +172,12 @@ def kernel_rows(comparison, rows: list) -> tuple[list, dict[str, int]]:
 def verdict_line(comparison) -> str:
     """The last line, in rich markup: regressions and removals first; without them, whether
     anything was compared at all, and only then "no regressions". Regressions are counted in
-    kernels (kperf_ci.judge.group), the unit of the reports and `kperf show` too."""
-    n, removed = comparison.regressed_kernels, comparison.removed_kernels
+    kernels (kperf_ci.judge.group), the unit of the reports and `kperf show` too; red exactly
+    when :func:`kperf_ci.judge.verdict.regression` says so (the exit code's answer)."""
+    answer = regression(comparison)
+    n, removed = answer.regressed, answer.removed
     improvements = f"{len(comparison.improvements)} improvement(s)"
-    if n or removed:
+    if answer:
         rows = f" ({plural(len(comparison.regressions), 'metric row')} over threshold)" if n else ""
         tail = "" if comparison.status == COMPARED else f"; {_s(comparison.status_line)}"
         return f"[bold red]{count_words(n, removed)}[/]{rows} {improvements}{tail}"
@@ -253,7 +256,7 @@ def write_summary(ks: Any, tr: Any) -> None:
             tr.write_line(NOTHING_MARKED, yellow=True)  # "0 variant(s)" alone left the user guessing why
     write_status(ks, tr)
     for _nodeid, label, description, verdict, *_id in ks.ab_results:
-        tr.write_line(f"kperf A/B {t(label)}: {t(verdict)}: {t(description)}", red=verdict == "slower")
+        tr.write_line(f"kperf A/B {t(label)}: {t(verdict)}: {t(description)}", red=is_regression(verdict))
     write_findings(ks.findings, tr, db=ks.saved_to)
     for nodeid, message in ks.warnings:
         tr.write_line(f"kperf warning {t(nodeid)}: {t(message)}", yellow=True)

@@ -14,6 +14,7 @@ from typing import Any
 from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, flagged, ranked
 from ..capture.static.sass import CLASSES
 from ..judge.group import count_words, size_words, triton_kernels
+from ..judge.verdict import Regression
 from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
 from ..metrics import VERDICT_RANK, display_name, headline, moved_text, unit_of
 from ..metrics import VERDICTS as VERDICTS
@@ -188,20 +189,25 @@ class Report:
     #: the baseline is the run before this one, standing in for a missing baseline database
     #: (`kperf run` without baselines/main.db): what moved is shown, but nothing gated the run
     previous_run: bool = False
+    #: the comparison's one answer (:func:`kperf_ci.judge.verdict.regression`), as `kperf
+    #: compare`'s exit code reads it; the headline, banner and commit status read it from here.
+    #: Empty without a comparison: nothing was judged
+    regression: Regression = field(default_factory=Regression)
 
     @property
     def regressions(self) -> list[VariantView]:
-        """Kernels that fail the gate: regressed ones and failing removed ones."""
+        """The kernels listed as failing the gate: regressed ones and failing removed ones (the
+        rows the comparison marked; whether the report is a regression is :attr:`regression`)."""
         return [v for v in self.variants if v.regression]
 
     @property
     def regressed_kernels(self) -> int:
-        """The count kperf compare prints (Comparison.regressed_kernels), from the rows."""
-        return sum(1 for v in self.variants if v.regression and v.verdict != "removed")
+        """The count kperf compare prints (Comparison.regressed_kernels)."""
+        return self.regression.regressed
 
     @property
     def removed_kernels(self) -> int:
-        return sum(1 for v in self.variants if v.regression and v.verdict == "removed")
+        return self.regression.removed
 
     @property
     def size_words(self) -> str:
@@ -267,7 +273,7 @@ class Report:
 
     @property
     def verdict_line(self) -> str:
-        if self.regressions:
+        if self.regression:
             words = count_words(self.regressed_kernels, self.removed_kernels)
             return (
                 f"{words} since the previous run (no baseline database: not gated)"
@@ -285,7 +291,7 @@ class Report:
         """The banner's state: "bad" (regressions), "warn" (nothing to judge against: no
         baseline, or none comparable), "good" (compared, no regressions). Only "good" gets a
         check mark."""
-        if self.regressions:
+        if self.regression:
             return "warn" if self.previous_run else "bad"
         return "good" if self.comparable else "warn"
 

@@ -262,6 +262,143 @@ def test_the_tag_check_sees_a_tag(tmp_path):
     assert _ab_tag_strings(mod) == ["ab:", "ab:"]
 
 
+# --------------------------------------------------------------------------- one regression answer
+
+#: the one module that answers "is this a regression?" (issue 38): kperf_ci.judge.verdict
+REGRESSION_HOME = "judge/verdict.py"
+#: what decides an exit code, a commit status or label, a red headline or a banner, per module:
+#: each must read the one answer (call ``regression()`` or read a ``.regression`` it returned)
+REGRESSION_READERS = {
+    "prcheck/document.py": ["ABReport.regression", "ABReport.exit_code"],  # `kperf ab`'s exit code
+    "judge/comparison.py": ["Comparison.exit_code"],  # `kperf compare`'s and the plugin's exit code
+    "report/terminal.py": ["verdict_line"],  # compare's, show's and the plugin's last line
+    "report/build.py": ["build_report"],  # the run report's answer, for the views below
+    "report/view.py": ["Report.verdict_line", "Report.verdict_state"],  # run comment, HTML banner
+    "report/ab_view.py": ["headline"],  # the A/B comment, summary and page headline
+    "report/ab_html.py": ["_state"],  # the A/B page's banner
+    "github/body.py": ["from_ab", "from_run", "status_of"],  # the PR verdict; the commit status
+    "commands/github.py": ["label_cmd"],  # the label (status_cmd asks body.status_of)
+}
+
+
+def _slower_tests(path: Path) -> list[str]:
+    """Where a module decides by the word "slower" itself: a comparison with it (``==``, ``in``
+    a tuple of words, ...), or a "slower" count or field looked up (``c["slower"]``,
+    ``c.get("slower")``). A dict that maps the word to another, or lists it, decides nothing."""
+
+    def word(n: ast.AST) -> bool:
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
+            return any(word(e) for e in n.elts)
+        return isinstance(n, ast.Constant) and n.value == "slower"
+
+    found = []
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Compare) and any(word(x) for x in [n.left, *n.comparators]):
+            found.append(f"{path.name}:{n.lineno} compares with 'slower'")
+        elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and word(n.slice):
+            found.append(f"{path.name}:{n.lineno} looks up 'slower'")
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "get"
+            and n.args
+            and word(n.args[0])
+        ):
+            found.append(f"{path.name}:{n.lineno} looks up 'slower'")
+    return sorted(found, key=lambda hit: int(hit.split(":")[1].split()[0]))
+
+
+def test_only_the_verdict_module_decides_by_slower():
+    """One place says what "slower" means for a check (issue 38): every other module asks
+    kperf_ci.judge.verdict (``is_regression`` for a row, ``regression`` for a document or a
+    comparison), so the exit code, the comment, the status and the HTML cannot disagree."""
+    found = [
+        hit
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p.relative_to(PACKAGE).as_posix() != REGRESSION_HOME
+        for hit in _slower_tests(p)
+    ]
+    assert not found, "ask kperf_ci.judge.verdict instead:\n" + "\n".join(found)
+    # the home itself is where the word is compared: the check looks at real code
+    assert _slower_tests(PACKAGE / REGRESSION_HOME), "judge/verdict.py no longer compares with 'slower'?"
+
+
+def test_the_slower_check_sees_a_second_answer(tmp_path):
+    mod = tmp_path / "x.py"
+    mod.write_text(
+        "def exit_code(doc):\n"
+        "    if doc['counts'].get('slower') or doc['counts']['slower']:\n"
+        "        return 1\n"
+        "    state = 'failure' if doc['timed'][0]['verdict'] == 'slower' else 'success'\n"
+        "    red = doc['verdict'] in ('slower', 'worse')\n"
+        "    words = {'slower': 'worse'}.get(doc['verdict'], 'same')  # a mapping: no decision\n"
+        "    return int(red or state == 'failure')\n"
+    )
+    assert _slower_tests(mod) == [
+        "x.py:2 looks up 'slower'",
+        "x.py:2 looks up 'slower'",
+        "x.py:4 compares with 'slower'",
+        "x.py:5 compares with 'slower'",
+    ]
+
+
+def _functions(tree: ast.AST) -> dict[str, ast.AST]:
+    """Every function of a module by its qualified name ("Class.method", "function")."""
+    out: dict[str, ast.AST] = {}
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            out |= {f"{node.name}.{k}": v for k, v in _functions(node).items()}
+    return out
+
+
+def _reads_the_answer(fn: ast.AST) -> bool:
+    """Calls ``regression(...)`` (or ``x.regression(...)``) or reads a ``.regression`` attribute."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "regression":
+            return True
+        if isinstance(n, ast.Attribute) and n.attr == "regression" and isinstance(n.ctx, ast.Load):
+            return True
+    return False
+
+
+def _answer_not_read(package: Path, readers: dict[str, list[str]]) -> list[str]:
+    missing = []
+    for rel, names in readers.items():
+        fns = _functions(ast.parse((package / rel).read_text(encoding="utf-8")))
+        for name in names:
+            if name not in fns:
+                missing.append(f"{rel}: {name} is gone (name its successor in REGRESSION_READERS)")
+            elif not _reads_the_answer(fns[name]):
+                missing.append(f"{rel}: {name} decides without kperf_ci.judge.verdict.regression")
+    return missing
+
+
+def test_every_exit_code_status_and_headline_reads_the_one_answer():
+    """The exit code, the terminal, the PR comment, the commit status and label, and the HTML
+    read kperf_ci.judge.verdict.regression's answer (issue 38: github_body.py had its own)."""
+    missing = _answer_not_read(PACKAGE, REGRESSION_READERS)
+    assert not missing, "\n".join(missing)
+
+
+def test_the_reader_check_sees_a_consumer_that_decides_itself(tmp_path):
+    (tmp_path / "body.py").write_text(
+        "def from_ab(doc):\n"
+        "    return bool(doc['counts'].get('slower') or doc.get('static_regressions'))\n"
+        "class R:\n"
+        "    def exit_code(self):\n"
+        "        return regression(self).exit_code\n"
+        "    def state(self):\n"
+        "        return 'bad' if self.regression else 'good'\n"
+    )
+    readers = {"body.py": ["from_ab", "R.exit_code", "R.state", "renamed"]}
+    assert _answer_not_read(tmp_path, readers) == [
+        "body.py: from_ab decides without kperf_ci.judge.verdict.regression",
+        "body.py: renamed is gone (name its successor in REGRESSION_READERS)",
+    ]
+
+
 # --------------------------------------------------------------------------- docstring references
 
 _ROLE = re.compile(r":(mod|func|class|meth|data|attr):`~?([.\w]+)`")
