@@ -156,7 +156,31 @@ class TestDiff:
                 for lc in self.launches
             ],
             "notes": self.notes,
+            # why an unknown test is unknown: it stopped early (its launches seen were alike), or
+            # a launch compiled on neither side; the reports count the two apart
+            **({"ended_early": True} if self.ended_early else {}),
         }
+
+
+def unknown_text(tests: list[Any]) -> str:
+    """What "N unknown" means, from the unknown tests themselves (TestDiffs or their document
+    dicts): a test that stopped early under the interpreter (its later launches never seen) is
+    not a launch compiled on neither side (issue 36's fourth walk, item 1)."""
+
+    def early(t: Any) -> bool:
+        return bool(t.get("ended_early") if isinstance(t, dict) else t.ended_early)
+
+    unknown = [t for t in tests if (t.get("status") if isinstance(t, dict) else t.status) == "unknown"]
+    n_early = sum(1 for t in unknown if early(t))
+    parts = []
+    if n_early:
+        parts.append(
+            f"{'all ' if n_early == len(unknown) and n_early > 1 else ''}{n_early} stopped early in the "
+            "static pass: later launches not seen"
+        )
+    if len(unknown) - n_early:
+        parts.append(f"{len(unknown) - n_early} with a launch compiled on neither side")
+    return "; ".join(parts)
 
 
 def _dict_changes(b: dict[str, Any], h: dict[str, Any], fmt: Callable[[str, Any, Any], str]) -> list[str]:

@@ -19,6 +19,7 @@ from kperf_ci.capture.static.repo import ABError, repo_root
 from kperf_ci.config import load_settings
 from kperf_ci.device import cuda_available
 from kperf_ci.judge.group import static_groups, static_launch_text
+from kperf_ci.judge.launch_diff import unknown_text
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import StaticVerdict, judge
 from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
@@ -197,7 +198,7 @@ def _echo_static(tests: list[Any], msgs: list[str], echo: Any, skipped: int = 0)
         s: sum(1 for t in tests if t.status == s)
         for s in ("identical", "changed", "unknown", "added", "removed")
     }
-    unknown = f", {counts['unknown']} unknown (compiled on neither side)" if counts["unknown"] else ""
+    unknown = f", {counts['unknown']} unknown ({unknown_text(tests)})" if counts["unknown"] else ""
     echo(
         f"static: {counts['identical']} test(s) launch identical code and work, no GPU time spent; "
         f"{counts['changed']} changed{unknown}, {counts['added']} new, {counts['removed']} gone"

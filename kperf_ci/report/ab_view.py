@@ -16,6 +16,7 @@ from typing import Any
 
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import launch_text, severity
+from kperf_ci.judge.launch_diff import unknown_text
 from kperf_ci.judge.verdict import (
     Regression,
     document_kernels,
@@ -293,7 +294,8 @@ def headline(doc: dict[str, Any]) -> str:
         said_changed = True
     elif int(c.get("unknown", 0)) and not doc.get("timed"):
         n = plural(int(c["unknown"]), "test")
-        head = f"🟡 {n} could not be compared (compiled on neither side); not timed"
+        why = unknown_text(doc.get("tests") or []) or "compiled on neither side"  # older documents
+        head = f"🟡 {n} could not be compared ({why}); not timed"
         c = {**c, "unknown": 0}
     elif int(c.get("inconclusive", 0)):
         head = f"🟡 {plural(int(c['inconclusive']), 'kernel')} inconclusive; none slower with confidence"
