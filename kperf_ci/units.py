@@ -76,3 +76,17 @@ def fmt_rel(rel: float | None) -> str:
 def fmt_ci(ci: tuple[float, float] | None) -> str:
     """A confidence interval of a relative change: "[+2.8%, +3.4%]"."""
     return f"[{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci else ""
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending " …" when cut, at the last "; " or
+    ", " in its second half (else the last space): never mid-token or between a value and what
+    it changed to, as "BLOCK_N=204…" and "registers 16 …" were (issue 36's fourth walk, item 6)."""
+    if len(text) <= limit:
+        return text
+    room = text[: max(limit - 2, 1)]
+    for seps in (("; ", ", "), (" ",)):
+        at = max(room.rfind(s) for s in seps)
+        if at >= limit // 2:
+            return room[:at].rstrip(" ,;:") + " …"
+    return room + "…"

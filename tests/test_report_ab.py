@@ -531,7 +531,7 @@ def test_the_header_and_kernel_cell_of_a_slimmed_document_read_cleanly():
         [row("k", "t.py::a", "slower", 1.05, 0.01, launch=launch(0), changes=["num_warps 4 -> 1"])]
     )
     line = next(x for x in ab.render_markdown(one).splitlines() if x.startswith("  - 🔴 slower +5.00%"))
-    assert "µs; cause: num\\_warps 4 → 1; launch: x=fp32\\[1024x1024\\]" in line, line
+    assert "ns); cause: num\\_warps 4 → 1; launch: x=fp32\\[1024x1024\\]" in line, line
 
 
 def test_a_static_check_that_timed_nothing_never_reads_as_a_timed_result():

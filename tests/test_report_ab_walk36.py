@@ -14,7 +14,10 @@ from tests.test_report_ab import wide_browser as wide_browser  # noqa: F401 - th
 from tests.test_report_html import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_DOC = ROOT / "docs/reviewer-walk/gpu-launch_option.ab.json"
+# The H100 document the first three reviewer walks read (slimmed by realrepo_ab_eval, no revisions,
+# arguments in ASCII order): kept as a fixture, since documents of earlier shapes must render;
+# docs/reviewer-walk/ now shows a whole H200 document (scripts/reviewer_walk_render.py)
+GPU_DOC = ROOT / "tests/data/h100-launch_option-slim.ab.json"
 CSS = ROOT / "kperf_ci/report/static/ab.css"
 
 
@@ -98,8 +101,11 @@ def test_times_stay_on_one_line_at_one_precision():
     """ "6.048 / µs → / 7.969 / µs" wrapped in the comment's table; "1.6 µs" stood by "6.048 µs"."""
     doc = nine_launches()
     top = next(x for x in ab.render_markdown(doc).splitlines() if x.startswith("| 🔴 slower |"))
-    assert "| 6.60\u00a0µs\u00a0→\u00a07.07\u00a0µs |" in top
+    # the comment says the change in time too (issue 36's fourth walk, item 11)
+    assert "| 6.60\u00a0µs\u00a0→\u00a07.07\u00a0µs\u00a0(+471\u00a0ns) |" in top
     assert ab.times_text({"base_ms": 0.0016, "head_ms": 0.006048}) == "1.60 µs → 6.05 µs"
+    assert ab.times_text({"base_ms": 0.0231, "head_ms": 0.0370}, True) == "23.1 µs → 37.0 µs (+13.9 µs)"
+    assert ab.times_text({"base_ms": 0.00106, "head_ms": 0.001043}, True) == "1.06 µs → 1.04 µs (-17.0 ns)"
 
 
 def test_identical_tests_are_a_count_not_empty_rows():

@@ -184,17 +184,17 @@ def test_an_occupancy_drop_on_a_grid_that_does_not_fill_the_gpu_is_judged_and_sa
         "(registers 40 -> 128)"
     )
     (reg,) = _verdict(pair([37, 1, 1])).regressions
-    assert reg["reason"] == f"{chain}, at a grid that fills the GPU (this test's: 37 blocks < 132 SMs)"
+    assert reg["reason"] == f"{chain}, judged for a grid that fills the GPU (this test's 37 blocks put at most one on each of its 132 SMs)"
     (reg,) = _verdict(pair([132])).regressions
-    assert reg["reason"].endswith("(this test's: 132 blocks = 132 SMs)")
+    assert reg["reason"].endswith("(this test's 132 blocks put at most one on each of its 132 SMs)")
     (reg,) = _verdict(pair([133])).regressions
     assert reg["reason"] == chain  # a second block shares an SM: nothing to add
     b = {"config": "num_warps=4", "code": {"sm_90": _code(registers=128)}, "grid": [8]}
     h = {"config": "num_warps=4", "code": {"sm_90": _code(registers=64, sass="b")}, "grid": [8]}
     v = _verdict(LaunchChange("k", "k.py::k", "changed", [], b, h))
     assert [c["reason"] for c in v.improved] == [
-        "theoretical occupancy 25% -> 50% (registers 128 -> 64), at a grid that fills the GPU "
-        "(this test's: 8 blocks < 132 SMs)"
+        "theoretical occupancy 25% -> 50% (registers 128 -> 64), judged for a grid that fills the GPU "
+        "(this test's 8 blocks put at most one on each of its 132 SMs)"
     ]
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import VariantKey, VariantResult, canonical_json
+from ..units import clip
 
 __all__ = [
     "KernelIndex",
@@ -175,7 +176,7 @@ def launch_text(args: dict[str, Any] | None, grid: Any, config: Any, order: Any 
     g = "x".join(str(int(x)) for x in grid or ()) if isinstance(grid, (list, tuple)) else ""
     opts = ", ".join(o.strip() for o in str(config or "").split(",") if _said_option(o.strip()))
     text = "; ".join(x for x in (parts, f"grid {g}" if g else "", opts) if x)
-    return text if len(text) <= LAUNCH_TEXT_MAX else text[: LAUNCH_TEXT_MAX - 1] + "…"
+    return clip(text, LAUNCH_TEXT_MAX)
 
 
 def static_launch_text(x: dict[str, Any], alike: str = "regress") -> str:
@@ -320,4 +321,11 @@ def static_groups(regs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                   "tests": []},
         )  # fmt: skip
         launch["tests"].append(r.get("test"))
-    return [{**g, "launches": list(g["launches"].values())} for g in groups.values()]
+        sev = r.get("severity")
+        if isinstance(sev, (int, float)) and not isinstance(sev, bool):
+            launch["severity"] = max(float(sev), float(launch.get("severity") or 0.0))
+    # worst first (a stable sort: equals, and documents without severities, keep their order)
+    return [
+        {**g, "launches": sorted(g["launches"].values(), key=lambda x: -float(x.get("severity") or 0.0))}
+        for g in groups.values()
+    ]

@@ -174,10 +174,20 @@ def _static_side(
     marked_all: bool = False,
     peak_rss_mb: float | None = None,
     args: tuple[str, ...] | list[str] = (),
+    alone: bool = True,
 ) -> StaticSide:
     db = workdir / f"{side}.db"
     if rc < 0 and rc != -2:  # killed by a signal other than Ctrl-C's
-        _fail(killed_message(side, rc, peak_rss_mb) + "; try kperf ab --passes sequential", out)
+        if not alone:
+            _fail(killed_message(side, rc, peak_rss_mb) + "; try kperf ab --passes sequential", out)
+        # it ran alone (sequential, or run again alone after a side-by-side kill): fewer passes
+        # at once cannot help, fewer tests can (issue 36's fourth walk, item 3)
+        _fail(
+            killed_message(side, rc, peak_rss_mb) + " running alone: narrow the tests it runs "
+            "(-k EXPR, fewer files or smaller parametrized sizes; Triton's interpreter keeps every "
+            "tensor in host memory), or give a slow test a budget (--kperf-test-budget SECONDS)",
+            out,
+        )
     if not db.exists() and _ended_early(rc, out):
         # as `kperf run` says it; "stored no run (pytest exit 0)" read as a kperf-ci fault
         script = _bench_script(args)
@@ -360,8 +370,19 @@ def static_pass(
     for side, root in roots.items():
         rc, out = done[side]
         marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
+        # "parallel" never runs a killed pass again alone; "auto" does, "sequential" always is
         sides[side] = _static_side(
-            side, root, rc, out, workdir, rel_cwd, messages, marked_all, peaks[side], side_args[side]
+            side,
+            root,
+            rc,
+            out,
+            workdir,
+            rel_cwd,
+            messages,
+            marked_all,
+            peaks[side],
+            side_args[side],
+            alone=order != "parallel",
         )
         sides[side].wall_s = wall_s
     diff = diff_static(sides["base"].run.results, sides["head"].run.results)

@@ -89,7 +89,7 @@ def _kernel_cells(k: dict[str, Any], gate: dict[str, str]) -> list[str]:
         f"{_ICON.get(verdict, '')} {md(verdict)}",
         md(kernel_where(k)[0]),
         md(shape_text(w)),
-        _nbsp(md(times_text(w))),
+        _nbsp(md(times_text(w, True))),
         md(kernel_change(k)),
         # "7 of 9 slower": the column says launches (the narrow table of a PR comment)
         md(slower_count(k).replace(" launches slower", " slower").replace(" launch slower", " slower")),
@@ -118,17 +118,19 @@ def _launch_line(x: dict[str, Any]) -> str:
     if same:  # the tests whose identical launch this one stands for
         more += f"; {same[0]}" + (f" (and {len(same) - 1} more test(s))" if len(same) > 1 else "")
     # the launch's own cause (its option and code changes, why it was not called slower)
-    cause = f"cause: {md(launch_cause(x))}; " if launch_cause(x) else ""
+    # in a fold: room for the whole cause and launch (a cut one ends at a separator, " …")
+    cause = f"cause: {md_field(launch_cause(x), 2 * FIELD_CHARS)}; " if launch_cause(x) else ""
+    launch = md_field(x["launch"], 2 * FIELD_CHARS) or "-"
     return (
         f"  - {_ICON.get(str(x['verdict']), '')} {md(x['verdict'])} {md(change_text(x))}, "
-        f"{_nbsp(md(times_text(x)))}; {cause}launch: {md(x['launch']) or '-'} ({md(tests)}{md(more)})"
+        f"{_nbsp(md(times_text(x, True)))}; {cause}launch: {launch} ({md(tests)}{md(more)})"
     )
 
 
 def _unchanged_line(x: dict[str, Any]) -> str:
     """A launch that did not move, on one short line: its shapes and its own reason."""
     return (
-        f"  - ⚪ unchanged {md(change_text(x))}, {_nbsp(md(times_text(x)))}: "
+        f"  - ⚪ unchanged {md(change_text(x))}, {_nbsp(md(times_text(x, True)))}: "
         f"{md(shape_text(x))}; {md(x.get('why') or '-')}"
     )
 

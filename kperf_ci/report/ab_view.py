@@ -108,7 +108,7 @@ def terminal_lines(doc: dict[str, Any]) -> list[str]:
         )
         for x in k["launches"]:
             why = f" ({x['why']})" if x.get("why") else ""
-            out.append(f"      {x['verdict']:<12} {change_text(x)}, {times_text(x)}{why}  {x['launch']}")
+            out.append(f"      {x['verdict']:<12} {change_text(x)}, {times_text(x, True)}{why}  {x['launch']}")
     return out
 
 
@@ -124,23 +124,28 @@ def kernel_change(k: dict[str, Any]) -> str:
     return pct(lo) if lo == hi else f"{pct(lo)} .. {pct(hi)}"
 
 
-def time_text(v: float | None) -> str:
-    """One A/B time at one precision rule, 3 significant digits with their trailing zeros
-    ("1.60 µs", "6.05 µs", "36.8 µs"), never "1.6 µs" beside "6.048 µs" (units: kperf_ci.units)."""
+def time_text(v: float | None, digits: int = 3) -> str:
+    """One A/B time at one precision rule, ``digits`` significant digits with their trailing
+    zeros ("1.60 µs", "6.05 µs", "36.8 µs"), never "1.6 µs" beside "6.048 µs" (units:
+    kperf_ci.units)."""
     if v is None or v == 0 or not math.isfinite(v):
         return fmt_value(v, "ms")
-    unit = fmt_value(v, "ms").rsplit(" ", 1)[-1]
+    unit = fmt_value(abs(v), "ms").rsplit(" ", 1)[-1]
     scaled = v / {"s": 1e3, "ms": 1.0, "µs": 1e-3, "ns": 1e-6}.get(unit, 1.0)
-    digits = max(0, 2 - math.floor(math.log10(abs(scaled))))
-    return f"{scaled:.{digits}f} {unit}"
+    places = max(0, digits - 1 - math.floor(math.log10(abs(scaled))))
+    return f"{scaled:.{places}f} {unit}"
 
 
-def times_text(x: dict[str, Any]) -> str:
-    """ "6.62 µs → 7.09 µs": the medians of base and head, 3 significant digits each."""
+def times_text(x: dict[str, Any], delta: bool = False) -> str:
+    """ "6.62 µs → 7.09 µs": the medians of base and head; with ``delta``, how far apart they are
+    in time too, "(+469 ns)", so that a comment's +20% of 9 µs does not read like a +20% of 9 ms
+    (issue 36's fourth walk, item 11; the page's wider cells and plots go without it)."""
     b, h = number(x.get("base_ms")), number(x.get("head_ms"))
     if b is None and h is None:
         return "-"
-    return f"{time_text(b)} → {time_text(h)}"
+    if not delta or b is None or h is None or h == b:
+        return f"{time_text(b)} → {time_text(h)}"
+    return f"{time_text(b)} → {time_text(h)} ({'+' if h > b else '-'}{time_text(abs(h - b), 3)})"
 
 
 _SHAPE = re.compile(r"\b[a-z][a-z0-9]*\[[0-9x]*\]")

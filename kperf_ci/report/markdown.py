@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..metrics import VERDICT_RANK
-from ..units import fmt_value
+from ..units import clip, fmt_value
 from .safe_text import markdown_safe
 from .view import Report, VariantView, threshold_text
 
@@ -65,10 +65,7 @@ MAX_LISTED = 8
 
 def md_field(value: object, limit: int = FIELD_CHARS) -> str:
     """Stored text cut to ``limit`` characters (an ellipsis says so), as literal markdown."""
-    s = "" if value is None else str(value)
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    return markdown_safe(s)
+    return markdown_safe(clip("" if value is None else str(value), limit))
 
 
 def _row_cells(v: VariantView, kernel_link: Callable[[VariantView], str | None], what: str) -> list[str]:

@@ -1,0 +1,95 @@
+"""Issue 36's fourth reviewer walk (docs/reviewer-walk/fourth-walk-2026-12-01/NOTES.md): what it
+found, each fixed item held by a test here (item 1, unknown tests that stopped early, is in
+tests/test_ab_ended_early.py; item 4's wording in tests/test_static_verdict.py)."""
+
+from __future__ import annotations
+
+from kperf_ci.judge.group import static_groups
+from kperf_ci.judge.launch_diff import TestDiff, unknown_text
+from kperf_ci.report import ab
+from kperf_ci.report.ab_static_view import static_rows
+from kperf_ci.units import clip
+
+
+def _reg(reason: str, severity: float | None, warps: int) -> dict:
+    r = {
+        "kernel": "ln (_layer_norm_fwd_1pass_kernel)",
+        "arch": "sm_90",
+        "test": f"t.py::t[{warps}-{reason[-8:]}]",
+        "reason": reason,
+        "site": "ln.py::_layer_norm_fwd_1pass_kernel",
+        "args": {"X": "fp16[16384x2048]", "BLOCK_N": 2048, "W": warps},
+        "arg_order": ["X", "BLOCK_N", "W"],
+        "grid": [16384, 1, 1],
+        "config": "num_warps=4,num_stages=3,num_ctas=1",
+    }
+    if severity is not None:
+        r["severity"] = severity
+    return r
+
+
+def test_the_worst_static_launch_is_the_most_severe_not_the_first_listed():
+    """Item 2: the headline quoted "100% -> 75%" (the first launch) where six launches went to
+    62.5%."""
+    regs = [
+        _reg("theoretical occupancy 100% -> 75% (registers 31 -> 37)", 0.25, 1),
+        _reg("theoretical occupancy 100% -> 62.5% (registers 32 -> 48)", 0.375, 2),
+        _reg("theoretical occupancy 75% -> 62.5% (registers 34 -> 46)", 1 / 6, 3),
+    ]
+    (g,) = static_groups(regs)
+    assert [x["reason"] for x in g["launches"]][0].endswith("62.5% (registers 32 -> 48)")
+    doc = {"tests": [], "timed": [], "static_regressions": regs, "static_kernels": [g]}
+    (row,) = static_rows(doc)
+    assert "100% -> 62.5% (registers 32 -> 48)" in row["cause"], row["cause"]
+    # a document written before severities keeps its order (the first listed)
+    (old,) = static_groups([{k: v for k, v in r.items() if k != "severity"} for r in regs])
+    assert old["launches"][0]["reason"].endswith("75% (registers 31 -> 37)")
+
+
+def test_a_cut_never_splits_a_token_or_a_change():
+    """Item 6: "registers 16 …" lost where registers went; "BLOCK_N=204…" cut a number in half."""
+    cause = (
+        "num_warps 4 -> 1; sm_90 theoretical occupancy 100% -> 50% (num_warps 4 -> 1: at most 32 "
+        "blocks per SM); sm_90 SASS changed: registers 16 -> 33, SASS instructions 94 -> 273"
+    )
+    cut = clip(cause, 150)
+    assert len(cut) <= 150 and cut.endswith("registers 16 -> 33 …"), cut
+    args = "X=fp16[16384x2048], W=fp16[2048], BLOCK_N=2048, NORM_BEFORE_GATE=True"
+    assert clip(args, 40) == "X=fp16[16384x2048], W=fp16[2048] …"
+    assert clip(args, 200) == args
+    # the comment's fold gives a timed launch's whole cause (twice a table cell's room)
+    x = {"verdict": "slower", "ratio": 1.3, "ci_low": 1.29, "ci_high": 1.31, "base_ms": 0.0013,
+         "head_ms": 0.00176, "changes": [cause], "launch": "a=fp32[16x256]; grid 16x1x1",
+         "tests": ["t.py::a"]}  # fmt: skip
+    assert "SASS instructions 94 -&gt; 273; launch:" in ab._launch_line(x)
+
+
+def test_unknown_tests_are_counted_by_why_they_are_unknown():
+    """Item 1: tests that stopped early under the interpreter read "compiled on neither side"."""
+    early = TestDiff("t.py::a", "unknown", [], "the test stopped before its end: grid too large")
+    other = TestDiff("t.py::b", "unknown", [])
+    assert unknown_text([early, early]) == "all 2 stopped early in the static pass: later launches not seen"
+    assert unknown_text([early, other]) == (
+        "1 stopped early in the static pass: later launches not seen; "
+        "1 with a launch compiled on neither side"
+    )
+    # the document's test rows carry it, so a re-rendered comment says the same
+    assert unknown_text([early.to_dict(), other.to_dict()]) == unknown_text([early, other])
+
+
+def test_a_pass_killed_running_alone_is_told_to_run_fewer_tests_not_to_run_alone(tmp_path):
+    """Item 3: on 2 cores the passes ran one after the other, and a killed one was told "try
+    kperf ab --passes sequential"."""
+    import pytest
+
+    from kperf_ci.prcheck.passes import PassFailed, _static_side
+
+    for alone, says in (
+        (True, "running alone: narrow the tests it runs (-k EXPR"),
+        (False, "--passes sequential"),
+    ):
+        with pytest.raises(PassFailed) as e:
+            _static_side("head", tmp_path, -9, "", tmp_path, tmp_path, [], peak_rss_mb=20861.0, alone=alone)
+        assert "killed (SIGKILL; out of memory?) at a peak of 20,861 MB" in str(e.value)
+        assert says in str(e.value), str(e.value)
+        assert ("--passes sequential" in str(e.value)) is not alone
