@@ -99,5 +99,7 @@ def test_a_test_that_stopped_before_a_changed_kernel_is_unknown_not_identical(tm
     # the count says why (issue 36's fourth walk, item 1): it stopped early, not "compiled on
     # neither side", which its launches were not
     assert t.get("ended_early") is True, t
-    assert "1 unknown (1 stopped early in the static pass: later launches not seen)" in r.stdout, r.stdout[-2000:]
+    assert "1 unknown (1 stopped early in the static pass: later launches not seen)" in r.stdout, r.stdout[
+        -2000:
+    ]
     assert "compiled on neither side" not in r.stdout, r.stdout[-2000:]

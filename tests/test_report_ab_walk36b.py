@@ -51,7 +51,9 @@ def test_the_headline_counts_the_tests_in_one_short_line():
     """Item 8: the 9 changed tests were only on a tile; "24 test(s) identical code, not timed"."""
     head = ab.headline(gpu_doc())
     assert head == "🔴 1 kernel slower than the base · tests: 9 changed, 24 identical (not timed)"
-    static = json.loads((GPU_DOC.parents[2] / "docs/reviewer-walk/static-softmax.ab.json").read_text(encoding="utf-8"))
+    static = json.loads(
+        (GPU_DOC.parents[2] / "docs/reviewer-walk/static-softmax.ab.json").read_text(encoding="utf-8")
+    )
     # the walk's static softmax: its occupancy drop regresses (judged for production sizes)
     assert ab.headline(static) == "🔴 1 kernel regressed (static) · tests: 2 changed, 4 identical (not timed)"
     first = ab.render_markdown(static).splitlines()[1]

@@ -184,7 +184,10 @@ def test_an_occupancy_drop_on_a_grid_that_does_not_fill_the_gpu_is_judged_and_sa
         "(registers 40 -> 128)"
     )
     (reg,) = _verdict(pair([37, 1, 1])).regressions
-    assert reg["reason"] == f"{chain}, judged for a grid that fills the GPU (this test's 37 blocks put at most one on each of its 132 SMs)"
+    assert (
+        reg["reason"] == f"{chain}, judged for a grid that fills the GPU "
+        "(this test's 37 blocks put at most one on each of its 132 SMs)"
+    )
     (reg,) = _verdict(pair([132])).regressions
     assert reg["reason"].endswith("(this test's 132 blocks put at most one on each of its 132 SMs)")
     (reg,) = _verdict(pair([133])).regressions

@@ -15,9 +15,9 @@ user named it:
 * an occupancy change of a launch whose grid is at most the arch's SM count
   (:func:`kperf_ci.occupancy.grid_within_sms`) is judged all the same, as what it does at production sizes (a
   static pass runs the tests' small shapes), and says so: "..., judged for a grid that fills
-  the GPU (this test's 37 blocks put at most one on each of its 132 SMs)" (issue 36's third walk: the reason read
-  as if the test's own launch were occupancy-bound; the fourth: "at a grid that fills the GPU
-  (this test's: 16 blocks < 132 SMs)" read as contradicting itself);
+  the GPU (this test's 37 blocks put at most one on each of its 132 SMs)" (issue 36's third
+  walk: the reason read as if the test's own launch were occupancy-bound; the fourth: "at a
+  grid that fills the GPU (this test's: 16 blocks < 132 SMs)" read as contradicting itself);
 * instruction counts are shown as changed, never failed.
 
 What moved the other way is "improved": a gated metric that got better (fewer spills; a named
@@ -197,7 +197,9 @@ def _small_grid_note(fits: str | None) -> str:
         return ""
     # fits: "grid 37 blocks < 132 SMs" (occupancy.grid_within_sms)
     m = re.fullmatch(r"(?:grid )?(\d+) blocks [<=] (\d+) SMs", fits)
-    said = f"this test's {m[1]} blocks put at most one on each of its {m[2]} SMs" if m else f"this test's {fits}"
+    said = (
+        f"this test's {m[1]} blocks put at most one on each of its {m[2]} SMs" if m else f"this test's {fits}"
+    )
     return f", judged for a grid that fills the GPU ({said})"
 
 

@@ -108,7 +108,9 @@ def terminal_lines(doc: dict[str, Any]) -> list[str]:
         )
         for x in k["launches"]:
             why = f" ({x['why']})" if x.get("why") else ""
-            out.append(f"      {x['verdict']:<12} {change_text(x)}, {times_text(x, True)}{why}  {x['launch']}")
+            out.append(
+                f"      {x['verdict']:<12} {change_text(x)}, {times_text(x, True)}{why}  {x['launch']}"
+            )
     return out
 
 
