@@ -10,7 +10,7 @@ from typing import Any
 from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
-from kperf_ci.judge.launch_calls import value_labels
+from kperf_ci.launch_calls import value_labels
 from kperf_ci.metrics import is_regression
 
 #: the blob that holds the A/B document, on the run labelled "ab"
