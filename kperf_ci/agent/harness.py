@@ -28,6 +28,7 @@ from kperf_ci.agent.targets import get_target
 from kperf_ci.capture.timing import backend, cupti, engine, interleaved, steps  # noqa: F401
 from kperf_ci.config import Settings
 from kperf_ci.judge import plausibility
+from kperf_ci.judge.ab import stop_rule
 
 
 def _load(path: str, name: str) -> Any:
@@ -56,6 +57,10 @@ _TIMING_ENTRY_POINTS = (
     ("kperf_ci.capture.timing.cupti", "KinetoSource.stop"),
     ("kperf_ci.capture.timing.cupti", "kernel_windows"),
     ("kperf_ci.capture.timing.interleaved", "adaptive_ab"),
+    # the A/B's stop rule and verdict, handed to adaptive_ab
+    ("kperf_ci.judge.ab", "stop_rule"),
+    ("kperf_ci.judge.ab", "ab_verdict"),
+    ("kperf_ci.judge.ab", "settled"),
     ("kperf_ci.agent.checks", "check_outputs"),
     ("kperf_ci.agent.checks", "check_record"),
     ("kperf_ci.agent.checks", "run_case"),
@@ -150,9 +155,11 @@ def _bench(
     res = interleaved.adaptive_ab(
         lambda: ref_fn(*a),
         lambda: cand_fn(*b),
-        threshold=float(ab.get("threshold", Settings.ab_threshold)),
-        floor=float(ab.get("floor_ms", Settings.ab_floor_ms)),
-        precision=float(ab.get("precision", Settings.ab_precision)),
+        stop_rule=stop_rule(
+            threshold=float(ab.get("threshold", Settings.ab_threshold)),
+            floor=float(ab.get("floor_ms", Settings.ab_floor_ms)),
+            precision=float(ab.get("precision", Settings.ab_precision)),
+        ),
         budget_s=float(job.get("bench_budget_s", 3.0)),
     )
     torch.cuda.synchronize()

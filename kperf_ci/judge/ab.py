@@ -2,7 +2,8 @@
 (``kperf ab``'s timing pass, ``--kperf-ab``, the agent's candidate check).
 
 Capture measures (:func:`kperf_ci.capture.timing.interleaved.adaptive_ab` runs the pairs and asks after
-every round whether it may stop); the rule that turns the pairs into a verdict lives here, next
+every round whether it may stop, through the :func:`stop_rule` the measurement stage hands it);
+the rule that turns the pairs into a verdict lives here, next
 to the other two verdicts of the judge (a run against a baseline, :mod:`kperf_ci.judge.compare`;
 a run against the history's level, :mod:`kperf_ci.judge.gate`), so that a change of threshold,
 floor or stopping rule is made in one place.
@@ -22,9 +23,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config import Settings
-from .stats import SampleComparison, compare_samples
+from ..sample_stats import SampleComparison, StopRule
+from .stats import compare_samples
 
-__all__ = ["ab_threshold", "ab_verdict", "balanced_blocks", "settled"]
+__all__ = ["ab_threshold", "ab_verdict", "balanced_blocks", "settled", "stop_rule"]
 
 
 def ab_threshold(marker_thresholds: Mapping[str, Any], default: float) -> float:
@@ -77,3 +79,14 @@ def settled(comparison: SampleComparison, precision: float) -> bool:
     half-width is at most ``precision`` (the default 0.005: the effect is good to about +-0.5%)."""
     half_width = (comparison.ci_high - comparison.ci_low) / 2  # NaN (too few pairs) compares False
     return comparison.verdict != "inconclusive" and half_width <= precision
+
+
+def stop_rule(*, threshold: float, floor: float, precision: float) -> StopRule:
+    """The interleaved loop's stop rule: after every round, :func:`ab_verdict` on all pairs so
+    far and whether it is :func:`settled`."""
+
+    def rule(base_ms: Sequence[float], head_ms: Sequence[float]) -> tuple[SampleComparison, bool]:
+        comparison = ab_verdict(base_ms, head_ms, threshold=threshold, floor=floor)
+        return comparison, settled(comparison, precision)
+
+    return rule

@@ -1,6 +1,6 @@
 """GPU mode of the plugin: `kperf.bench` calls, and kernel replay of the launches a marked test
-made without it. The test's marker and parameters become a :class:`kperf_ci.capture.measure.Request`,
-:mod:`kperf_ci.capture.measure` (a callable) or :mod:`kperf_ci.capture.measure_replay` (the test's launches)
+made without it. The test's marker and parameters become a :class:`kperf_ci.measure.measure.Request`,
+:mod:`kperf_ci.measure.measure` (a callable) or :mod:`kperf_ci.measure.measure_replay` (the test's launches)
 measures, and what it produced is handed to the session."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kperf_ci.capture import measure, measure_replay
 from kperf_ci.capture.launches.ab_launch import ABPlan, results_path
 from kperf_ci.capture.launches.replay import LaunchCopier, ReplayDevice
+from kperf_ci.measure import measure, measure_replay
 from kperf_ci.model import VariantResult
 from kperf_ci.plugin.marker import test_id
 

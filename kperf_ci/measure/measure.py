@@ -1,7 +1,7 @@
 """GPU-mode measurement: of one callable (:func:`bench`: capture its launches, time it,
 instrument one launch, run the analyses and the plausibility check, and with a base tree time it
 against its base version); each launch a test made, replayed on copies of its arguments, is
-measured the same way by :func:`kperf_ci.capture.measure_replay.replay`. Plain inputs and plain results,
+measured the same way by :func:`kperf_ci.measure.measure_replay.replay`. Plain inputs and plain results,
 no pytest objects, as static mode lives in ``capture/static/compile.py``: the plugin is the caller.
 
 Order matters for honest numbers: the first call compiles and records the launches; the timing
@@ -32,9 +32,10 @@ from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.interleaved import adaptive_ab
 from kperf_ci.config import Settings
 from kperf_ci.judge import plausibility
-from kperf_ci.judge.ab import ab_threshold
+from kperf_ci.judge.ab import ab_threshold, stop_rule
 from kperf_ci.metrics import metric
 from kperf_ci.model import Metric, VariantKey, VariantResult, canonical_json
+from kperf_ci.sample_stats import StopRule
 from kperf_ci.traces.kernel_records import records_to_json
 
 
@@ -221,14 +222,11 @@ def ab_against_base_tree(
         )
         out.ab_results.append((req.nodeid, req.name, "no base version found", "no-base"))
         return None
-    threshold = ab_threshold(req.thresholds, req.ab_threshold)
     result = adaptive_ab(
         lambda: base_fn(*args, **kwargs),
         calls[name],
-        threshold=threshold,
+        stop_rule=ab_stop_rule(req),
         budget_s=req.budget_s,
-        precision=req.ab_precision,
-        floor=req.ab_floor_ms,
         cfg=cfg,
     )
     try:  # one instrumented launch of the base version: its regions, for "what moved"
@@ -239,6 +237,12 @@ def ab_against_base_tree(
     except Exception as e:  # the verdict stands without them
         out.warn(f"A/B: instrumented launch of the base version failed: {type(e).__name__}: {e}")
     return result
+
+
+def ab_stop_rule(req: Request) -> StopRule:
+    """The judge's stop rule for the request's A/B: the marker's threshold, else the run's."""
+    threshold = ab_threshold(req.thresholds, req.ab_threshold)
+    return stop_rule(threshold=threshold, floor=req.ab_floor_ms, precision=req.ab_precision)
 
 
 def instrument_regions(out: Measurement, call: Callable[[], Any]) -> dict[str, Any]:
