@@ -48,10 +48,10 @@ def main() -> None:
 
     from kperf_ci.capture.timing import engine
     from kperf_ci.capture.timing.interleaved import adaptive_ab
-    from kperf_ci.config import Settings
+    from kperf_ci.config import ABPolicy, Settings
     from kperf_ci.judge.ab import stop_rule
 
-    rule = stop_rule(threshold=0.005, floor=Settings.ab_floor_ms, precision=Settings.ab_precision)
+    rule = stop_rule(ABPolicy.from_settings(Settings(ab_threshold=0.005)))
 
     case = rr.BY_NAME["launch_option"]
     work = Path(tempfile.mkdtemp(prefix="diag-"))

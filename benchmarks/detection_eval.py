@@ -415,7 +415,7 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
     if not simulate:
         import torch  # noqa: F401 - imported before the lock: the slow part runs in parallel
     from kperf_ci.capture.timing.interleaved import adaptive_ab
-    from kperf_ci.config import Settings
+    from kperf_ci.config import ABPolicy, Settings
     from kperf_ci.judge.ab import stop_rule
     from kperf_ci.judge.stats import compare_samples
 
@@ -438,7 +438,9 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
             base_fn, head_fn = fns[(k, v["name"])]
             thr = thresholds[k]
             t0 = time.perf_counter()
-            rule = stop_rule(threshold=thr, floor=FLOOR_MS, precision=Settings.ab_precision)
+            rule = stop_rule(
+                ABPolicy(ab_threshold=thr, ab_floor_ms=FLOOR_MS, ab_precision=Settings.ab_precision)
+            )
             r = adaptive_ab(base_fn, head_fn, stop_rule=rule, budget_s=BUDGET_S, backend=be)
             wall = time.perf_counter() - t0
             unpaired = compare_samples(r.base_ms, r.head_ms, threshold=thr, floor=FLOOR_MS)
@@ -493,12 +495,12 @@ def calibrate(simulate: bool, aa_runs: int = 12, ref_pairs: int = 1000) -> dict[
     """Per-kernel thresholds from A/A comparisons (noise_model) and reference effects."""
     from kperf_ci.capture.timing.engine import TimingConfig
     from kperf_ci.capture.timing.interleaved import adaptive_ab
-    from kperf_ci.config import Settings
+    from kperf_ci.config import ABPolicy, Settings
     from kperf_ci.judge.ab import stop_rule
     from kperf_ci.judge.changepoint import noise_model
 
     # a threshold of 1% with the run's floor and precision (the pairs, not the verdict, are kept)
-    rule = stop_rule(threshold=0.01, floor=Settings.ab_floor_ms, precision=Settings.ab_precision)
+    rule = stop_rule(ABPolicy.from_settings(Settings(ab_threshold=0.01)))
 
     bench = SimBench(10_000) if simulate else CudaBench(seed=1234)
     be = bench.backend

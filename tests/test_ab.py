@@ -18,8 +18,8 @@ from kperf_ci.capture.launches.base_tree import load_base_callable, materialize
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.capture.timing.engine import TimingConfig
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.config import Settings
-from kperf_ci.judge.ab import ab_threshold, balanced_blocks, stop_rule
+from kperf_ci.config import ABPolicy, Settings
+from kperf_ci.judge.ab import balanced_blocks, stop_rule
 from kperf_ci.judge.launch_diff import diff_static
 
 PKG = "kperf_ab_demo_pkg"  # unique, so nothing else in the session imports a module of that name
@@ -257,7 +257,7 @@ def noisy(rng, ms, noise=0.005):
 
 def rule(threshold=0.01, floor=Settings.ab_floor_ms, precision=Settings.ab_precision):
     """The judge's stop rule, the run's defaults unless a test names its own."""
-    return stop_rule(threshold=threshold, floor=floor, precision=precision)
+    return stop_rule(ABPolicy(ab_threshold=threshold, ab_floor_ms=floor, ab_precision=precision))
 
 
 def run_ab(dev, base_dur, head_dur, *, threshold=0.01, precision=Settings.ab_precision, **kw):
@@ -578,7 +578,7 @@ def test_a_pass_writes_its_profile_where_KPERF_PROFILE_DIR_says(tmp_path, monkey
     ],
 )
 def test_the_ab_band_reads_the_markers_time_keys_as_the_baseline_comparison_does(marker, expected):
-    assert ab_threshold(marker, 0.005) == expected
+    assert ABPolicy.from_settings(Settings(ab_threshold=0.005), marker).ab_threshold == expected
 
 
 def test_a_worker_pool_tells_every_worker_to_exit_before_it_waits_for_one():

@@ -20,11 +20,11 @@ from triton.runtime.autotuner import Autotuner  # noqa: E402
 from kperf_ci.capture.launches.best_config import Side, candidates  # noqa: E402
 from kperf_ci.capture.timing.best_of import best_pair as _best_pair  # noqa: E402
 from kperf_ci.capture.timing.interleaved import adaptive_ab  # noqa: E402
-from kperf_ci.config import Settings  # noqa: E402
+from kperf_ci.config import ABPolicy, Settings  # noqa: E402
 from kperf_ci.judge.ab import stop_rule  # noqa: E402
 
 LAUNCHED: list[tuple[str, int]] = []
-RULE = stop_rule(threshold=0.005, floor=0.0001, precision=Settings.ab_precision)
+RULE = stop_rule(ABPolicy(ab_threshold=0.005, ab_floor_ms=0.0001, ab_precision=Settings.ab_precision))
 
 
 def best_pair(base: Side, head: Side, **kw):

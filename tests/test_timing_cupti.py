@@ -15,7 +15,7 @@ import pytest
 from kperf_ci.capture.timing import cupti, engine
 from kperf_ci.capture.timing.cupti import ActivityRecord, AttributionError, CuptiBackend, kernel_windows
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.config import Settings
+from kperf_ci.config import ABPolicy, Settings
 from kperf_ci.judge.ab import stop_rule
 from kperf_ci.sample_stats import median
 
@@ -188,7 +188,7 @@ def test_ab_effect_is_the_kernels_not_diluted_by_launch_overhead() -> None:
     s = FakeStream(launch_ns=2500)
     res = adaptive_ab(
         s.kernel("base", 10_000), s.kernel("head", 10_500), backend=_backend(s), cfg=CFG, budget_s=0.05,
-        stop_rule=stop_rule(threshold=0.01, floor=0.0, precision=Settings.ab_precision),
+        stop_rule=stop_rule(ABPolicy(ab_threshold=0.01, ab_floor_ms=0.0, ab_precision=Settings.ab_precision)),
     )  # fmt: skip
     assert res.method == "cupti" and res.verdict == "slower"
     assert res.ratio == pytest.approx(1.05, abs=1e-9)

@@ -24,6 +24,7 @@ from kperf_ci.agent.population import Population
 from kperf_ci.agent.prompts import context_from_db, jit_names
 from kperf_ci.agent.targets import TARGETS, get_target
 from kperf_ci.capture.static.repo import ABError
+from kperf_ci.config import ABPolicy
 from kperf_ci.device import cuda_available
 from kperf_ci.errors import KperfError, user_errors
 from kperf_ci.inputs import load_settings
@@ -57,11 +58,8 @@ def _loop_config(
         seeds,
         timeout_s,
         bench_budget_s,
-        min_gain=s.ab_threshold,
         value_check=value_check,
-        ab_threshold=s.ab_threshold,
-        ab_floor_ms=s.ab_floor_ms,
-        ab_precision=s.ab_precision,
+        ab=ABPolicy.from_settings(s),
     )
 
 

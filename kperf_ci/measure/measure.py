@@ -30,9 +30,9 @@ from kperf_ci.capture.regions import instrument
 from kperf_ci.capture.static.record import describe_args
 from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.config import Settings
+from kperf_ci.config import ABPolicy, Settings
 from kperf_ci.judge import plausibility
-from kperf_ci.judge.ab import ab_threshold, stop_rule
+from kperf_ci.judge.ab import stop_rule
 from kperf_ci.metrics import metric
 from kperf_ci.model import Metric, VariantKey, VariantResult, canonical_json
 from kperf_ci.sample_stats import StopRule
@@ -54,9 +54,8 @@ class Request:
     # the defaults are the settings' own (config.Settings): one home for each
     budget_s: float = Settings.timing_budget_s
     base_tree: str | None = None
-    ab_threshold: float = Settings.ab_threshold
-    ab_precision: float = Settings.ab_precision
-    ab_floor_ms: float = Settings.ab_floor_ms
+    # the A/B verdict's knobs, whole (config.ABPolicy.from_settings); None where nothing is timed A/B
+    ab: ABPolicy | None = None
     # kperf ab's timing pass on tests without kperf.bench: each changed launch is timed against
     # the base's own launch (capture/launches/ab_launch.py); None outside it
     ab_plan: Any = None
@@ -240,9 +239,10 @@ def ab_against_base_tree(
 
 
 def ab_stop_rule(req: Request) -> StopRule:
-    """The judge's stop rule for the request's A/B: the marker's threshold, else the run's."""
-    threshold = ab_threshold(req.thresholds, req.ab_threshold)
-    return stop_rule(threshold=threshold, floor=req.ab_floor_ms, precision=req.ab_precision)
+    """The judge's stop rule on the request's A/B policy, handed whole to the timing loop."""
+    if req.ab is None:
+        raise ValueError(f"{req.nodeid}: an A/B needs the run's policy (Request.ab: config.ABPolicy)")
+    return stop_rule(req.ab)
 
 
 def instrument_regions(out: Measurement, call: Callable[[], Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kperf_ci.capture.launches.ab_launch import ABPlan, results_path
 from kperf_ci.capture.launches.replay import LaunchCopier, ReplayDevice
+from kperf_ci.config import ABPolicy
 from kperf_ci.measure import measure, measure_replay
 from kperf_ci.model import VariantResult
 from kperf_ci.plugin.marker import test_id
@@ -57,9 +58,7 @@ def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> mea
         resolve=lambda key: marker.resolved(params, key),
         budget_s=s.timing_budget_s,
         base_tree=ks.config.getoption("kperf_base_tree", default=None),
-        ab_threshold=s.ab_threshold,
-        ab_precision=s.ab_precision,
-        ab_floor_ms=s.ab_floor_ms,
+        ab=ABPolicy.from_settings(s, marker.threshold_dict()),
         ab_plan=plan_of(path) if path else None,
         named=marker.named,
     )
