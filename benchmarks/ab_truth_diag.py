@@ -48,6 +48,10 @@ def main() -> None:
 
     from kperf_ci.capture.timing import engine
     from kperf_ci.capture.timing.interleaved import adaptive_ab
+    from kperf_ci.config import ABPolicy, Settings
+    from kperf_ci.judge.ab import stop_rule
+
+    rule = stop_rule(ABPolicy.from_settings(Settings(ab_threshold=0.005)))
 
     case = rr.BY_NAME["launch_option"]
     work = Path(tempfile.mkdtemp(prefix="diag-"))
@@ -73,7 +77,7 @@ def main() -> None:
                 ("kperf_default", engine.TimingConfig()),
                 ("kperf_duty1", dataclasses.replace(engine.TimingConfig(), duty_cycle=1.0)),
             ):
-                r = adaptive_ab(fns["base"], fns["head"], threshold=0.005, cfg=cfg)
+                r = adaptive_ab(fns["base"], fns["head"], stop_rule=rule, cfg=cfg)
                 row[label] = r.ratio - 1
                 row[label + "_method"] = r.method
                 row[label + "_base_us"] = statistics.median(r.base_ms) * 1000

@@ -59,7 +59,8 @@ def measure(fla: Path, placements: int, calls: int) -> dict[str, Any]:
     from fla.modules.l2norm import l2norm_fwd_kernel
 
     from kperf_ci.capture.timing.interleaved import adaptive_ab
-    from kperf_ci.config import Settings
+    from kperf_ci.config import ABPolicy, Settings
+    from kperf_ci.judge.ab import stop_rule
 
     rows = []
     for p in range(placements):
@@ -71,7 +72,10 @@ def measure(fla: Path, placements: int, calls: int) -> dict[str, Any]:
         s = cupti_samples(fns, n=calls)
         med = {k: statistics.median(v) for k, v in s.items()}
         names = list(fns)
-        ab = adaptive_ab(fns[names[0]], fns[names[1]], threshold=Settings.ab_threshold)
+        # kperf ab's defaults: the policy a run without settings builds
+        ab = adaptive_ab(
+            fns[names[0]], fns[names[1]], stop_rule=stop_rule(ABPolicy.from_settings(Settings()))
+        )
         rows.append(
             {
                 "placement": p,

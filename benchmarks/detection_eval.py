@@ -415,6 +415,8 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
     if not simulate:
         import torch  # noqa: F401 - imported before the lock: the slow part runs in parallel
     from kperf_ci.capture.timing.interleaved import adaptive_ab
+    from kperf_ci.config import ABPolicy, Settings
+    from kperf_ci.judge.ab import stop_rule
     from kperf_ci.judge.stats import compare_samples
 
     rng = random.Random(index)
@@ -436,9 +438,10 @@ def worker(index: int, thresholds: dict[str, float], simulate: bool, lock: str |
             base_fn, head_fn = fns[(k, v["name"])]
             thr = thresholds[k]
             t0 = time.perf_counter()
-            r = adaptive_ab(
-                base_fn, head_fn, threshold=thr, floor=FLOOR_MS, budget_s=BUDGET_S, backend=be, seed=index
+            rule = stop_rule(
+                ABPolicy(ab_threshold=thr, ab_floor_ms=FLOOR_MS, ab_precision=Settings.ab_precision)
             )
+            r = adaptive_ab(base_fn, head_fn, stop_rule=rule, budget_s=BUDGET_S, backend=be)
             wall = time.perf_counter() - t0
             unpaired = compare_samples(r.base_ms, r.head_ms, threshold=thr, floor=FLOOR_MS)
             rom = _median(r.head_ms) / _median(r.base_ms)
@@ -492,7 +495,12 @@ def calibrate(simulate: bool, aa_runs: int = 12, ref_pairs: int = 1000) -> dict[
     """Per-kernel thresholds from A/A comparisons (noise_model) and reference effects."""
     from kperf_ci.capture.timing.engine import TimingConfig
     from kperf_ci.capture.timing.interleaved import adaptive_ab
+    from kperf_ci.config import ABPolicy, Settings
+    from kperf_ci.judge.ab import stop_rule
     from kperf_ci.judge.changepoint import noise_model
+
+    # a threshold of 1% with the run's floor and precision (the pairs, not the verdict, are kept)
+    rule = stop_rule(ABPolicy.from_settings(Settings(ab_threshold=0.01)))
 
     bench = SimBench(10_000) if simulate else CudaBench(seed=1234)
     be = bench.backend
@@ -506,10 +514,8 @@ def calibrate(simulate: bool, aa_runs: int = 12, ref_pairs: int = 1000) -> dict[
         _warm(b, be, 3)
         _warm(h, be, 3)
         ratios = []
-        for i in range(aa_runs):
-            r = adaptive_ab(
-                b, h, threshold=0.01, backend=be, cfg=cfg, first_round_pairs=40, max_pairs=40, seed=i
-            )
+        for _ in range(aa_runs):
+            r = adaptive_ab(b, h, stop_rule=rule, backend=be, cfg=cfg, first_round_pairs=40, max_pairs=40)
             ratios.append(r.ratio)
         out["aa_ratios"][k] = ratios
         out["thresholds"][k] = noise_model(ratios)
@@ -521,7 +527,7 @@ def calibrate(simulate: bool, aa_runs: int = 12, ref_pairs: int = 1000) -> dict[
             _warm(b, be, 3)
             _warm(h, be, 3)
             r = adaptive_ab(
-                b, h, threshold=0.01, backend=be, cfg=cfg, first_round_pairs=ref_pairs, max_pairs=ref_pairs
+                b, h, stop_rule=rule, backend=be, cfg=cfg, first_round_pairs=ref_pairs, max_pairs=ref_pairs
             )
             out["reference"][k][v["name"]] = {
                 "rel": r.rel,

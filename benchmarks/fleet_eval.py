@@ -192,7 +192,7 @@ def variant_rows(db: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """(the run: fingerprint, status, id; per variant id: label, test, median, 95% interval as
     stored, 99% interval of the stored samples, the GPU its timing names)."""
     from kperf_ci import store
-    from kperf_ci.judge.stats import median_ci
+    from kperf_ci.sample_stats import median_ci
 
     rec = store.load_run(db, artifacts=["timing"])
     run = {
@@ -611,7 +611,7 @@ def render_md(r: dict[str, Any]) -> str:
         f"- selection: `{' '.join(r['selection'] or [])}` with `--kperf-all`, "
         f"timing budget {r['timing_budget_s']} s per variant, empty caches per process",
         "- intervals: the stored time.ci_low/high are 95%; the 99% intervals are the same distribution-free "
-        "estimator (kperf_ci.judge.stats.median_ci) on each variant's stored samples",
+        "estimator (kperf_ci.sample_stats.median_ci) on each variant's stored samples",
         "",
         "| run | wall s | x one GPU | processes |",
         "|---|---|---|---|",

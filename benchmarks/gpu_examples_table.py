@@ -70,7 +70,7 @@ def findings_section(run) -> None:  # noqa: ANN001
 def launch_gaps_section(run) -> None:  # noqa: ANN001
     import json
 
-    from kperf_ci.capture.measure import GAP_CALLS, split_calls
+    from kperf_ci.measure.measure import GAP_CALLS, split_calls
     from kperf_ci.traces.kernel_records import records_from_json
 
     rows = [r for r in run.results if "kernel_records" in r.artifacts]

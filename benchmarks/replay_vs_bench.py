@@ -5,9 +5,9 @@
 
 For each example kernel at a GPU-filling size (benchmarks/_common.py: one Triton launch per
 call, random data), the same launch is measured two ways, each by kperf's own code:
-- bench: ``kperf_ci.capture.measure.bench`` of the callable, what ``kperf.bench(fn)`` does in a test;
+- bench: ``kperf_ci.measure.measure.bench`` of the callable, what ``kperf.bench(fn)`` does in a test;
 - replay: the launch captured by ``kperf_ci.capture.launches.replay.LaunchCopier`` while the callable runs
-  once, then replayed on copies of its arguments by ``kperf_ci.capture.measure_replay.replay``, what GPU mode
+  once, then replayed on copies of its arguments by ``kperf_ci.measure.measure_replay.replay``, what GPU mode
   does for a marked test that never calls the fixture.
 Order bench, replay, replay, bench (ABBA), so a drift of the clocks over the run hits both
 sides alike; each side's time is the mean of its two medians. One process, one GPU, about
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import cases, device_info, kperf_commit, out_dir, write_json  # noqa: E402
 
-from kperf_ci.capture import measure, measure_replay  # noqa: E402
 from kperf_ci.capture.launches.replay import LaunchCopier, ReplayDevice  # noqa: E402
+from kperf_ci.measure import measure, measure_replay  # noqa: E402
 
 TOLERANCE = 0.02  # issue 15: replayed timing within 2% of kperf.bench
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = [
+    "ABPolicy",
     "ConfigError",
     "MAX_JOBS",
     "MODES",
@@ -104,6 +106,37 @@ class Settings:
 
     def describe(self) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r} ({src})" for k, src in self.sources.items())
+
+
+@dataclass(frozen=True)
+class ABPolicy:
+    """The A/B verdict's three knobs (`kperf ab`, ``--kperf-ab``, the agent's candidate check),
+    named as the settings they come from. Built once, by :meth:`from_settings`, and carried whole:
+    in the measurement's request, to the judge's stop rule (:func:`kperf_ci.judge.ab.stop_rule`,
+    handed to the timing loop as a callable), in the agent's job."""
+
+    ab_threshold: float  # the relative band a change must leave
+    ab_floor_ms: float  # the absolute band in ms; the larger band wins
+    ab_precision: float  # the interval's half-width at which a settled verdict stops measuring
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, marker_thresholds: Mapping[str, Any] | None = None
+    ) -> ABPolicy:
+        """The one builder. The threshold, most specific first: the marker's
+        ``thresholds={"time.median": ...}`` or ``{"time": ...}`` (the keys, in the same order, that
+        :class:`kperf_ci.judge.policy.ThresholdPolicy` reads for a time threshold), else the run's
+        ``ab_threshold``; floor and precision are the run's. Each run setting comes by its own
+        chain (CLI > environment > ``[tool.kperf]`` > default)."""
+        marker = marker_thresholds or {}
+        threshold = next(
+            (marker[k] for k in ("time.median", "time") if marker.get(k) is not None), settings.ab_threshold
+        )
+        return cls(
+            ab_threshold=float(threshold),
+            ab_floor_ms=float(settings.ab_floor_ms),
+            ab_precision=float(settings.ab_precision),
+        )
 
 
 _KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("sources", "pyproject"))

@@ -18,7 +18,8 @@ from kperf_ci.capture.launches.base_tree import load_base_callable, materialize
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.capture.timing.engine import TimingConfig
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.judge.ab import ab_threshold, balanced_blocks
+from kperf_ci.config import ABPolicy, Settings
+from kperf_ci.judge.ab import balanced_blocks, stop_rule
 from kperf_ci.judge.launch_diff import diff_static
 
 PKG = "kperf_ab_demo_pkg"  # unique, so nothing else in the session imports a module of that name
@@ -254,10 +255,17 @@ def noisy(rng, ms, noise=0.005):
     return lambda: ms * math.exp(rng.gauss(0.0, noise))
 
 
-def run_ab(dev, base_dur, head_dur, **kw):
-    kw.setdefault("threshold", 0.01)
+def rule(threshold=0.01, floor=Settings.ab_floor_ms, precision=Settings.ab_precision):
+    """The judge's stop rule, the run's defaults unless a test names its own."""
+    return stop_rule(ABPolicy(ab_threshold=threshold, ab_floor_ms=floor, ab_precision=precision))
+
+
+def run_ab(dev, base_dur, head_dur, *, threshold=0.01, precision=Settings.ab_precision, **kw):
     kw.setdefault("cfg", CFG)
-    return adaptive_ab(dev.kernel("base", base_dur), dev.kernel("head", head_dur), backend=dev, **kw)
+    return adaptive_ab(
+        dev.kernel("base", base_dur), dev.kernel("head", head_dur), backend=dev,
+        stop_rule=rule(threshold, precision=precision), **kw,
+    )  # fmt: skip
 
 
 def test_known_slowdown_is_found_fast():
@@ -353,7 +361,7 @@ def test_first_call_after_an_idle_gap_is_not_timed():
             return run
 
     dev = ColdAfterSync()
-    r = adaptive_ab(dev.kernel("base", 1.0), dev.kernel("head", 1.0), backend=dev, threshold=0.01, cfg=CFG)
+    r = adaptive_ab(dev.kernel("base", 1.0), dev.kernel("head", 1.0), backend=dev, stop_rule=rule(), cfg=CFG)
     assert r.verdict == "unchanged" and max(r.base_ms + r.head_ms) == pytest.approx(1.0)
 
 
@@ -377,7 +385,7 @@ def test_same_method_on_both_sides():
     dev = HeadWontCapture()
     base, head = dev.kernel("base", 0.01), dev.kernel("head", 0.01)
     head.side = "head"
-    r = adaptive_ab(base, head, backend=dev, threshold=0.01, cfg=TimingConfig(use_graph=True))
+    r = adaptive_ab(base, head, backend=dev, stop_rule=rule(), cfg=TimingConfig(use_graph=True))
     assert r.method == "events"
     assert any("one side only" in w for w in r.warnings)
 
@@ -570,7 +578,7 @@ def test_a_pass_writes_its_profile_where_KPERF_PROFILE_DIR_says(tmp_path, monkey
     ],
 )
 def test_the_ab_band_reads_the_markers_time_keys_as_the_baseline_comparison_does(marker, expected):
-    assert ab_threshold(marker, 0.005) == expected
+    assert ABPolicy.from_settings(Settings(ab_threshold=0.005), marker).ab_threshold == expected
 
 
 def test_a_worker_pool_tells_every_worker_to_exit_before_it_waits_for_one():

@@ -385,8 +385,8 @@ def test_a_cut_config_list_names_only_what_was_cut_whatever_each_side_sampled():
     """Issue 34: with a capped sample of configs, a cut list changes which configs a side
     samples. Dropped and added are read from the lists each side recorded, so a config that one
     side happened to compile and the other did not is neither."""
-    from kperf_ci.judge.launch_calls import config_key
     from kperf_ci.judge.launch_diff import diff_tests
+    from kperf_ci.model import config_key
 
     def key(w: int, b: int) -> str:
         return config_key({"BLOCK": b, "num_warps": w})

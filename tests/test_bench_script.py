@@ -453,9 +453,9 @@ def test_a_call_kperf_cannot_measure_is_listed_and_answered_by_do_bench(monkeypa
 
     import torch
 
-    from kperf_ci.capture import measure
     from kperf_ci.capture.launches import gpu
     from kperf_ci.capture.launches.do_bench import BenchCall
+    from kperf_ci.measure import measure
     from kperf_ci.plugin import bench_script
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)

@@ -20,8 +20,11 @@ from triton.runtime.autotuner import Autotuner  # noqa: E402
 from kperf_ci.capture.launches.best_config import Side, candidates  # noqa: E402
 from kperf_ci.capture.timing.best_of import best_pair as _best_pair  # noqa: E402
 from kperf_ci.capture.timing.interleaved import adaptive_ab  # noqa: E402
+from kperf_ci.config import ABPolicy, Settings  # noqa: E402
+from kperf_ci.judge.ab import stop_rule  # noqa: E402
 
 LAUNCHED: list[tuple[str, int]] = []
+RULE = stop_rule(ABPolicy(ab_threshold=0.005, ab_floor_ms=0.0001, ab_precision=Settings.ab_precision))
 
 
 def best_pair(base: Side, head: Side, **kw):
@@ -108,7 +111,7 @@ def test_each_sides_fastest_config_is_compared_not_the_picks():
     assert len(ranked) == 7 and [us for _, us in ranked] == sorted(us for _, us in ranked)
     # every surviving config of both sides ran in the search
     assert {x for x in LAUNCHED} >= {("base", w) for w in (1, 2, 4, 8)} | {("head", w) for w in (1, 4, 8)}
-    ab = adaptive_ab(pair.base, pair.head, threshold=0.005, backend=clock, floor=0.0001)
+    ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
     assert ab.verdict == "slower" and ab.ratio == pytest.approx(9 / 8, rel=1e-6)
 
 
@@ -118,7 +121,7 @@ def test_identical_config_lists_compare_equal_whatever_the_picks():
     clock = Clock(us)
     pair = best_pair(_side("base", [1, 2, 4]), _side("head", [4, 2, 1]), backend=clock, clock=clock.host_time)
     assert pair is not None and pair.base_best == pair.head_best
-    ab = adaptive_ab(pair.base, pair.head, threshold=0.005, backend=clock, floor=0.0001)
+    ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
     assert ab.verdict == "unchanged" and ab.ratio == pytest.approx(1.0)
 
 
@@ -185,7 +188,7 @@ def test_a_config_one_sides_first_pass_ranked_low_gets_a_second_look_as_the_othe
     clock = Cold(us)
     pair = best_pair(_side("base", [1, 4, 8]), _side("head", [1, 4, 8]), backend=clock, clock=clock.host_time)
     assert pair is not None and pair.base_best == pair.head_best, (pair.base_best, pair.head_best)
-    ab = adaptive_ab(pair.base, pair.head, threshold=0.005, backend=clock, floor=0.0001)
+    ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
     assert ab.verdict == "unchanged", ab.describe()
 
 
@@ -194,7 +197,7 @@ def test_an_identical_autotuned_launch_is_compared_best_against_best_too():
     pick: each process's own tuning noise, 4 false alarms of 56. Identical or changed, an
     autotuned launch is timed best against best; a plain one is not."""
     from kperf_ci.capture.launches.ab_launch import PlanEntry
-    from kperf_ci.capture.measure_replay import compares_best_configs
+    from kperf_ci.measure.measure_replay import compares_best_configs
 
     tuned = {"tuned": True}
     assert compares_best_configs(PlanEntry("t", "k.py::k", "identical", head=tuned, base=tuned))

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from kperf_ci.analysis.findings import ARTIFACT, Finding, findings_from_json
-from kperf_ci.capture import measure
+from kperf_ci.measure import measure
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin import finish
 from kperf_ci.plugin.session import KperfSession

@@ -1,4 +1,4 @@
-"""Kernel replay (kperf_ci.capture.launches.replay + kperf_ci.capture.measure_replay.replay) on a
+"""Kernel replay (kperf_ci.capture.launches.replay + kperf_ci.measure.measure_replay.replay) on a
 CPU: real kernels run by Triton's interpreter through the replay path; only the device side is
 faked (the timing backend's events and clocks, the launch hook the interpreter lacks,
 the instrumented launch)."""
@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from kperf_ci.capture import measure, measure_replay  # noqa: E402
 from kperf_ci.capture.launches import gpu  # noqa: E402
 from kperf_ci.capture.launches.replay import MIB, LaunchCopier, ReplayDevice, ReplayLimits  # noqa: E402
+from kperf_ci.measure import measure, measure_replay  # noqa: E402
 
 KERNELS = Path(__file__).parent / "data" / "replay" / "kernels.py"
 NODEID = "tests/test_x.py::test_norm"

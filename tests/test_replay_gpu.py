@@ -100,8 +100,8 @@ def test_replayed_timing_agrees_with_kperf_bench() -> None:
     import triton
     import triton.language as tl
 
-    from kperf_ci.capture import measure, measure_replay
     from kperf_ci.capture.launches.replay import LaunchCopier, ReplayDevice
+    from kperf_ci.measure import measure, measure_replay
 
     @triton.jit
     def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):

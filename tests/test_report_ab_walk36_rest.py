@@ -188,7 +188,7 @@ def test_a_timed_launch_keeps_the_kernels_order_through_the_stored_variant():
     """The timing pass stores the launch as canonical (sorted) JSON; the document's launch line
     is built from it in the signature's order, the base's too."""
     from kperf_ci.capture.launches.ab_launch import PlanEntry
-    from kperf_ci.capture.measure_replay import _launch_doc
+    from kperf_ci.measure.measure_replay import _launch_doc
     from kperf_ci.model import VariantKey, VariantResult, canonical_json
     from kperf_ci.prcheck.document import _ab_rows
 

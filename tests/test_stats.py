@@ -182,7 +182,7 @@ def _reference_median_ci(xs, confidence):
 def test_numpy_median_and_ci_agree_with_the_reference_on_random_data():
     import statistics
 
-    from kperf_ci.judge.stats import median, median_ci
+    from kperf_ci.sample_stats import median, median_ci
 
     rng = np.random.default_rng(7)
     sizes = [1, 2, 5, 6, 7, 20, 99, 100, 101, 1000, 1023, 1024, 1025, 4097, 10000]

@@ -10,7 +10,7 @@ from conftest import needs_gpu
 
 from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.engine import TimingConfig, time_callable, time_interleaved
-from kperf_ci.judge.stats import median, median_ci
+from kperf_ci.sample_stats import median, median_ci
 
 
 class FakeDevice:

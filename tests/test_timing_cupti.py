@@ -15,7 +15,9 @@ import pytest
 from kperf_ci.capture.timing import cupti, engine
 from kperf_ci.capture.timing.cupti import ActivityRecord, AttributionError, CuptiBackend, kernel_windows
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.judge.stats import median
+from kperf_ci.config import ABPolicy, Settings
+from kperf_ci.judge.ab import stop_rule
+from kperf_ci.sample_stats import median
 
 FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<unsigned char>>"
 SPIN = "at::cuda::(anonymous namespace)::spin_kernel(long)"
@@ -185,8 +187,8 @@ def test_ab_effect_is_the_kernels_not_diluted_by_launch_overhead() -> None:
     """+5% on a 10 us kernel with 2.5 us of launch overhead: events read +4%, CUPTI +5%."""
     s = FakeStream(launch_ns=2500)
     res = adaptive_ab(
-        s.kernel("base", 10_000), s.kernel("head", 10_500), threshold=0.01, backend=_backend(s), cfg=CFG,
-        floor=0.0, budget_s=0.05,
+        s.kernel("base", 10_000), s.kernel("head", 10_500), backend=_backend(s), cfg=CFG, budget_s=0.05,
+        stop_rule=stop_rule(ABPolicy(ab_threshold=0.01, ab_floor_ms=0.0, ab_precision=Settings.ab_precision)),
     )  # fmt: skip
     assert res.method == "cupti" and res.verdict == "slower"
     assert res.ratio == pytest.approx(1.05, abs=1e-9)

@@ -26,8 +26,9 @@ from kperf_ci.agent.targets import get_target
 
 # loaded here, before the candidate: their entry points are watched (_TIMING_ENTRY_POINTS)
 from kperf_ci.capture.timing import backend, cupti, engine, interleaved, steps  # noqa: F401
-from kperf_ci.config import Settings
+from kperf_ci.config import ABPolicy
 from kperf_ci.judge import plausibility
+from kperf_ci.judge.ab import stop_rule
 
 
 def _load(path: str, name: str) -> Any:
@@ -56,6 +57,10 @@ _TIMING_ENTRY_POINTS = (
     ("kperf_ci.capture.timing.cupti", "KinetoSource.stop"),
     ("kperf_ci.capture.timing.cupti", "kernel_windows"),
     ("kperf_ci.capture.timing.interleaved", "adaptive_ab"),
+    # the A/B's stop rule and verdict, handed to adaptive_ab
+    ("kperf_ci.judge.ab", "stop_rule"),
+    ("kperf_ci.judge.ab", "ab_verdict"),
+    ("kperf_ci.judge.ab", "settled"),
     ("kperf_ci.agent.checks", "check_outputs"),
     ("kperf_ci.agent.checks", "check_record"),
     ("kperf_ci.agent.checks", "run_case"),
@@ -146,13 +151,11 @@ def _bench(
     a = checks.make_inputs(torch, target, shape, dtype, "normal", seed, "cuda")
     b = checks.clones(a)
     snap = checks.clones(b)
-    ab = job.get("ab") or {}  # the project's kperf ab settings, else their defaults
+    policy = ABPolicy(**job["ab"])  # the project's kperf ab settings, as the parent built them
     res = interleaved.adaptive_ab(
         lambda: ref_fn(*a),
         lambda: cand_fn(*b),
-        threshold=float(ab.get("threshold", Settings.ab_threshold)),
-        floor=float(ab.get("floor_ms", Settings.ab_floor_ms)),
-        precision=float(ab.get("precision", Settings.ab_precision)),
+        stop_rule=stop_rule(policy),
         budget_s=float(job.get("bench_budget_s", 3.0)),
     )
     torch.cuda.synchronize()

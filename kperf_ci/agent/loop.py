@@ -21,7 +21,7 @@ from kperf_ci.agent.llm import LLMProposer, ProposerError
 from kperf_ci.agent.prompts import PromptContext, build_messages
 from kperf_ci.agent.targets import Target
 from kperf_ci.agent.verify import Verdict, run_harness
-from kperf_ci.config import Settings
+from kperf_ci.config import ABPolicy
 
 
 @dataclass
@@ -39,12 +39,10 @@ class LoopConfig:
     seeds: list[int] = field(default_factory=lambda: [11, 23])
     timeout_s: float = 300.0  # one harness run
     bench_budget_s: float = 3.0
-    min_gain: float = Settings.ab_threshold  # a new best beats the best so far by this much, as in kperf ab
     value_check: bool = True
-    # the A/B verdict's band, floor and stopping precision: the project's kperf ab settings
-    ab_threshold: float = Settings.ab_threshold
-    ab_floor_ms: float = Settings.ab_floor_ms
-    ab_precision: float = Settings.ab_precision
+    # the A/B verdict's band, floor and stopping precision: the project's kperf ab settings, whole;
+    # a new best beats the best so far by its threshold, as in kperf ab
+    ab: ABPolicy = field(kw_only=True)
 
 
 @dataclass
@@ -226,11 +224,7 @@ class Agent:
             bench=self.cfg.device == "cuda",
             bench_budget_s=self.cfg.bench_budget_s,
             value_check=self.cfg.value_check,
-            ab={
-                "threshold": self.cfg.ab_threshold,
-                "floor_ms": self.cfg.ab_floor_ms,
-                "precision": self.cfg.ab_precision,
-            },
+            ab=self.cfg.ab,
         )
         self.gpu_seconds += v.gpu_seconds
         verdict, timings = self._judge(v, best)
@@ -280,6 +274,6 @@ class Agent:
                 "seconds",
             )
         }
-        bar = (best.ratio if best and best.ratio is not None else 1.0) * (1 - self.cfg.min_gain)
+        bar = (best.ratio if best and best.ratio is not None else 1.0) * (1 - self.cfg.ab.ab_threshold)
         faster = b.get("verdict") == "faster" and b.get("ci_high") is not None and b["ci_high"] < 1.0
         return (pop.FASTER if faster and b["ratio"] <= bar else pop.NOT_FASTER), timings

@@ -16,6 +16,7 @@ from kperf_ci.agent.llm import LLMProposer, endpoint_problem
 from kperf_ci.agent.loop import Budget, LoopConfig, LoopResult
 from kperf_ci.agent.prompts import PromptContext, jit_names
 from kperf_ci.agent.targets import TARGETS, Target
+from kperf_ci.config import ABPolicy
 from kperf_ci.errors import KperfError
 from kperf_ci.inputs import load_settings
 from kperf_ci.judge.verdict import is_regression
@@ -67,11 +68,8 @@ def loop_config(req: Request) -> LoopConfig:
         req.seeds,
         req.timeout_s,
         req.bench_budget_s,
-        min_gain=s.ab_threshold,
         value_check=req.value_check,
-        ab_threshold=s.ab_threshold,
-        ab_floor_ms=s.ab_floor_ms,
-        ab_precision=s.ab_precision,
+        ab=ABPolicy.from_settings(s),
     )
 
 

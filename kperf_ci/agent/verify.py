@@ -16,12 +16,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kperf_ci.agent import checks
-from kperf_ci.config import ENV_HOST_SALT, ENV_LLM_PREFIX
+from kperf_ci.config import ENV_HOST_SALT, ENV_LLM_PREFIX, ABPolicy
 
 DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, connections fail at once
 #: environment variables never passed to candidate code (prefixes and names)
@@ -85,7 +85,7 @@ def run_harness(
     bench_budget_s: float = 3.0,
     value_check: bool = True,
     python: str | None = None,
-    ab: dict[str, float] | None = None,
+    ab: ABPolicy | None = None,
 ) -> Verdict:
     """Write the candidate to a fresh directory and run the harness on it; a Verdict always."""
     with tempfile.TemporaryDirectory(prefix="kperf-agent-") as d:
@@ -101,7 +101,7 @@ def run_harness(
             "seeds": seeds,
             "bench": bench,
             "bench_budget_s": bench_budget_s,
-            "ab": dict(ab or {}),  # threshold, floor_ms, precision of the A/B verdict
+            "ab": asdict(ab) if ab is not None else None,  # the A/B verdict's policy, whole
             "value_check": value_check,
             "nonce": nonce,
             "result": str(result),

@@ -1,11 +1,12 @@
-"""The capture stage: what a test or script launches, measured; nothing here stores or judges.
+"""The capture stage: what a test or script launches, measured; nothing here stores, analyses,
+judges or reports.
 
-Five jobs, one subpackage each, and two orchestrators over them (docs/ARCHITECTURE.md draws the
-same map). A job imports only the jobs below it (import-linter's ``capture`` contract in
-pyproject.toml), and no module here imports :mod:`kperf_ci.store`:
+Five jobs, one subpackage each (docs/ARCHITECTURE.md draws the same map). A job imports only the
+jobs below it (import-linter's ``capture`` contract in pyproject.toml), and no module here imports
+:mod:`kperf_ci.store`, :mod:`kperf_ci.judge`, :mod:`kperf_ci.analysis` or :mod:`kperf_ci.report`
+(two ``forbidden`` contracts). The stage above, :mod:`kperf_ci.measure`, puts the jobs together
+with the analyses and the judge into one measurement:
 
-    measure_replay.py   a test's launches replayed and measured (GPU mode, `kperf ab`)
-    measure.py          one callable measured: timing, regions, analyses, A/B (``kperf.bench``)
     regions/            Proton regions in unmodified kernels (GPU)
     launches/ | timing/ the launches a callable makes, replayed; the timing engine (GPU)
     static/ | imported/ recorded launches compiled ahead of time; static metrics (no GPU) |
@@ -36,13 +37,13 @@ pyproject.toml), and no module here imports :mod:`kperf_ci.store`:
   time budget), :mod:`~.timing.steps` the steps every timing loop shares, :mod:`~.timing.backend`
   the device boundary (a fake one in the unit tests), :mod:`~.timing.cupti` the CUPTI clock
   (records attributed to calls by marker kernels), :mod:`~.timing.interleaved` base and head
-  timed in alternating pairs for an A/B
-  verdict (decided by :mod:`kperf_ci.judge.ab`).
+  timed in alternating pairs for an A/B verdict, until the stop rule it is handed says settled
+  (the rule and the verdict are :mod:`kperf_ci.judge.ab`'s; :mod:`kperf_ci.measure` hands it in).
 - :mod:`.regions` (GPU, Proton): :mod:`~.regions.ttgir_pass` decides which regions and edits the
   TTGIR, :mod:`~.regions.hook` applies it inside Triton's compiler, :mod:`~.regions.instrument`
   runs one instrumented launch, :mod:`~.regions.result` turns its trace into per-region
   statistics.
 
-:mod:`.measure` (one callable) and :mod:`.measure_replay` (a test's replayed launches) put the
-jobs together; the plugin hands them a ``measure.Request`` and keeps the ``measure.Measurement``.
+The plain statistics capture needs (a median, its interval) are :mod:`kperf_ci.sample_stats`';
+what identifies a launch, :mod:`kperf_ci.launch_calls`'.
 """

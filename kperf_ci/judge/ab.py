@@ -2,39 +2,29 @@
 (``kperf ab``'s timing pass, ``--kperf-ab``, the agent's candidate check).
 
 Capture measures (:func:`kperf_ci.capture.timing.interleaved.adaptive_ab` runs the pairs and asks after
-every round whether it may stop); the rule that turns the pairs into a verdict lives here, next
+every round whether it may stop, through the :func:`stop_rule` the measurement stage hands it);
+the rule that turns the pairs into a verdict lives here, next
 to the other two verdicts of the judge (a run against a baseline, :mod:`kperf_ci.judge.compare`;
 a run against the history's level, :mod:`kperf_ci.judge.gate`), so that a change of threshold,
 floor or stopping rule is made in one place.
 
-**Threshold sources**, most specific first: the marker's ``thresholds={"time.median": ...}`` or
-``{"time": ...}``, else the run's ``ab_threshold`` (``[tool.kperf]``; its default is
-:class:`kperf_ci.config.Settings`'); ``ab_floor_ms`` is an absolute band in
-ms (the larger band wins, as in every timing verdict of :func:`kperf_ci.judge.stats.compare_samples`);
-``ab_precision`` is the confidence interval's half-width at which a settled verdict stops the
-measurement.
+**The knobs** are one :class:`kperf_ci.config.ABPolicy` (built by its ``from_settings``: the
+marker's ``thresholds={"time.median": ...}`` or ``{"time": ...}``, else the run's ``ab_threshold``;
+``ab_floor_ms``, an absolute band in ms, the larger band winning as in every timing verdict of
+:func:`kperf_ci.judge.stats.compare_samples`; ``ab_precision``, the confidence interval's
+half-width at which a settled verdict stops the measurement), carried whole to this module.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from ..config import Settings
-from .stats import SampleComparison, compare_samples
+from ..config import ABPolicy
+from ..sample_stats import SampleComparison, StopRule
+from .stats import compare_samples
 
-__all__ = ["ab_threshold", "ab_verdict", "balanced_blocks", "settled"]
-
-
-def ab_threshold(marker_thresholds: Mapping[str, Any], default: float) -> float:
-    """The relative band of an A/B verdict: the marker's ``time.median`` or ``time`` threshold
-    (the same keys, in the same order, as the baseline comparison reads: judge/policy.py), else
-    ``default`` (the run's ``ab_threshold``)."""
-    for key in ("time.median", "time"):
-        if marker_thresholds.get(key) is not None:
-            return float(marker_thresholds[key])
-    return float(default)
+__all__ = ["ab_verdict", "balanced_blocks", "settled", "stop_rule"]
 
 
 def balanced_blocks(base_ms: Sequence[float], head_ms: Sequence[float]) -> tuple[list[float], list[float]]:
@@ -52,9 +42,8 @@ def balanced_blocks(base_ms: Sequence[float], head_ms: Sequence[float]) -> tuple
 def ab_verdict(
     base_ms: Sequence[float],
     head_ms: Sequence[float],
+    policy: ABPolicy,
     *,
-    threshold: float,
-    floor: float = Settings.ab_floor_ms,
     confidence: float = 0.99,
     seed: int = 0,
 ) -> SampleComparison:
@@ -64,8 +53,8 @@ def ab_verdict(
     return compare_samples(
         b_blocks,
         h_blocks,
-        threshold=threshold,
-        floor=floor,
+        threshold=policy.ab_threshold,
+        floor=policy.ab_floor_ms,
         paired=True,
         confidence=confidence,
         seed=seed,
@@ -77,3 +66,14 @@ def settled(comparison: SampleComparison, precision: float) -> bool:
     half-width is at most ``precision`` (the default 0.005: the effect is good to about +-0.5%)."""
     half_width = (comparison.ci_high - comparison.ci_low) / 2  # NaN (too few pairs) compares False
     return comparison.verdict != "inconclusive" and half_width <= precision
+
+
+def stop_rule(policy: ABPolicy) -> StopRule:
+    """The interleaved loop's stop rule: after every round, :func:`ab_verdict` on all pairs so
+    far and whether it is :func:`settled` at the policy's precision."""
+
+    def rule(base_ms: Sequence[float], head_ms: Sequence[float]) -> tuple[SampleComparison, bool]:
+        comparison = ab_verdict(base_ms, head_ms, policy)
+        return comparison, settled(comparison, policy.ab_precision)
+
+    return rule

@@ -12,17 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.judge.group import ordered_args
-from kperf_ci.judge.launch_calls import (
-    autotuned,
-    call_key,
-    calls,
-    config_id,
-    config_labels,
-    config_list,
-    pick,
-    set_rows,
-    value_labels,
-)
 from kperf_ci.judge.matching import _match, parse_config
 
 # the static verdict's home; static_regressions is imported here for the callers of this module
@@ -33,6 +22,17 @@ from kperf_ci.judge.static_verdict import (
     occupancy_change,
 )
 from kperf_ci.judge.static_verdict import static_regressions as static_regressions
+from kperf_ci.launch_calls import (
+    autotuned,
+    call_key,
+    calls,
+    config_id,
+    config_labels,
+    config_list,
+    pick,
+    set_rows,
+    value_labels,
+)
 from kperf_ci.metrics import MOVED_METRICS
 from kperf_ci.model import VariantResult
 from kperf_ci.occupancy import grid_within_sms

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kperf_ci.capture import measure, measure_replay
 from kperf_ci.capture.launches import gpu
 from kperf_ci.capture.launches.ab_launch import describe_launch
 from kperf_ci.capture.launches.do_bench import BenchCall, intercept, launch_label
@@ -46,6 +45,8 @@ from kperf_ci.capture.static.fake_device import fake_cuda
 from kperf_ci.capture.static.record import make_launch_spec
 from kperf_ci.capture.static.repo import git_toplevel
 from kperf_ci.capture.timing.engine import TimingConfig
+from kperf_ci.config import ABPolicy
+from kperf_ci.measure import measure, measure_replay
 from kperf_ci.model import BENCH_CALL, canonical_json
 from kperf_ci.plugin import SESSION_KEY
 from kperf_ci.plugin.gpu_bench import keep, plan_of, plan_path
@@ -250,9 +251,7 @@ class ScriptRun:
             call,
             test,
             base_tree=self.ks.config.getoption("kperf_base_tree", default=None),
-            ab_threshold=s.ab_threshold,
-            ab_precision=s.ab_precision,
-            ab_floor_ms=s.ab_floor_ms,
+            ab=ABPolicy.from_settings(s),
             ab_plan=self.plan,
         )
         try:

@@ -1,6 +1,6 @@
 """GPU mode of the plugin: `kperf.bench` calls, and kernel replay of the launches a marked test
-made without it. The test's marker and parameters become a :class:`kperf_ci.capture.measure.Request`,
-:mod:`kperf_ci.capture.measure` (a callable) or :mod:`kperf_ci.capture.measure_replay` (the test's launches)
+made without it. The test's marker and parameters become a :class:`kperf_ci.measure.measure.Request`,
+:mod:`kperf_ci.measure.measure` (a callable) or :mod:`kperf_ci.measure.measure_replay` (the test's launches)
 measures, and what it produced is handed to the session."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kperf_ci.capture import measure, measure_replay
 from kperf_ci.capture.launches.ab_launch import ABPlan, results_path
 from kperf_ci.capture.launches.replay import LaunchCopier, ReplayDevice
+from kperf_ci.config import ABPolicy
+from kperf_ci.measure import measure, measure_replay
 from kperf_ci.model import VariantResult
 from kperf_ci.plugin.marker import test_id
 
@@ -57,9 +58,7 @@ def request_for(ks: KperfSession, item: pytest.Item, marker: KperfMarker) -> mea
         resolve=lambda key: marker.resolved(params, key),
         budget_s=s.timing_budget_s,
         base_tree=ks.config.getoption("kperf_base_tree", default=None),
-        ab_threshold=s.ab_threshold,
-        ab_precision=s.ab_precision,
-        ab_floor_ms=s.ab_floor_ms,
+        ab=ABPolicy.from_settings(s, marker.threshold_dict()),
         ab_plan=plan_of(path) if path else None,
         named=marker.named,
     )

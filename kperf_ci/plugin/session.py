@@ -17,7 +17,6 @@ from kperf_ci.analysis.findings import findings_from_json, findings_to_json
 from kperf_ci.capture.imported import BadInput
 from kperf_ci.capture.imported.pytest_benchmark import from_fixture
 from kperf_ci.capture.launches.replay import LaunchCopier, ReplayLimits
-from kperf_ci.capture.measure import Measurement
 from kperf_ci.capture.static.compile import compile_variants
 from kperf_ci.capture.static.manifest import BLOB, build_manifest, manifest_json
 from kperf_ci.capture.static.record import LaunchRecorder
@@ -25,6 +24,7 @@ from kperf_ci.config import Settings, effective_mode
 from kperf_ci.fingerprint import git_info, machine_fingerprint
 from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
+from kperf_ci.measure.measure import Measurement
 from kperf_ci.model import RunInfo, VariantKey, VariantResult
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker, test_id

@@ -10,8 +10,8 @@ from typing import Any
 from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
-from kperf_ci.judge.launch_calls import value_labels
 from kperf_ci.judge.verdict import Regression, regression
+from kperf_ci.launch_calls import value_labels
 
 #: the blob that holds the A/B document, on the run labelled "ab"
 AB_BLOB = "ab_report"

@@ -20,11 +20,14 @@ from kperf_ci.agent.loop import Agent, Budget, LoopConfig
 from kperf_ci.agent.prompts import PromptContext
 from kperf_ci.agent.targets import TARGETS, get_target
 from kperf_ci.agent.verify import Verdict
+from kperf_ci.config import ABPolicy, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIG = ROOT / "examples/kernels/vector_add.py"
 SRC = ORIG.read_text()
 T = get_target("vector_add")
+
+AB = ABPolicy.from_settings(Settings())  # the default settings' A/B policy
 
 
 class FakeVerifier:
@@ -74,7 +77,7 @@ def agent(tmp_path, verifier, budget, clock=None, cfg=None) -> tuple[Agent, pop.
         p,
         ConfigSearchProposer(T, SRC),
         PromptContext("vector_add", "add"),
-        cfg or LoopConfig("cuda"),
+        cfg or LoopConfig("cuda", ab=AB),
         budget,
         verifier=verifier,
         **kw,
@@ -97,10 +100,10 @@ def test_config_search_climbs_to_the_best_block_size(tmp_path):
 def test_the_harness_gets_the_projects_ab_settings(tmp_path):
     """The candidate's A/B verdict uses the band, floor and precision kperf ab would use."""
     v = FakeVerifier({2048: 0.97})
-    cfg = LoopConfig("cuda", ab_threshold=0.02, ab_floor_ms=0.003, ab_precision=0.01)
+    cfg = LoopConfig("cuda", ab=ABPolicy(ab_threshold=0.02, ab_floor_ms=0.003, ab_precision=0.01))
     a, _ = agent(tmp_path, v, Budget(max_rounds=1), cfg=cfg)
     a.run("by hand")
-    assert v.kw["ab"] == {"threshold": 0.02, "floor_ms": 0.003, "precision": 0.01}
+    assert v.kw["ab"] is cfg.ab  # carried whole, into the job (agent/verify.py)
 
 
 @pytest.mark.parametrize(
@@ -276,7 +279,7 @@ def test_a_proposal_already_tried_is_not_verified_again(tmp_path):
         p,
         Same(),
         PromptContext("vector_add", "add"),
-        LoopConfig("cuda"),
+        LoopConfig("cuda", ab=AB),
         Budget(max_rounds=3),
         verifier=v,
     )

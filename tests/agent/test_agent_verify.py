@@ -19,6 +19,7 @@ from kperf_ci.agent.loop import Agent, Budget, LoopConfig
 from kperf_ci.agent.prompts import PromptContext
 from kperf_ci.agent.targets import get_target
 from kperf_ci.agent.verify import run_harness, sandbox_env
+from kperf_ci.config import ABPolicy, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIG = ROOT / "examples/kernels/vector_add.py"
@@ -45,7 +46,7 @@ def test_every_cheat_rejected_good_accepted(tmp_path):
             p,
             proposer,
             PromptContext("vector_add", "add"),
-            LoopConfig("cpu", seeds=[5], timeout_s=120),
+            LoopConfig("cpu", seeds=[5], timeout_s=120, ab=ABPolicy.from_settings(Settings())),
             Budget(llm_calls=len(script), patience=100),
         )
         res = agent.run("test")

@@ -489,20 +489,27 @@ def test_import_rules_hold():
         [_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "4 kept, 0 broken" in proc.stdout
+    assert "6 kept, 0 broken" in proc.stdout
 
 
 def test_import_rules_catch_a_violation(tmp_path):
-    """A copy of the package with one violation of each contract must break all four: the store
+    """A copy of the package with violations of each contract must break all six: the store
     importing the report (the stages), capture's static job importing the timing job (capture's
-    own layers), capture importing the store (capture never reads or writes it), the judge
-    importing the store (it decides from dataclasses it is handed)."""
+    own layers), the measurement of a callable importing the replay's (the measure stage's own
+    layers), capture importing the store (capture never reads or writes it), capture importing
+    the judge, the analysis or the report (capture only captures: issue 38's measurement stage
+    puts them together), the judge importing the store (it decides from dataclasses it is
+    handed)."""
     shutil.copytree(PACKAGE, tmp_path / "kperf_ci", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     violations = {
         "store/blobs.py": "from kperf_ci.report import safe_text",
         "capture/static/ptx.py": "from kperf_ci.capture.timing import engine",
         "capture/launches/gpu.py": "from kperf_ci import store",
+        "measure/measure.py": "from kperf_ci.measure import measure_replay",
+        "capture/timing/interleaved.py": "from kperf_ci.judge import ab",
+        "capture/timing/steps.py": "from kperf_ci.analysis import findings",
+        "capture/imported/liger_csv.py": "from kperf_ci.report import safe_text",
         "judge/compare.py": "from kperf_ci import store",
     }
     for rel, line in violations.items():
@@ -517,8 +524,11 @@ def test_import_rules_catch_a_violation(tmp_path):
         env={"PYTHONPATH": str(tmp_path), "PATH": str(Path(sys.executable).parent)},
     )
     assert proc.returncode != 0
-    assert "0 kept, 4 broken" in proc.stdout, proc.stdout[-4000:]
+    assert "0 kept, 6 broken" in proc.stdout, proc.stdout[-4000:]
     assert "kperf_ci.store is not allowed to import kperf_ci.report" in proc.stdout
     assert "kperf_ci.capture.static is not allowed to import kperf_ci.capture.timing" in proc.stdout
     assert "kperf_ci.capture is not allowed to import kperf_ci.store" in proc.stdout
+    assert "kperf_ci.measure.measure -> kperf_ci.measure.measure_replay" in proc.stdout
+    for below in ("judge", "analysis", "report"):
+        assert f"kperf_ci.capture is not allowed to import kperf_ci.{below}" in proc.stdout
     assert "kperf_ci.judge is not allowed to import kperf_ci.store" in proc.stdout

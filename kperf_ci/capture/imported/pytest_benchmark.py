@@ -20,9 +20,9 @@ from typing import Any
 
 from kperf_ci.capture.imported import BadInput
 from kperf_ci.fingerprint import host_hash
-from kperf_ci.judge.stats import median_ci
 from kperf_ci.metrics import metric
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+from kperf_ci.sample_stats import median_ci
 
 # pytest-benchmark stat -> kperf metric
 _STATS = {

@@ -34,7 +34,7 @@ from kperf_ci.capture.launches.base_tree import load_base_callable
 from kperf_ci.capture.launches.best_config import Side, config_text
 from kperf_ci.capture.static.describe import _unwrap, decorator_names, kernel_object, make_launch_spec
 from kperf_ci.capture.static.manifest import launch_args
-from kperf_ci.judge.launch_calls import call_key
+from kperf_ci.launch_calls import call_key
 
 PLAN_VERSION = 1
 

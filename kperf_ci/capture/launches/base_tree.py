@@ -2,7 +2,7 @@
 temporary git worktree (removed afterwards); :func:`load_base_callable` imports the base tree's
 copy of the module that defines a callable under an alias module name and returns the object of
 the same qualified name. Used by `kperf ab` (kperf_ci.prcheck) and by GPU-mode A/B timing
-(kperf_ci.capture.measure).
+(kperf_ci.measure.measure).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ best against best (:func:`kperf_ci.capture.timing.interleaved.adaptive_ab`, as a
 The autotuners' own picks are reported beside the verdict, never used for it.
 
 This module builds the calls (:func:`candidates`); :mod:`kperf_ci.capture.timing.best_of`
-times them and keeps each side's fastest; :mod:`kperf_ci.capture.measure_replay` joins the two.
+times them and keeps each side's fastest; :mod:`kperf_ci.measure.measure_replay` joins the two.
 At most :data:`MAX_CONFIGS` configs a side are timed.
 """
 

@@ -5,11 +5,11 @@ While the test runs, :class:`LaunchCopier` intercepts each launch at ``JITFuncti
 ``InterpretedFunction.run``, so the same path runs under ``TRITON_INTERPRET=1`` on a CPU) and,
 before the kernel runs, copies the storage of every tensor argument (same offset and strides,
 so the same pointer alignment and specialization; tensors that share storage share one copy).
-The launch itself goes on unchanged. After the test, ``kperf_ci.capture.measure_replay.replay``
+The launch itself goes on unchanged. After the test, ``kperf_ci.measure.measure_replay.replay``
 relaunches each
 distinct launch on its copies with the same ``JITFunction``, arguments, options and grid, so
 in-place kernels and atomics never touch the test's own tensors, and measures it with
-:func:`kperf_ci.capture.measure_replay.replay` : static metrics of the compiled kernel, timing by
+:func:`kperf_ci.measure.measure_replay.replay` : static metrics of the compiled kernel, timing by
 :mod:`kperf_ci.capture.timing.engine` (the method of ``kperf.bench``), one instrumented launch for
 regions and analyses.
 

@@ -55,7 +55,7 @@ class AutotunePolicy:
 
     def select(self, configs: list[str], salt: str) -> list[int]:
         """Indices (ascending) of the configs to record out of the pruned ones (given as their
-        :func:`~kperf_ci.judge.launch_calls.config_key`)."""
+        :func:`~kperf_ci.model.config_key`)."""
         if self.mode == "chosen":
             return []  # the chosen config is recorded by the real run itself
         n = len(configs)

@@ -54,7 +54,7 @@ in ``kperf_ci.capture.timing.steps`` and are importable from here.
 The device sits behind one small interface, :class:`DeviceBackend` (markers, elapsed time,
 sync, flush, graph capture, state, a host clock), in ``kperf_ci.capture.timing.backend``.
 :class:`CudaBackend` implements it with torch; the unit tests implement it with a fake clock and
-run on the CPU. The statistics (median and its distribution-free interval) are ``kperf_ci.judge.stats``'.
+run on the CPU. The statistics (median and its distribution-free interval) are ``kperf_ci.sample_stats``'.
 """
 
 from __future__ import annotations
@@ -88,9 +88,9 @@ from kperf_ci.capture.timing.steps import (
     should_flush,
     warmup,
 )
-from kperf_ci.judge.stats import median, median_ci
 from kperf_ci.metrics import metric
 from kperf_ci.model import Metric
+from kperf_ci.sample_stats import median, median_ci
 
 # the public API of the timing stage, wherever each piece lives
 __all__ = [

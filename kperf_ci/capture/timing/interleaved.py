@@ -4,11 +4,12 @@ Comparing with a number stored earlier is a sequential comparison, biased by wha
 between the two runs (clocks, thermals, the order of measurement); on compute-bound kernels that
 bias reaches several percent.  Interleaving base and head call by call in one process, with the
 order alternating, cancels it: each pair of calls shares the machine's state, and the verdict is
-taken on the pairs by the judge (:func:`kperf_ci.judge.ab.ab_verdict`; this module measures).
+taken on the pairs by the judge (:func:`kperf_ci.judge.ab.ab_verdict`; this module measures and
+never imports the judge: the stop rule is handed in, a :data:`~kperf_ci.sample_stats.StopRule`).
 
 :func:`adaptive_ab` times base and head interleaved in rounds of pairs (AB, BA, AB, ...),
-computes the paired comparison after each round and stops as soon as the verdict is not
-``inconclusive`` or the budget is spent.  The device sits behind
+asks the stop rule after each round for the paired comparison and whether it is settled, and
+stops as soon as it is or the budget is spent.  The device sits behind
 :class:`kperf_ci.capture.timing.engine.DeviceBackend`, so tests run it on a fake clock; warm-up, the
 choice of CUDA-graph replay, the L2-flush rule and the re-warm count come from
 ``capture.timing``'s public building blocks (``Variant``, ``warmup``, ``choose_method``,
@@ -24,10 +25,9 @@ from typing import Any
 
 from kperf_ci.capture.timing import engine
 from kperf_ci.config import Settings
-from kperf_ci.judge.ab import ab_verdict, settled
-from kperf_ci.judge.stats import SampleComparison, median, median_ci
 from kperf_ci.metrics import metric
 from kperf_ci.model import Metric
+from kperf_ci.sample_stats import SampleComparison, StopRule, median, median_ci
 
 
 @dataclass
@@ -95,27 +95,23 @@ def adaptive_ab(
     base_fn: Callable[[], Any],
     head_fn: Callable[[], Any],
     *,
-    threshold: float,
+    stop_rule: StopRule,
     backend: Any = None,
     budget_s: float = Settings.timing_budget_s,
-    floor: float = Settings.ab_floor_ms,
-    confidence: float = 0.99,
-    precision: float = Settings.ab_precision,
     first_round_pairs: int = 20,
     growth: float = 1.5,
     max_pairs: int = 4000,
     cfg: Any = None,
-    seed: int = 0,
 ) -> ABResult:
     """Time ``base_fn()`` and ``head_fn()`` interleaved until the verdict is certain.
 
     Round r times an even number of pairs, each pair one call of each side back to back, the
     order alternating pair by pair (AB, BA, ...).  Before every call the L2 is flushed (enqueued
-    before the start marker, as ``capture.timing`` does).  After each round the pairs are folded
-    into order-balanced blocks and compared by :func:`kperf_ci.judge.ab.ab_verdict`; the loop stops
-    when the verdict is settled (:func:`kperf_ci.judge.ab.settled`: not ``inconclusive`` and the
-    interval's half-width at most ``precision``) ("certain"), when
-    the host time spent measuring reaches
+    before the start marker, as ``capture.timing`` does).  After each round ``stop_rule`` is
+    handed all pairs so far and returns their comparison and whether it is settled (the judge's
+    :func:`kperf_ci.judge.ab.stop_rule`: the pairs folded into order-balanced blocks, a verdict
+    not ``inconclusive`` whose interval is narrow enough); the loop stops when it is
+    ("certain"), when the host time spent measuring reaches
     ``budget_s`` ("budget"), or ``max_pairs`` is reached.  Rounds grow by ``growth`` so that the
     number of looks stays small (about 10 within a 2 s budget), and are cut to what the remaining
     budget allows at the pace measured so far.
@@ -133,15 +129,11 @@ def adaptive_ab(
             head_fn,
             b,
             cfg,
-            threshold=threshold,
+            stop_rule=stop_rule,
             budget_s=budget_s,
-            floor=floor,
-            confidence=confidence,
-            precision=precision,
             first_round_pairs=first_round_pairs,
             growth=growth,
             max_pairs=max_pairs,
-            seed=seed,
         ),  # fmt: skip
     )
     result.method_note = note or ""
@@ -154,15 +146,11 @@ def _adaptive_ab(
     be: Any,
     cfg: Any,
     *,
-    threshold: float,
+    stop_rule: StopRule,
     budget_s: float,
-    floor: float,
-    confidence: float,
-    precision: float,
     first_round_pairs: int,
     growth: float,
     max_pairs: int,
-    seed: int,
 ) -> ABResult:
     flush = engine.should_flush(cfg, be)
     t_warm = be.host_time()
@@ -188,10 +176,8 @@ def _adaptive_ab(
             head_ms.append(h_ms)
             head_first.append(hf)
         rounds += 1
-        comparison = ab_verdict(
-            base_ms, head_ms, threshold=threshold, floor=floor, confidence=confidence, seed=seed
-        )
-        if settled(comparison, precision):
+        comparison, done = stop_rule(base_ms, head_ms)
+        if done:
             stopped_by = "certain"
             break
         spent = be.host_time() - t0

@@ -17,7 +17,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from kperf_ci.capture.timing.backend import DeviceBackend
-from kperf_ci.judge.stats import median
+from kperf_ci.sample_stats import median
 
 __all__ = [
     "TimingConfig",

@@ -1,7 +1,7 @@
 """GPU-mode measurement: of one callable (:func:`bench`: capture its launches, time it,
 instrument one launch, run the analyses and the plausibility check, and with a base tree time it
 against its base version); each launch a test made, replayed on copies of its arguments, is
-measured the same way by :func:`kperf_ci.capture.measure_replay.replay`. Plain inputs and plain results,
+measured the same way by :func:`kperf_ci.measure.measure_replay.replay`. Plain inputs and plain results,
 no pytest objects, as static mode lives in ``capture/static/compile.py``: the plugin is the caller.
 
 Order matters for honest numbers: the first call compiles and records the launches; the timing
@@ -30,11 +30,12 @@ from kperf_ci.capture.regions import instrument
 from kperf_ci.capture.static.record import describe_args
 from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.config import Settings
+from kperf_ci.config import ABPolicy, Settings
 from kperf_ci.judge import plausibility
-from kperf_ci.judge.ab import ab_threshold
+from kperf_ci.judge.ab import stop_rule
 from kperf_ci.metrics import metric
 from kperf_ci.model import Metric, VariantKey, VariantResult, canonical_json
+from kperf_ci.sample_stats import StopRule
 from kperf_ci.traces.kernel_records import records_to_json
 
 
@@ -53,9 +54,8 @@ class Request:
     # the defaults are the settings' own (config.Settings): one home for each
     budget_s: float = Settings.timing_budget_s
     base_tree: str | None = None
-    ab_threshold: float = Settings.ab_threshold
-    ab_precision: float = Settings.ab_precision
-    ab_floor_ms: float = Settings.ab_floor_ms
+    # the A/B verdict's knobs, whole (config.ABPolicy.from_settings); None where nothing is timed A/B
+    ab: ABPolicy | None = None
     # kperf ab's timing pass on tests without kperf.bench: each changed launch is timed against
     # the base's own launch (capture/launches/ab_launch.py); None outside it
     ab_plan: Any = None
@@ -221,14 +221,11 @@ def ab_against_base_tree(
         )
         out.ab_results.append((req.nodeid, req.name, "no base version found", "no-base"))
         return None
-    threshold = ab_threshold(req.thresholds, req.ab_threshold)
     result = adaptive_ab(
         lambda: base_fn(*args, **kwargs),
         calls[name],
-        threshold=threshold,
+        stop_rule=ab_stop_rule(req),
         budget_s=req.budget_s,
-        precision=req.ab_precision,
-        floor=req.ab_floor_ms,
         cfg=cfg,
     )
     try:  # one instrumented launch of the base version: its regions, for "what moved"
@@ -239,6 +236,13 @@ def ab_against_base_tree(
     except Exception as e:  # the verdict stands without them
         out.warn(f"A/B: instrumented launch of the base version failed: {type(e).__name__}: {e}")
     return result
+
+
+def ab_stop_rule(req: Request) -> StopRule:
+    """The judge's stop rule on the request's A/B policy, handed whole to the timing loop."""
+    if req.ab is None:
+        raise ValueError(f"{req.nodeid}: an A/B needs the run's policy (Request.ab: config.ABPolicy)")
+    return stop_rule(req.ab)
 
 
 def instrument_regions(out: Measurement, call: Callable[[], Any]) -> dict[str, Any]:

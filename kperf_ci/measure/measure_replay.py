@@ -1,7 +1,7 @@
 """Kernel replay (GPU mode): each distinct launch a marked test made, replayed on copies of its
-arguments (:mod:`kperf_ci.capture.launches.replay`) and measured as :func:`kperf_ci.capture.measure.bench`
-measures a callable, with the same :class:`~kperf_ci.capture.measure.Request` and
-:class:`~kperf_ci.capture.measure.Measurement`.
+arguments (:mod:`kperf_ci.capture.launches.replay`) and measured as :func:`kperf_ci.measure.measure.bench`
+measures a callable, with the same :class:`~kperf_ci.measure.measure.Request` and
+:class:`~kperf_ci.measure.measure.Measurement`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from kperf_ci.capture.launches.ab_launch import (
 )
 from kperf_ci.capture.launches.best_config import Side, candidates
 from kperf_ci.capture.launches.replay import LIMIT_SETTING, CapturedLaunch, LaunchCopier, ReplayDevice
-from kperf_ci.capture.measure import Measurement, Request, build_variants, instrument_regions
 from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.best_of import BestPair, best_pair
 from kperf_ci.capture.timing.interleaved import adaptive_ab
-from kperf_ci.judge.ab import ab_threshold
+from kperf_ci.measure.measure import Measurement, Request, ab_stop_rule, build_variants, instrument_regions
 from kperf_ci.model import VariantResult, canonical_json
 
 
@@ -170,10 +169,8 @@ def _replay_ab(
     infos = [i for i in infos if i.name == launch.name] or infos
     if not infos:
         return _not_timed(out, req, prefix, "the replay launched no kernel")
-    threshold = ab_threshold(req.thresholds, req.ab_threshold)
     ab = adaptive_ab(
-        base_fn, head_fn, threshold=threshold, backend=device.backend, budget_s=req.budget_s,
-        precision=req.ab_precision, floor=req.ab_floor_ms, cfg=cfg,
+        base_fn, head_fn, stop_rule=ab_stop_rule(req), backend=device.backend, budget_s=req.budget_s, cfg=cfg
     )  # fmt: skip
     variants = build_variants(
         req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
