@@ -4,9 +4,13 @@ sequential` never side by side, and `--passes parallel` a one-line exit 2 naming
 peak memory and the option.
 
 The "out of memory" is a test that kills its own pytest process with SIGKILL when the other
-tree's pass is running at the same time (each pass leaves its pid in a shared folder): what the
-OOM killer does to a pass that only fits alone. The CLI runs as a subprocess on a real
-two-commit repository on the CPU (static passes only).
+tree's pass is running at the same time: what the OOM killer does to a pass that only fits alone.
+The other pass is seen as a sibling process (another `python -m pytest` child of the same `kperf
+ab`, from /proc), which exists from the moment kperf starts it to the moment it ends: of two
+passes side by side, the first to reach its test always sees the other alive, and a pass alone
+sees none, with no window to wait out (a shared folder of pids made each pass alone wait 20 s
+for another that might still come). The CLI runs as a subprocess on a real two-commit
+repository on the CPU (static passes only).
 """
 
 from __future__ import annotations
@@ -28,12 +32,11 @@ def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
 """
 
-# a pass that cannot share the machine: it waits to see whether the other tree's pass is alive,
-# and if it is, dies as the OOM killer would kill it
+# a pass that cannot share the machine: if the other tree's pass is alive beside it, it dies as
+# the OOM killer would kill it
 TEST = """
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -41,29 +44,27 @@ import torch
 from kernels import copy_kernel
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+def _other_pass_alive():
+    # a live (not zombie) `python -m pytest` whose parent is this pass's parent, the `kperf ab`
+    me, parent = os.getpid(), os.getppid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            stat, cmd = (d / "stat").read_text(), (d / "cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == parent and state != "Z" and b"\\0-m\\0pytest\\0" in cmd:
+            return True
+    return False
 
 
 @pytest.mark.kperf
 def test_copy():
-    room = Path(os.environ["KPERF_TEST_ROOM"])
-    me = room / str(os.getpid())
-    me.touch()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        others = [p for p in room.iterdir() if p.name.isdigit() and p != me and _alive(int(p.name))]
-        if others:
-            os.kill(os.getpid(), signal.SIGKILL)
-        if (room / "seen").exists():
-            break
-        time.sleep(0.2)
-    (room / "seen").touch()  # the first pass alone leaves a mark: the second need not wait long
-    me.unlink()
+    if _other_pass_alive():
+        os.kill(os.getpid(), signal.SIGKILL)
+    Path(os.environ["KPERF_TEST_ROOM"], str(os.getpid())).touch()  # this pass ran its test
     x = torch.rand(1000)
     y = torch.empty_like(x)
     copy_kernel[(4,)](x, y, 1000, BLOCK=256)
@@ -95,6 +96,7 @@ def test_auto_runs_a_pass_killed_side_by_side_again_alone(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "was killed (SIGKILL; out of memory?)" in p.stdout
     assert "run again alone" in p.stdout
+    assert len(list(room.iterdir())) == 2  # a test ran once per tree: the killed pass's on its rerun
     doc = json.loads((repo / "ab.json").read_text())
     assert [t["status"] for t in doc["tests"]] == ["identical"]
 
@@ -103,7 +105,6 @@ def test_sequential_never_runs_the_passes_side_by_side(tmp_path):
     repo = _repo(tmp_path)
     room = tmp_path / "room"
     room.mkdir()
-    (room / "seen").touch()  # each pass runs alone: none waits
     env = {"KPERF_TEST_ROOM": str(room)}
     p = kperf(
         "ab", "--base", "HEAD~1", "--no-gpu", "--passes", "sequential", "--json", "ab.json", cwd=repo, env=env
@@ -111,6 +112,7 @@ def test_sequential_never_runs_the_passes_side_by_side(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "one after the other" in p.stdout
     assert "killed" not in p.stdout
+    assert len(list(room.iterdir())) == 2  # both passes ran their test, neither beside the other
     assert [t["status"] for t in json.loads((repo / "ab.json").read_text())["tests"]] == ["identical"]
 
 
