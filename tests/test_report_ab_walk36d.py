@@ -93,3 +93,36 @@ def test_a_pass_killed_running_alone_is_told_to_run_fewer_tests_not_to_run_alone
         assert "killed (SIGKILL; out of memory?) at a peak of 20,861 MB" in str(e.value)
         assert says in str(e.value), str(e.value)
         assert ("--passes sequential" in str(e.value)) is not alone
+
+
+def test_a_long_signature_keeps_its_grid_in_the_launch_and_the_worst_launch_cell():
+    """Item 7: the static worst-launch cell had no grid although its caption promises one; the
+    launch text was cut inside the arguments, before "; grid"."""
+    from kperf_ci.judge.group import LAUNCH_TEXT_MAX, launch_text
+    from kperf_ci.report.ab_view import shape_text
+
+    args = {f"ARG_{i}": f"fp16[16384x{i + 1}]" for i in range(20)}
+    text = launch_text(args, [16384, 1, 1], "num_warps=4,num_stages=3,num_ctas=1")
+    assert len(text) <= LAUNCH_TEXT_MAX and text.endswith("…; grid 16384x1x1; num_warps=4, num_stages=3")
+    assert shape_text({"launch": text}).endswith("; grid 16384x1x1")
+
+
+def test_a_pass_that_stored_nothing_names_the_first_error_pytest_printed(tmp_path):
+    """Item 8: a missing module read only "static pass in the base tree stored no run (pytest
+    exit 2)"; the ImportError had scrolled out of the tail."""
+    import pytest
+
+    from kperf_ci.prcheck.passes import PassFailed, _static_side
+
+    out = (
+        "==================================== ERRORS ====================================\n"
+        "E   ModuleNotFoundError: No module named 'einops'\n"
+        "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n"
+        "1 error in 6.48s\n"
+    )
+    with pytest.raises(PassFailed) as e:
+        _static_side("head", tmp_path, 2, out, tmp_path, tmp_path, [])
+    assert str(e.value) == (
+        "static pass in the head tree stored no run (pytest exit 2); "
+        "first error: ModuleNotFoundError: No module named 'einops'"
+    )

@@ -87,6 +87,16 @@ def _ended_early(rc: int, out: str) -> bool:
     return rc >= 0 and rc != 4 and "INTERNALERROR>" not in out and not _closing_lines(out)
 
 
+def _first_error(out: str) -> str:
+    """ "; first error: ModuleNotFoundError: No module named 'einops'" from pytest's output, or ""
+    (issue 36's fourth walk, item 8: only the tail's "1 error during collection" was shown)."""
+    for line in out.splitlines():
+        m = re.match(r"^E\s+(\w+(?:Error|Exception)\b.*)$", line)
+        if m:
+            return f"; first error: {m.group(1).strip()[:200]}"
+    return ""
+
+
 def _fail(message: str, out: str) -> None:
     raise PassFailed(message, out)
 
@@ -198,7 +208,10 @@ def _static_side(
             out,
         )
     if not db.exists():
-        _fail(f"static pass in the {side} tree stored no run (pytest exit {rc})", out)
+        # the first error pytest printed (a collection's ImportError scrolls out of the tail):
+        # what to fix, e.g. a module the tests import that this environment lacks
+        cause = _first_error(out)
+        _fail(f"static pass in the {side} tree stored no run (pytest exit {rc}){cause}", out)
     run = store.load_run(db)
     failed = _failed_count(out)
     # kperf's own errors (a kernel that does not compile, one defined inside a function) make
@@ -367,7 +380,9 @@ def static_pass(
                 done[side], peaks[side] = _run_passes([start(side)])[0]
     wall_s = time.monotonic() - t0
     sides = {}
-    for side, root in roots.items():
+    # the head first: where both trees fail alike (a module their tests import is missing), the
+    # message names the pull request's tree, which ran first, not the base (fourth walk, item 8)
+    for side, root in sorted(roots.items(), key=lambda kv: kv[0] != "head"):
         rc, out = done[side]
         marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
         # "parallel" never runs a killed pass again alone; "auto" does, "sequential" always is
