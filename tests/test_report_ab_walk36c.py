@@ -85,7 +85,7 @@ def test_the_page_names_the_identical_kernels_as_the_comment_does():
 def test_the_worst_launch_cells_rule_is_stated_beside_each_table():
     """ "X=fp32[37x1000], W=fp32[1000], Mean=fp32[37]" left Y, B and Rstd out (their shapes
     repeat), and the GPU cell gave only "a=...": fine once the rule is known, stated nowhere."""
-    rule = "each distinct tensor shape once, named by its first argument (three at most), and the grid"
+    rule = "its shapes, each named by its first argument, three at most, and its grid"
     gpu = json.loads(GPU_DOC.read_text(encoding="utf-8"))
     static, _ = _static_doc()
     for doc, table in ((gpu, "**Timed A/B per kernel**"), (static, "**Static verdict per kernel**")):

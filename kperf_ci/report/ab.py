@@ -152,8 +152,8 @@ def _kernel_table(out: CommentBudget, kernels: list[dict[str, Any]], gate: dict[
     """The top table, one row per kernel, capped with a "… N more" row; then each kernel's cause
     (its worst launch's) on a line of its own."""
     title = (
-        "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative change, "
-        f"shown by {SHAPE_RULE}"
+        "**Timed A/B per kernel**, worst first; a kernel's worst launch is its largest relative "
+        f"change ({SHAPE_RULE})"
     )
     if not out.add_if_fits(title + "\n\n" + "\n".join(table_lines([], _TOP))):
         cut("kernels", len(kernels))

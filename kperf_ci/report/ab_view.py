@@ -157,8 +157,7 @@ _NAMED_SHAPE = re.compile(r"(?:^|, )([^\s=,;()\[\]]+)=([a-z][a-z0-9]*\[[0-9x]*\]
 
 #: what a "worst launch" cell shows (:func:`shape_text`), said beside each table that has one
 SHAPE_RULE = (
-    "each distinct tensor shape once, named by its first argument (three at most), and the grid; "
-    "the launch lists below give every argument"
+    "its shapes, each named by its first argument, three at most, and its grid; the lists below give all"
 )
 
 
@@ -334,10 +333,11 @@ def timing_note(doc: dict[str, Any]) -> str:
     if not methods:
         return ""
     words = "; ".join(_METHOD_WORDS.get(m, m) for m in methods)
+    # one short line above the table (issue 36's fourth walk, item 12: two dense paragraphs
+    # stood between the headline and the answer)
     return (
-        f"Times: {words}, L2 flushed before each call, base and head interleaved. Paired change: "
-        "the median head/base ratio of the pairs (the verdict's), which can differ a little from "
-        "the quotient of the two medians shown."
+        f"Times: {words}, L2 flushed, base and head interleaved. Paired change: the median "
+        "head/base ratio of the pairs, which can differ a little from the two medians' quotient."
     )
 
 
