@@ -1,9 +1,17 @@
-"""Static mode compiles while the tests run (kperf_ci.capture.static.ahead): requests sent
-early serve the plan in its order, and the results and the manifest are those of compiling
-everything at the end."""
+"""Static mode compiles while the tests run (kperf_ci.capture.static.ahead, plugin/compile_ahead.py):
+a passed test's launches reach the worker pool before the session ends, the results and the
+manifest are those of compiling everything at the end, and an interrupted session stays
+interrupted."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -11,11 +19,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_for
 
 from kperf_ci.capture.static.ahead import CompileAhead, request_key
 from kperf_ci.capture.static.aot import WorkerPool
+from kperf_ci.plugin.compile_ahead import AHEAD_MIN_CORES, ahead_slots
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def test_ahead_only_with_enough_cores_unless_the_switch_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KPERF_COMPILE_AHEAD", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)  # set when this runs under -n
+    assert ahead_slots(2, cores=AHEAD_MIN_CORES - 1) == 0  # compile at the end, as before
+    assert ahead_slots(8, cores=16) == 8  # a big runner: every job, one core left to the tests
+    assert ahead_slots(8, cores=AHEAD_MIN_CORES) == AHEAD_MIN_CORES - 1
+    monkeypatch.setenv("KPERF_PASS_CORES", str(AHEAD_MIN_CORES))  # what kperf ab counts too
+    assert ahead_slots(2) == 2
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")  # four xdist workers share the cores
+    assert ahead_slots(8, cores=16) == 3 and ahead_slots(8, cores=8) == 0
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    monkeypatch.setenv("KPERF_COMPILE_AHEAD", "off")
+    assert ahead_slots(8, cores=16) == 0
+    monkeypatch.setenv("KPERF_COMPILE_AHEAD", "1")
+    assert ahead_slots(2, cores=1) == 1 and ahead_slots(2, cores=2) == 1
 
 
 # --------------------------------------------------------------------------- the pool, faked
@@ -196,3 +226,126 @@ def test_compiled_ahead_in_pieces_is_what_the_end_of_session_compile_gives(recor
     assert early[0] == at_end[0]
     assert early[1:] == at_end[1:]
     assert any(r.error for r in at_end[0]), "the suite lost its compile error"
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+PASS_THEN_BLOCK = """
+import pathlib, time, pytest, torch
+from kernels_add import add
+
+@pytest.mark.kperf
+def test_a_add(kperf):
+    kperf.bench(add, torch.rand(64), torch.rand(64))
+
+def test_b_block():
+    pathlib.Path("started").touch()
+    time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the compile workers in /proc")
+def test_a_passed_tests_launch_compiles_while_the_next_runs_and_ctrl_c_stays_interrupted(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    from test_integrity import _alive, _children, _start
+    from test_plugin import ADD_KERNEL
+
+    from kperf_ci import store
+
+    pytester.makepyfile(kernels_add=ADD_KERNEL, test_ab=PASS_THEN_BLOCK)
+    args = ("--kperf", "--kperf-mode", "static", "--kperf-arch", "sm_90", "--kperf-db", "run.db")
+    proc = _start(pytester.path, *args, "--kperf-jobs", "1", env={"KPERF_COMPILE_AHEAD": "1"})
+    workers: list[tuple[int, str]] = []
+
+    def compiling() -> bool:
+        workers[:] = [c for c in _children(proc.pid) if "kperf_ci.capture.static._worker" in c[1]]
+        return bool(workers)
+
+    wait_for(lambda: (pytester.path / "started").exists(), "the second test to start", proc)
+    # test_a_add's launch is compiling while test_b_block runs: the session is far from its end
+    wait_for(compiling, "a compile worker to start while a test runs", proc)
+    assert proc.poll() is None
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "Traceback" not in out, out
+    assert (
+        "interrupted (Ctrl-C while the tests ran): not stored (1 captured launch(es) not compiled" in out
+    ), out
+    assert not (pytester.path / "run.db").exists() or not store.run_statuses(pytester.path / "run.db")
+    time.sleep(0.5)
+    assert not [pid for pid, _ in workers if _alive(pid)], "a compile worker outlived the session"
+
+
+def _dump(db: Path) -> list:
+    """Everything a run stored but its id and time, in storage order."""
+    c = sqlite3.connect(db)
+    run = {r[0] for r in c.execute("select run_id from runs")}
+    rows: list = [list(c.execute("select mode, status from runs"))]
+    for table in ("kernels", "variants", "run_variants", "blobs", "metrics"):
+        for row in c.execute(f"select * from {table} order by rowid" if table != "metrics" else
+                             "select * from metrics order by variant_id, name"):  # fmt: skip
+            rows.append((table, *("RUN" if v in run else v for v in row)))
+    c.close()
+    return rows
+
+
+def test_examples_store_the_same_run_compiled_ahead_or_at_the_end(tmp_path: Path) -> None:
+    """Three example files, static mode, with and without compiling ahead (one Triton cache, so
+    the second run's compile is short): the same variants, metrics, manifest and kperf lines."""
+    if not (importlib.util.find_spec("triton") and importlib.util.find_spec("torch")):
+        pytest.skip("needs triton and torch")  # in the pytest subprocesses: not imported here
+    repo = tmp_path / "ex"
+    repo.mkdir()
+    for name in (
+        "conftest.py",
+        "sizes.py",
+        "kernels",
+        "test_softmax.py",
+        "test_vector_add.py",
+        "test_layernorm.py",
+    ):
+        src = ROOT / "examples" / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, repo / name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    env.update(PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(tmp_path / "cache"), KPERF_PROGRESS="0")
+    outs = {}
+    for ahead in ("1", "0"):
+        db = tmp_path / f"run-{ahead}.db"
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--kperf",
+            "--kperf-mode",
+            "static",
+        ]
+        cmd += ["--kperf-arch", "sm_80,sm_90", "--kperf-db", str(db), "."]
+        r = subprocess.run(
+            cmd,
+            cwd=repo,
+            env={**env, "KPERF_COMPILE_AHEAD": ahead},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        outs[ahead] = [
+            ln.replace(db.name, "run.db")
+            for ln in r.stdout.splitlines()
+            if ln.startswith("kperf") and " run " not in ln and "still running" not in ln
+        ]
+    early, at_end = _dump(tmp_path / "run-1.db"), _dump(tmp_path / "run-0.db")
+    assert len(early) > 50 and early == at_end
+    assert [row for row in early if row[0] == "blobs" and row[3] == "launches" and row[-1]], "no manifest"
+    assert outs["1"] == outs["0"]
