@@ -318,6 +318,7 @@ ENV_WORKER_PATH = "KPERF_WORKER_PATH"  # set by the parent: sys.path entries of 
 ENV_PROGRESS = "KPERF_PROGRESS"  # static capture's progress bar: 0/false/no/off hides it
 ENV_PROFILE_DIR = "KPERF_PROFILE_DIR"  # `kperf ab`: each pytest pass under cProfile, <label>.prof here
 ENV_PASS_CORES = "KPERF_PASS_CORES"  # `kperf ab`: the cores its pass order counts (a CPU quota hides)
+ENV_COMPILE_AHEAD = "KPERF_COMPILE_AHEAD"  # static mode: 1 compiles while tests run, 0 at the end only
 ENV_TIMING = "KPERF_TIMING"  # "events": time with CUDA events, not CUPTI (capture/timing/cupti.py)
 ENV_FLEET_GPUS = "KPERF_FLEET_GPUS"  # set by the plugin: the GPUs an xdist controller hands out
 ENV_GITHUB_TOKEN = "KPERF_GITHUB_TOKEN"  # `kperf github`: the token (before GITHUB_TOKEN); never printed

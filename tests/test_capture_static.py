@@ -136,6 +136,15 @@ def test_compile_failure_is_reported_per_variant(env):
     assert all(r.error is None for r in ok)
 
 
+def test_a_failed_kernel_reads_the_same_whichever_worker_compiled_it(env):
+    """Triton keeps a placeholder hash after a failed dependency walk: a worker that compiled the
+    kernel for sm_80 first failed sm_90 with another error (a NameError from codegen)."""
+    broken = [ls for ls in env["launches"] if ls.test.endswith("::test_broken")]
+    one_worker = compile_variants(broken, ARCHS, jobs=1, cache_dir=env["cache"], rootdir=str(ROOT))
+    assert len({r.error for r in one_worker}) == 1, [r.error for r in one_worker]
+    assert {r.error for r in one_worker} == {r.error for r in find(env["results"], "test_broken", "sm_90")}
+
+
 def test_closure_reported_not_importable(env):
     for arch in ARCHS:
         (r,) = find(env["results"], "test_closure", arch)

@@ -47,12 +47,12 @@ def _env() -> dict[str, str]:
     return {**env, "PYTHONPATH": str(Path(__file__).parent.parent)}
 
 
-def _start(where: Path, *args: str) -> subprocess.Popen:
+def _start(where: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     # its own process group, so a signal can be sent to the whole session as a terminal would
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=where,
-        env=_env(),
+        env={**_env(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -92,7 +92,11 @@ def _alive(pid: int) -> bool:
 def test_ctrl_c_while_compiling_stops_cleanly_and_stores_nothing_as_complete(sample: pytest.Pytester) -> None:
     sample.makepyfile(test_one=ONE_ADD_TEST)
     proc = _start(
-        sample.path, "--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db", "--kperf-jobs", "1"
+        sample.path,
+        *("--kperf", "--kperf-arch", "sm_90", "--kperf-db", "run.db", "--kperf-jobs", "1"),
+        # compiled at the end of the session, where the Ctrl-C is meant to land (a machine that
+        # compiles ahead would start the worker while the test still runs: test_compile_ahead.py)
+        env={"KPERF_COMPILE_AHEAD": "0"},
     )
     workers: list[tuple[int, str]] = []
 

@@ -17,8 +17,9 @@ with the analyses and the judge into one measurement:
   :mod:`~.static.interp_patches`); :mod:`~.static.describe` and :mod:`~.static.launch_spec` say
   what a launch is, :mod:`~.static.autotune` which autotune configs count;
   :mod:`~.static.compile` compiles every unique launch per arch in the worker pool of
-  :mod:`~.static.aot` (:mod:`~.static._worker`, :mod:`~.static._standins`) and reads the static
-  metrics with :mod:`~.static.sass` (cubin: registers, spills, SASS mix) and :mod:`~.static.ptx`
+  :mod:`~.static.aot` (:mod:`~.static._worker`, :mod:`~.static._standins`; :mod:`~.static.ahead`
+  sends the requests as the tests pass) and reads the static metrics with :mod:`~.static.sass`
+  (cubin: registers, spills, SASS mix) and :mod:`~.static.ptx`
   (the PTX mix), cached by :mod:`~.static.metrics_cache`; :mod:`~.static.manifest` lists each
   test's launches in order for `kperf ab`; :mod:`~.static.repo` names files from their git work
   tree; :mod:`~.static.progress` is the compile step's progress bar.

@@ -52,11 +52,14 @@ def finish_session(ks: KperfSession) -> int:
     to pending files, else INTERRUPTED when the run is incomplete."""
     try:
         if ks.interrupted is None:
-            # After a Ctrl-C the user wants out: the recorded launches are not compiled.
             try:
                 ks.compile_pending()
             except KeyboardInterrupt:
                 ks.mark_interrupted("Ctrl-C while compiling", ctrl_c=True)
+        else:
+            # After a Ctrl-C the user wants out: the recorded launches are not compiled, and
+            # those sent to compile while the tests ran are killed
+            ks.stop_compiling()
         if ks.settings.save:
             ks.save()
             ks.compare_with_baseline()

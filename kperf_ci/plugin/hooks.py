@@ -104,6 +104,10 @@ class ActiveHooks:
                 self.session.test_passed(item, marker)
         return report
 
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        # after the test's teardown (its monkeypatch undone): its launches start compiling
+        self.session.compile_ahead()
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         write_run_status(self.session, STARTED)
 

@@ -26,6 +26,7 @@ from kperf_ci.judge.compare import compare_runs
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.measure.measure import Measurement
 from kperf_ci.model import RunInfo, VariantKey, VariantResult
+from kperf_ci.plugin.compile_ahead import AheadFeed
 from kperf_ci.plugin.gpu_bench import bench_on_gpu, replay_on_gpu
 from kperf_ci.plugin.marker import KperfMarker, test_id
 
@@ -43,6 +44,7 @@ class KperfSession:
     is_worker: bool = False
     results: list[VariantResult] = field(default_factory=list)
     pending: list[Any] = field(default_factory=list)  # LaunchSpecs of passed tests, compiled at the end
+    ahead: AheadFeed | None = None  # static mode: pending sent to compile while the tests run
     errors: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, one-line reason)
     # tests that stopped before their end in static mode (an unchecked result failed them): their
     # later launches were never seen, so `kperf ab` cannot call them identical (nodeid -> why)
@@ -82,6 +84,7 @@ class KperfSession:
         self = cls(config=config, settings=settings, mode=mode, run_id=run_id, is_worker=bool(workerinput))
         if mode == "static":
             self.recorder = LaunchRecorder(execute=settings.static_execute, autotune=settings.autotune)
+            self.ahead = AheadFeed.for_session(settings, str(config.rootpath))
         if mode == "gpu" and settings.replay_copy_mb > 0 and settings.replay_launches > 0:
             self.copier = LaunchCopier(ReplayLimits.from_settings(settings))
         return self
@@ -276,20 +279,33 @@ class KperfSession:
 
     # -- end of session ---------------------------------------------------------------------
 
+    def compile_ahead(self) -> None:
+        """After each test: the launches pending since the last test sent to compile now
+        (:mod:`kperf_ci.plugin.compile_ahead`), when this machine compiles ahead."""
+        if self.ahead is not None:
+            self.ahead.feed(self.pending)
+
+    def stop_compiling(self) -> None:
+        """An interrupted session: compiles sent ahead are killed (nothing of them is kept)."""
+        if self.ahead is not None:
+            self.ahead.stop()
+
     def compile_pending(self) -> None:
-        """Compile every launch of every passed test at once: the worker pool is started once
-        and both cores stay busy across tests."""
+        """Compile every launch of every passed test: what was sent ahead is waited for, the
+        rest compiled now, in one worker pool; results in first-seen order either way."""
         launches, self.pending = self.pending, []
-        if not launches:
-            return
-        warnings: list[str] = []
-        variants = compile_variants(
-            launches,
-            list(self.settings.arch),
-            jobs=self.settings.jobs,
-            rootdir=str(self.config.rootpath),
-            warnings=warnings,
-        )
+        with contextlib.nullcontext(None) if self.ahead is None else self.ahead.pool() as pool:
+            if not launches:
+                return
+            warnings: list[str] = []
+            variants = compile_variants(
+                launches,
+                list(self.settings.arch),
+                jobs=self.settings.jobs,
+                rootdir=str(self.config.rootpath),
+                warnings=warnings,
+                pool=pool,
+            )
         for line in warnings:  # a refused static-metrics cache entry, recomputed
             self.warn("<metrics cache>", line)
         manifest = build_manifest(

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from kperf_ci.config import ENV_WORKER_PATH
@@ -54,8 +55,15 @@ class Worker:
     """One compile worker process."""
 
     def __init__(
-        self, env: dict[str, str], python: str = sys.executable, start_timeout: float = 120.0
+        self,
+        env: dict[str, str],
+        python: str = sys.executable,
+        start_timeout: float = 120.0,
+        cwd: str | None = None,
+        on_spawn: Callable[[Worker], None] | None = None,
     ) -> None:
+        """``on_spawn(self)``: called once the process exists, before its start is waited for
+        (a pool that is stopped meanwhile must be able to kill it)."""
         self._stderr = tempfile.TemporaryFile(prefix="kperf-worker-")
         self.proc = subprocess.Popen(
             [python, "-m", "kperf_ci.capture.static._worker"],
@@ -63,7 +71,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env=env,
-            cwd=os.getcwd(),
+            cwd=cwd or os.getcwd(),
             bufsize=0,
             start_new_session=True,  # its own process group: a kill also ends ptxas & co.
         )
@@ -73,6 +81,8 @@ class Worker:
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
         self._next_id = 0
         try:
+            if on_spawn is not None:
+                on_spawn(self)
             hello = self._readline(time.monotonic() + start_timeout)
         except BaseException:  # Ctrl-C or a failed start: leave no process behind
             self.close(kill=True)
@@ -179,6 +189,9 @@ class WorkerPool:
 
     >>> with WorkerPool(jobs=2) as pool:
     ...     responses = pool.map([{"op": "compile", "launch": ..., "arch": "sm_90"}], timeout=120)
+
+    :meth:`submit` is the other way in: one request at a time, answered in the background (while
+    the tests still run); a pool is used through one of the two, never both at once.
     """
 
     def __init__(
@@ -192,11 +205,20 @@ class WorkerPool:
     ) -> None:
         self.jobs = max(1, jobs or default_jobs())
         self.env = worker_env(cache_dir, paths)
+        # the environment and directory of now: a worker started later, from a pool thread while
+        # a test runs, must not inherit that test's monkeypatched environment or chdir
+        self.cwd = os.getcwd()
         self.python = python
         self.start_timeout = start_timeout
         self._workers: list[Worker | None] = [None] * self.jobs
         self.startup_s: list[float] = []  # seconds each worker took to start (incl. prewarm)
         self._stopped = threading.Event()  # set on Ctrl-C: no new worker, no new request
+        self._background = _Background(self)
+        # workers still starting (their slot -> them), killed too by stop(): a Ctrl-C while the
+        # tests run can come while a pool thread waits for a worker's start, and that thread
+        # (a daemon) dies with the session without closing what it started
+        self._starting: dict[int, Worker] = {}
+        self._starting_lock = threading.Lock()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -210,13 +232,29 @@ class WorkerPool:
             if w is not None:
                 w.close(kill=True)
             t0 = time.perf_counter()
-            w = Worker(self.env, self.python, self.start_timeout)
+            try:
+                w = Worker(
+                    self.env,
+                    self.python,
+                    self.start_timeout,
+                    cwd=self.cwd,
+                    on_spawn=lambda w: self._spawned(slot, w),
+                )
+            finally:
+                with self._starting_lock:
+                    self._starting.pop(slot, None)
             self.startup_s.append(round(time.perf_counter() - t0, 6))
             if self._stopped.is_set():  # the pool was stopped while this one started
                 w.close(kill=True)
                 raise WorkerError("compile stopped")
             self._workers[slot] = w
         return w
+
+    def _spawned(self, slot: int, w: Worker) -> None:
+        with self._starting_lock:
+            if self._stopped.is_set():
+                raise WorkerError("compile stopped")  # Worker.__init__ kills it
+            self._starting[slot] = w
 
     def _one(self, slot: int, req: dict[str, Any], timeout: float) -> dict[str, Any]:
         try:
@@ -281,12 +319,34 @@ class WorkerPool:
             raise
         return [r if r is not None else {"ok": False, "error": "not run"} for r in results]
 
+    def submit(self, req: dict[str, Any], timeout: float = 120.0) -> Future[dict[str, Any]]:
+        """One request answered in the background, by at most :attr:`slots` pool threads (one
+        worker each); the future's result is a response as :meth:`map` gives it, never an
+        exception (a stopped pool answers "compile stopped")."""
+        return self._background.submit(req, timeout)
+
+    @property
+    def slots(self) -> int:
+        """How many workers :meth:`submit` may keep busy (at most :attr:`jobs`)."""
+        return self._background.limit
+
+    @slots.setter
+    def slots(self, n: int) -> None:
+        self._background.widen(max(1, min(self.jobs, n)))
+
     def stop(self) -> None:
-        """Stop at once: no further request is started, running compiles are killed."""
+        """Stop at once: no further request is started, running compiles are killed, and so
+        are workers still starting."""
         self._stopped.set()
+        self._background.drain()
+        with self._starting_lock:
+            starting = list(self._starting.values())
+        for w in starting:
+            w._kill_group()
         self.close(kill=True)
 
     def close(self, kill: bool = False) -> None:
+        self._background.end(wait=not kill)
         if not kill:
             for w in self._workers:
                 if w is not None:
@@ -295,3 +355,82 @@ class WorkerPool:
             if w is not None:
                 w.close(kill=kill)
                 self._workers[i] = None
+
+
+class _Background:
+    """The threads behind :meth:`WorkerPool.submit`: one per worker slot, started while more
+    requests wait than threads are idle, up to ``limit``; each takes the next from one queue."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.limit = pool.jobs
+        self._queue: queue.Queue[tuple[dict[str, Any], float, Future] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, req: dict[str, Any], timeout: float) -> Future[dict[str, Any]]:
+        fut: Future[dict[str, Any]] = Future()
+        if self.pool._stopped.is_set():
+            fut.set_result(dict(_STOPPED))
+            return fut
+        self._queue.put((req, timeout, fut))
+        self._grow()
+        return fut
+
+    def widen(self, limit: int) -> None:
+        self.limit = limit
+        for _ in range(self._queue.qsize()):
+            self._grow()
+
+    def _grow(self) -> None:
+        with self._lock:
+            if self._queue.qsize() <= self._idle or len(self._threads) >= self.limit:
+                return
+            t = threading.Thread(target=self._run, args=(len(self._threads),), daemon=True)
+            self._threads.append(t)
+        t.start()
+
+    def _run(self, slot: int) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            req, timeout, fut = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            if self.pool._stopped.is_set():
+                fut.set_result(dict(_STOPPED))
+                continue
+            try:
+                fut.set_result(self.pool._one(slot, req, timeout))
+            except BaseException as e:  # never leave a waiter waiting on a thread that died
+                fut.set_result({"ok": False, "error": f"compile failed: {e}"})
+
+    def drain(self) -> None:
+        """Every request not yet started answered "compile stopped"."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None and item[2].set_running_or_notify_cancel():
+                item[2].set_result(dict(_STOPPED))
+
+    def end(self, wait: bool) -> None:
+        """The threads told to exit (after the requests queued before); ``wait``: joined."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for _ in threads:
+            self._queue.put(None)
+        if wait:
+            for t in threads:
+                t.join()
+
+
+#: the response to a request the pool was stopped before (copied: a response is the caller's)
+_STOPPED: dict[str, Any] = {"ok": False, "error": "compile stopped"}

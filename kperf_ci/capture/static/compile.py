@@ -13,9 +13,9 @@ compile error, a timeout) gives a result with ``error`` set and no metrics, neve
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kperf_ci.capture.static.aot import WorkerPool
 from kperf_ci.capture.static.autotune import over_shared_limit
@@ -72,6 +72,36 @@ def unique_launches(launches: Iterable[LaunchSpec]) -> list[tuple[LaunchSpec, li
     return list(groups.values())
 
 
+def compile_request(
+    ls: LaunchSpec, arch: str, archs: list[str], artifacts: tuple[str, ...]
+) -> dict[str, Any]:
+    """The worker request that compiles ``ls`` for ``arch`` (normalized, as ``archs``): the
+    same dict whether it is sent at the end of the session or as soon as the launch is seen."""
+    # device_arch: the device user modules see at import (fake_device), the same for every
+    # request, so that a module imported once reads the same everywhere
+    return {
+        "op": "compile",
+        "launch": ls.to_dict(),
+        "arch": arch,
+        "artifacts": list(artifacts),
+        "device_arch": archs[0],
+    }
+
+
+class Compiler(Protocol):
+    """What compiles the requests: a :class:`WorkerPool`, or one that started some of them
+    already (:class:`kperf_ci.capture.static.ahead.CompileAhead`)."""
+
+    def map(
+        self,
+        requests: list[dict[str, Any]],
+        timeout: float = ...,
+        on_done: Callable[[dict[str, Any]], None] | None = ...,
+    ) -> list[dict[str, Any]]: ...
+
+    def close(self, kill: bool = False) -> None: ...
+
+
 def _with(ls: LaunchSpec, **changes: Any) -> LaunchSpec:
     from dataclasses import replace
 
@@ -87,7 +117,7 @@ def compile_variants(
     rootdir: str | None = None,
     cache_dir: str | None = None,
     artifacts: tuple[str, ...] = ("sass", "ptx"),
-    pool: WorkerPool | None = None,
+    pool: Compiler | None = None,
     stats: list[dict[str, Any]] | None = None,
     pruned: list[VariantResult] | None = None,
     warnings: list[str] | None = None,
@@ -98,7 +128,9 @@ def compile_variants(
     rootdir: makes ``key.source`` relative and is put on the workers' sys.path.
     cache_dir: TRITON_CACHE_DIR for the workers (default: Triton's own).
     artifacts: asm kept in ``VariantResult.artifacts`` ("sass" = normalized SASS, "ptx",
-    also "ttgir", "ttir", "llir"). pool: reuse an existing WorkerPool.
+    also "ttgir", "ttir", "llir"). pool: reuse an existing WorkerPool (or a
+    :class:`~kperf_ci.capture.static.ahead.CompileAhead`, which compiled some requests already);
+    a pool given is not closed.
     stats: if given, one dict per compile request is appended (key id, arch, compile_s,
     metrics_s, wall_s, ok) -- used by the benchmarks.
     pruned: if given, the autotune configs dropped because the target could not launch them
@@ -167,24 +199,14 @@ def _plan(
                 continue
             compiled[ck] = len(requests)
             shared_from[idx] = len(requests)
-            requests.append(
-                # device_arch: the device user modules see at import (fake_device), the same
-                # for every request, so that a module imported once reads the same everywhere
-                {
-                    "op": "compile",
-                    "launch": ls.to_dict(),
-                    "arch": arch,
-                    "artifacts": list(artifacts),
-                    "device_arch": archs[0],
-                }
-            )
+            requests.append(compile_request(ls, arch, archs, artifacts))
             req_index.append(idx)
     return plan
 
 
 def _compile(
     plan: _Plan,
-    pool: WorkerPool | None,
+    pool: Compiler | None,
     *,
     jobs: int | None,
     cache_dir: str | None,
