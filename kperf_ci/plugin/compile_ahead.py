@@ -23,24 +23,29 @@ from kperf_ci.prcheck.pass_order import usable_cores
 #: took 1.27x the wall time of compiling at the end (median of 3 interleaved pairs; `kperf ab
 #: --no-gpu` side by side 1.28x), with 1 worker 0.93x (range 0.91-1.20: noise, no clear win)
 AHEAD_MIN_CORES = 4
+#: off unless asked (KPERF_COMPILE_AHEAD=1) until it is measured where it is meant to help: it
+#: helps only with idle cores, which this project's 2-core CPU has none of, and the GPU runner's
+#: `kperf ab` on mamba was not re-run with it (stop 44 had no device time left)
+AHEAD_BY_DEFAULT = False
 
 
 def ahead_slots(jobs: int, cores: int | None = None) -> int:
     """How many workers compile while the tests run; 0: all at the end of the session.
 
-    ``KPERF_COMPILE_AHEAD`` decides when set (``0``/``false``/``no``/``off``: never; anything
-    else: always); unset, compiling ahead needs :data:`AHEAD_MIN_CORES` usable cores
+    ``KPERF_COMPILE_AHEAD`` decides when set (``0``/``false``/``no``/``off``: never; ``auto``:
+    by the cores, below; anything else: always); unset, it is :data:`AHEAD_BY_DEFAULT` (off),
+    and where on it needs :data:`AHEAD_MIN_CORES` usable cores
     (``KPERF_PASS_CORES`` counts them where a CPU quota hides them). An xdist worker counts
     its share of them: each worker's pool lives through the session, and ``-n 16`` on 16
     cores must not start 16 pools beside 16 interpreters. One core is left to the tests, which
     run on it under Triton's interpreter."""
     flag = os.environ.get(ENV_COMPILE_AHEAD, "").strip().lower()
-    if flag in FALSE_WORDS:
+    if flag in FALSE_WORDS or (not flag and not AHEAD_BY_DEFAULT):
         return 0
     cores = usable_cores() if cores is None else cores
     share = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").strip()
     cores = max(1, cores // int(share)) if share.isdigit() and int(share) > 0 else cores
-    if not flag and cores < AHEAD_MIN_CORES:
+    if flag in ("", "auto") and cores < AHEAD_MIN_CORES:
         return 0
     return max(1, min(jobs, cores - 1))
 
