@@ -88,5 +88,5 @@ def clip(text: str, limit: int) -> str:
     for seps in (("; ", ", "), (" ",)):
         at = max(room.rfind(s) for s in seps)
         if at >= limit // 2:
-            return room[:at].rstrip(" ,;:") + " …"
-    return room + "…"
+            return room[:at].rstrip(" ,;:…") + " …"  # one ellipsis, never "… …"
+    return room.rstrip(" …") + "…"

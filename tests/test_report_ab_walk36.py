@@ -104,8 +104,10 @@ def test_times_stay_on_one_line_at_one_precision():
     # the comment says the change in time too (issue 36's fourth walk, item 11)
     assert "| 6.60\u00a0µs\u00a0→\u00a07.07\u00a0µs\u00a0(+471\u00a0ns) |" in top
     assert ab.times_text({"base_ms": 0.0016, "head_ms": 0.006048}) == "1.60 µs → 6.05 µs"
-    assert ab.times_text({"base_ms": 0.0231, "head_ms": 0.0370}, True) == "23.1 µs → 37.0 µs (+13.9 µs)"
-    assert ab.times_text({"base_ms": 0.00106, "head_ms": 0.001043}, True) == "1.06 µs → 1.04 µs (-17.0 ns)"
+    slower = {"base_ms": 0.0231, "head_ms": 0.0370, "verdict": "slower"}
+    assert ab.times_text(slower, True) == "23.1 µs → 37.0 µs (+13.9 µs)"
+    faster = {"base_ms": 0.00106, "head_ms": 0.001043, "verdict": "faster"}
+    assert ab.times_text(faster, True) == "1.06 µs → 1.04 µs (-17.0 ns)"
 
 
 def test_identical_tests_are_a_count_not_empty_rows():

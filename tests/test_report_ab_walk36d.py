@@ -126,3 +126,55 @@ def test_a_pass_that_stored_nothing_names_the_first_error_pytest_printed(tmp_pat
         "static pass in the head tree stored no run (pytest exit 2); "
         "first error: ModuleNotFoundError: No module named 'einops'"
     )
+
+
+# ---- the fifth walk (docs/reviewer-walk/fifth-walk-2026-12-01/NOTES.md)
+
+
+def test_tests_that_stopped_early_are_said_on_the_first_screen_changed_ones_too():
+    """Items 1-2: every test stopped under the interpreter, but only the unknown ones said so,
+    inside a fold; "changed" read as "the test ran"."""
+    early = "the test stopped before its end: captured 1 launch(es); results not checked: k: grid too large"
+    tests = [
+        {"test": "t.py::a", "status": "changed", "changes": [early], "ended_early": True},
+        {"test": "t.py::b", "status": "unknown", "changes": [early], "ended_early": True},
+        {"test": "t.py::c", "status": "identical", "changes": []},
+    ]
+    doc = {"tests": tests, "timed": [], "counts": {"changed": 1, "unknown": 1, "identical": 1}}
+    lines = ab.render_markdown(doc).splitlines()
+    said = next(x for x in lines if x.startswith("⚠️ "))
+    assert lines.index(said) < 8, lines[:8]  # above every table and fold
+    assert "2 of 3 tests stopped before their end in the static pass (first: k: grid too large)" in said
+
+
+def test_the_skipped_timing_line_counts_tests_as_the_headline_does():
+    """Item 3: "20 tests with changed launches would be timed" beside "10 changed, 10 unknown"."""
+    from kperf_ci.prcheck.pipeline import timing_skipped_text
+
+    assert "20 tests (10 changed, 10 unknown) would be timed A/B on a GPU" in timing_skipped_text(
+        20, no_gpu_asked=True, unknown=10
+    )
+
+
+def test_every_summary_quotes_the_worst_reason_and_one_ellipsis():
+    """Items 4 and 8: the terminal's summary quoted 100% -> 75%; a launch line ended "… …"."""
+    from kperf_ci.report.ab_static_view import static_summary
+
+    regs = [
+        _reg("theoretical occupancy 100% -> 75% (registers 31 -> 37)", 0.25, 1),
+        _reg("theoretical occupancy 100% -> 62.5% (registers 32 -> 42)", 0.375, 2),
+    ]
+    (g,) = static_groups(regs)
+    assert static_summary(g).startswith("theoretical occupancy 100% -> 62.5% (registers 32 -> 42)")
+    assert clip("x=1, y=2, NORM_BEFORE_GATE=2048 …", 24).count("…") == 1
+
+
+def test_no_change_in_time_beside_an_unchanged_verdict():
+    """Item 6: "1.06 µs → 1.06 µs (-1.000 ns)" beside "below the floor: 17.3 ns"."""
+    from kperf_ci.report.ab_view import time_text, times_text
+
+    assert times_text({"base_ms": 0.00106, "head_ms": 0.001059, "verdict": "unchanged"}, True) == (
+        "1.06 µs → 1.06 µs"
+    )
+    assert times_text({"base_ms": 0.0231, "head_ms": 0.037, "verdict": "slower"}, True).endswith("(+13.9 µs)")
+    assert time_text(0.99999e-6) == "1.00 ns"

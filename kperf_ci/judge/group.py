@@ -327,8 +327,13 @@ def static_groups(regs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         sev = r.get("severity")
         if isinstance(sev, (int, float)) and not isinstance(sev, bool):
             launch["severity"] = max(float(sev), float(launch.get("severity") or 0.0))
-    # worst first (a stable sort: equals, and documents without severities, keep their order)
-    return [
-        {**g, "launches": sorted(g["launches"].values(), key=lambda x: -float(x.get("severity") or 0.0))}
-        for g in groups.values()
-    ]
+    # worst first (a stable sort: equals, and documents without severities, keep their order),
+    # and the reasons in the same order, so every summary quotes the worst (the fifth walk,
+    # item 4: the terminal said 100% -> 75% where the comment said 100% -> 62.5%)
+    out = []
+    for g in groups.values():
+        launches = sorted(g["launches"].values(), key=lambda x: -float(x.get("severity") or 0.0))
+        first = list(dict.fromkeys(x.get("reason") for x in launches))
+        reasons = first + [r for r in g["reasons"] if r not in first]
+        out.append({**g, "launches": launches, "reasons": reasons})
+    return out

@@ -183,6 +183,23 @@ def unknown_text(tests: list[Any]) -> str:
     return "; ".join(parts)
 
 
+def stopped_early_text(tests: list[dict[str, Any]]) -> str:
+    """One line when tests stopped before their end in a static pass (document test rows), or "":
+    "changed" and "unknown" tests alike, their later launches unseen and their results unchecked,
+    which a reviewer would otherwise read as tests that ran (issue 36's fifth walk, items 1-2)."""
+    early = [t for t in tests if isinstance(t, dict) and t.get("ended_early")]
+    if not early:
+        return ""
+    prefix = "the test stopped before its end: "
+    first = next((str(c) for c in early[0].get("changes") or [] if str(c).startswith(prefix)), "")
+    why = first[len(prefix) :].split("results not checked: ", 1)[-1]
+    why = f" (first: {why[:160]}{'…' if len(why) > 160 else ''})" if why else ""
+    return (
+        f"{len(early)} of {len(tests)} tests stopped before their end in the static pass{why}: their "
+        "later launches were not seen and their results not checked"
+    )
+
+
 def _dict_changes(b: dict[str, Any], h: dict[str, Any], fmt: Callable[[str, Any, Any], str]) -> list[str]:
     out = []
     for k in list(dict.fromkeys([*b, *h])):

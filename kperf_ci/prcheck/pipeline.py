@@ -36,14 +36,17 @@ def _gpu_available() -> bool:
     return cuda_available()
 
 
-def timing_skipped_text(n_tests: int, *, no_gpu_asked: bool) -> str:
+def timing_skipped_text(n_tests: int, *, no_gpu_asked: bool, unknown: int = 0) -> str:
     """The note when changed launches go untimed: "(--no-gpu)" when the user asked, so it does
-    not claim this machine has no GPU (issue 36's third walk, item 3)."""
+    not claim this machine has no GPU (issue 36's third walk, item 3); the tests a GPU would time
+    said as the headline counts them, changed and unknown apart (the fifth walk, item 3)."""
     why = "skipped (--no-gpu)" if no_gpu_asked else "skipped, no CUDA GPU on this machine"
-    return (
-        f"timing: {why}: {plural(n_tests, 'test')} with changed launches would be timed A/B on a GPU; "
-        "the static verdicts above stand"
+    which = (
+        f"{plural(n_tests, 'test')} ({n_tests - unknown} changed, {unknown} unknown)"
+        if unknown
+        else f"{plural(n_tests, 'test')} with changed launches"
     )
+    return f"timing: {why}: {which} would be timed A/B on a GPU; the static verdicts above stand"
 
 
 def _static_regressions(
@@ -164,7 +167,8 @@ def run_ab(
             echo(msg)
             report.messages.append(msg)
         elif not gpu:
-            msg = timing_skipped_text(len(to_time), no_gpu_asked=no_gpu_asked)
+            unknown = sum(1 for t in tests if t.status == "unknown" and t.test in set(to_time))
+            msg = timing_skipped_text(len(to_time), no_gpu_asked=no_gpu_asked, unknown=unknown)
             report.untimed = "--no-gpu" if no_gpu_asked else "no GPU"
             echo(msg)
             report.messages.append(msg)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kperf_ci.judge.launch_diff import stopped_early_text
 from kperf_ci.report.ab_html import render_html, script_sweeps
 from kperf_ci.report.ab_static_view import sides, static_gate, static_rows, static_summary
 from kperf_ci.report.ab_view import (
@@ -303,6 +304,8 @@ def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: st
     ]
     if note := timing_note(doc):
         head += [md_field(note, 2 * FIELD_CHARS), ""]
+    if early := stopped_early_text(doc.get("tests") or []):
+        head += [f"⚠️ {md_field(early, 2 * FIELD_CHARS)}", ""]
     if link:
         head += [f"**[Full report]({link})**", ""]
     for line in head:  # bounded by md()'s field limit; checked all the same

@@ -134,7 +134,8 @@ def time_text(v: float | None, digits: int = 3) -> str:
         return fmt_value(v, "ms")
     unit = fmt_value(abs(v), "ms").rsplit(" ", 1)[-1]
     scaled = v / {"s": 1e3, "ms": 1.0, "µs": 1e-3, "ns": 1e-6}.get(unit, 1.0)
-    places = max(0, digits - 1 - math.floor(math.log10(abs(scaled))))
+    # rounded to its digits first: 0.99999 ns (a float's 1 ns) reads 1.00 ns, not 1.000 ns
+    places = max(0, digits - 1 - math.floor(math.log10(abs(float(f"{scaled:.{digits}g}")))))
     return f"{scaled:.{places}f} {unit}"
 
 
@@ -145,7 +146,10 @@ def times_text(x: dict[str, Any], delta: bool = False) -> str:
     b, h = number(x.get("base_ms")), number(x.get("head_ms"))
     if b is None and h is None:
         return "-"
-    if not delta or b is None or h is None or h == b:
+    # only beside a verdict that moved: an unchanged launch's reason gives the paired change in
+    # ns ("below the floor: 17.3 ns"), and "(-1.00 ns)" of the medians beside it read as two
+    # answers (the fifth walk, item 6)
+    if not delta or b is None or h is None or h == b or x.get("verdict") not in ("slower", "faster"):
         return f"{time_text(b)} → {time_text(h)}"
     return f"{time_text(b)} → {time_text(h)} ({'+' if h > b else '-'}{time_text(abs(h - b), 3)})"
 
