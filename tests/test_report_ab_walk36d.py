@@ -178,3 +178,10 @@ def test_no_change_in_time_beside_an_unchanged_verdict():
     )
     assert times_text({"base_ms": 0.0231, "head_ms": 0.037, "verdict": "slower"}, True).endswith("(+13.9 µs)")
     assert time_text(0.99999e-6) == "1.00 ns"
+
+
+def test_the_page_has_a_tile_for_unknown_tests():
+    """Fourth walk item 14, fifth item 9: the banner counted 10 unknown tests, no tile did."""
+    doc = {"tests": [], "timed": [], "counts": {"changed": 10, "unknown": 10, "skipped": 12}}
+    page = ab.render_html(doc)
+    assert "tests unknown (could not be compared)" in page

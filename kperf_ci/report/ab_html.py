@@ -129,6 +129,8 @@ def _tiles(
         tiles.append({"cls": "better", "n": len(improved), "label": "kernels improved (static)"})
     for status, label in (
         ("changed", "tests changed"),
+        # the banner counts them; a tile did not (issue 36's fourth walk item 14, fifth item 9)
+        ("unknown", "tests unknown (could not be compared)"),
         ("identical", "tests identical (not timed)"),
         ("skipped", "tests skipped"),
     ):
