@@ -417,7 +417,9 @@ def test_kperf_ab_bench_of_a_script_that_ends_the_process_names_the_side(tmp_pat
     r = _ab_bench(repo, "bench/bench_exit.py")
     assert r.returncode == 2, r.stdout + r.stderr
     line = r.stderr.strip().splitlines()[-1]  # the one line, after the pass's output ("bye")
-    assert line.startswith("Error: static pass in the base tree: bench/bench_exit.py: the script "), line
+    # both trees' script ends the process: the pull request's tree is named, as it ran first
+    # (issue 36's fourth walk, item 8)
+    assert line.startswith("Error: static pass in the head tree: bench/bench_exit.py: the script "), line
     assert "ended the process (exit 0) before kperf-ci could store the run: nothing stored" in line
     assert "stored no run" not in r.stderr and "Traceback" not in r.stderr, r.stderr
 

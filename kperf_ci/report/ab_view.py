@@ -149,7 +149,8 @@ def times_text(x: dict[str, Any], delta: bool = False) -> str:
     # only beside a verdict that moved: an unchanged launch's reason gives the paired change in
     # ns ("below the floor: 17.3 ns"), and "(-1.00 ns)" of the medians beside it read as two
     # answers (the fifth walk, item 6)
-    if not delta or b is None or h is None or h == b or x.get("verdict") not in ("slower", "faster"):
+    moved = is_regression(x.get("verdict")) or x.get("verdict") == "faster"
+    if not delta or b is None or h is None or h == b or not moved:
         return f"{time_text(b)} → {time_text(h)}"
     return f"{time_text(b)} → {time_text(h)} ({'+' if h > b else '-'}{time_text(abs(h - b), 3)})"
 
