@@ -185,3 +185,18 @@ def test_the_page_has_a_tile_for_unknown_tests():
     doc = {"tests": [], "timed": [], "counts": {"changed": 10, "unknown": 10, "skipped": 12}}
     page = ab.render_html(doc)
     assert "tests unknown (could not be compared)" in page
+
+
+def test_the_document_records_the_floor_it_was_judged_by():
+    """Issue 38's newcomer walk: `kperf ab` never wrote its floor into the A/B document, so a
+    configured ab_floor_ms was explained as the default's ("below the threshold" for a row the
+    2 µs floor decided)."""
+    from kperf_ci.config import ABPolicy
+    from kperf_ci.prcheck.document import ABReport
+    from kperf_ci.report.ab_view import floor_ms
+
+    policy = ABPolicy(ab_threshold=0.005, ab_floor_ms=0.002, ab_precision=0.01)
+    doc = ABReport(base_rev="HEAD~1", base_sha="b" * 40, head_sha="h" * 40, policy=policy).to_dict()
+    assert doc["ab_policy"] == {"ab_threshold": 0.005, "ab_floor_ms": 0.002, "ab_precision": 0.01}
+    assert floor_ms(doc) == 0.002
+    assert floor_ms({}) == 0.0001  # an older document: the setting's default, as before

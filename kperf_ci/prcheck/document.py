@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,10 @@ class ABReport:
     # why changed launches went untimed: "--no-gpu" (the user asked) or "no GPU" (none found);
     # None when nothing needed timing or it ran. The headline says which (issue 36's third walk)
     untimed: str | None = None
+    # the ABPolicy the launches were judged by (kperf_ci.config), stored whole: the reports
+    # explain an unchanged row by its floor (a newcomer's walk found the floor never stored, so a
+    # configured ab_floor_ms was explained as the default's)
+    policy: Any = None
     gpu_seconds: float = 0.0
     wall_s: float = 0.0
     # wall seconds of each stage: "static" (both trees, side by side), "timing" (the A/B pass)
@@ -85,6 +90,7 @@ class ABReport:
             "head": {"sha": self.head_sha},
             "device": self.device,
             "untimed": self.untimed,
+            "ab_policy": dataclasses.asdict(self.policy) if self.policy is not None else None,
             "counts": counts,
             "exit_code": self.exit_code,
             "tests": [{**t.to_dict(), "timed": timed_by_test.get(t.test, [])} for t in self.tests],

@@ -16,7 +16,7 @@ from kperf_ci import store
 from kperf_ci.capture.launches.ab_launch import plan_from_tests, results_path
 from kperf_ci.capture.launches.base_tree import materialize, resolve_rev
 from kperf_ci.capture.static.repo import ABError, repo_root
-from kperf_ci.config import load_settings
+from kperf_ci.config import ABPolicy, load_settings
 from kperf_ci.device import cuda_available
 from kperf_ci.judge.group import static_groups, static_launch_text
 from kperf_ci.judge.launch_diff import unknown_text
@@ -140,7 +140,9 @@ def run_ab(
         raise
     settings = settings or load_settings(Path(repo).resolve())
     rel_cwd = Path(os.path.relpath(Path(repo).resolve(), root.resolve()))
-    report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha)
+    # the timing pass's pytest reads the same settings (this tree's pyproject, this environment):
+    # the policy its launches are judged by, stored with the document
+    report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha, policy=ABPolicy.from_settings(settings))
     echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
         check_bench_script(list(args), base_root / rel_cwd)

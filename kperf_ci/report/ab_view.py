@@ -42,7 +42,8 @@ def change_text(t: dict[str, Any]) -> str:
 def floor_ms(doc: dict[str, Any]) -> float:
     """The absolute floor the document was judged with (``ab_floor_ms``): the document's own
     when it says, else the setting's default (kperf_ci.config, its one home)."""
-    v = doc.get("floor_ms")
+    policy = doc.get("ab_policy")
+    v = policy.get("ab_floor_ms") if isinstance(policy, dict) else doc.get("floor_ms")
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else Settings.ab_floor_ms
 
 
