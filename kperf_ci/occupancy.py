@@ -107,8 +107,8 @@ def _blocks(grid: Any) -> int | None:
     return n
 
 
-def grid_within_sms(b_row: dict[str, Any], h_row: dict[str, Any], arch: str) -> str | None:
-    """ "grid 37 blocks < 132 SMs" when both sides of a launch pair launch at most as many blocks
+def grid_within_sms(b_row: dict[str, Any], h_row: dict[str, Any], arch: str) -> tuple[int, int] | None:
+    """(blocks, SMs), e.g. (37, 132), when both sides of a launch pair launch at most as many blocks
     as ``arch`` has SMs (the hardware table's usual part): a single partial wave, at most one
     block on each SM, so the blocks-per-SM limits behind theoretical occupancy do not bind. None
     when the grid is larger, not recorded, or the arch's SM count is not known."""
@@ -122,4 +122,4 @@ def grid_within_sms(b_row: dict[str, Any], h_row: dict[str, Any], arch: str) -> 
     n = max(s for s in sizes if s is not None)
     if n > sms:
         return None
-    return f"grid {n} blocks {'<' if n < sms else '='} {sms} SMs"
+    return n, sms

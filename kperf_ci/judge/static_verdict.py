@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -191,16 +190,16 @@ def occupancy_change(
     return f"theoretical occupancy {_pct(fb)} -> {_pct(fh)} ({by_warps or by_code})"
 
 
-def _small_grid_note(fits: str | None) -> str:
-    """What an occupancy reason adds when the test's own grid does not fill the GPU."""
+def _small_grid_note(fits: tuple[int, int] | None) -> str:
+    """What an occupancy reason adds when the test's own grid does not fill the GPU: ``fits`` is
+    (blocks, SMs) from :func:`kperf_ci.occupancy.grid_within_sms`."""
     if not fits:
         return ""
-    # fits: "grid 37 blocks < 132 SMs" (occupancy.grid_within_sms)
-    m = re.fullmatch(r"(?:grid )?(\d+) blocks [<=] (\d+) SMs", fits)
-    said = (
-        f"this test's {m[1]} blocks put at most one on each of its {m[2]} SMs" if m else f"this test's {fits}"
+    blocks, sms = fits
+    return (
+        f", judged for a grid that fills the GPU (this test's {blocks} blocks put at most one on each "
+        f"of its {sms} SMs)"
     )
-    return f", judged for a grid that fills the GPU ({said})"
 
 
 def _occupancy_verdict(
@@ -210,7 +209,7 @@ def _occupancy_verdict(
     b_warps: int | None,
     h_warps: int | None,
     arch: str,
-    fits: str | None = None,
+    fits: tuple[int, int] | None = None,
 ) -> tuple[str, float] | str:
     """(regression text, severity), or the "changed" text, for the occupancy metrics in ``names``
     that increased. The resources used are those both sides report. ``fits``: the launch's grid
