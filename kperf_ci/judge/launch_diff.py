@@ -183,6 +183,10 @@ def unknown_text(tests: list[Any]) -> str:
     return "; ".join(parts)
 
 
+#: how a test that stopped early is said in its changes (written in diff_tests, read back below)
+STOPPED_EARLY = "the test stopped before its end: "
+
+
 def stopped_early_text(tests: list[dict[str, Any]]) -> str:
     """One line when tests stopped before their end in a static pass (document test rows), or "":
     "changed" and "unknown" tests alike, their later launches unseen and their results unchecked,
@@ -190,9 +194,8 @@ def stopped_early_text(tests: list[dict[str, Any]]) -> str:
     early = [t for t in tests if isinstance(t, dict) and t.get("ended_early")]
     if not early:
         return ""
-    prefix = "the test stopped before its end: "
-    first = next((str(c) for c in early[0].get("changes") or [] if str(c).startswith(prefix)), "")
-    why = first[len(prefix) :].split("results not checked: ", 1)[-1]
+    first = next((str(c) for c in early[0].get("changes") or [] if str(c).startswith(STOPPED_EARLY)), "")
+    why = first[len(STOPPED_EARLY) :].split("results not checked: ", 1)[-1]
     why = f" (first: {why[:160]}{'…' if len(why) > 160 else ''})" if why else ""
     return (
         f"{len(early)} of {len(tests)} tests stopped before their end in the static pass{why}: their "
@@ -419,7 +422,7 @@ def diff_tests(
             # the launches seen are the same, but the test stopped before its end in a static
             # pass: what it would have launched after is unknown, never identical
             status = "unknown"
-        why = f"the test stopped before its end: {early}" if early else ""
+        why = f"{STOPPED_EARLY}{early}" if early else ""
         out.append(TestDiff(test, status, launches, why))
     return out
 

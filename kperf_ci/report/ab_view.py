@@ -127,16 +127,15 @@ def kernel_change(k: dict[str, Any]) -> str:
     return pct(lo) if lo == hi else f"{pct(lo)} .. {pct(hi)}"
 
 
-def time_text(v: float | None, digits: int = 3) -> str:
-    """One A/B time at one precision rule, ``digits`` significant digits with their trailing
-    zeros ("1.60 µs", "6.05 µs", "36.8 µs"), never "1.6 µs" beside "6.048 µs" (units:
-    kperf_ci.units)."""
+def time_text(v: float | None) -> str:
+    """One A/B time at one precision rule, 3 significant digits with their trailing zeros
+    ("1.60 µs", "6.05 µs", "36.8 µs"), never "1.6 µs" beside "6.048 µs" (units: kperf_ci.units)."""
     if v is None or v == 0 or not math.isfinite(v):
         return fmt_value(v, "ms")
     unit = fmt_value(abs(v), "ms").rsplit(" ", 1)[-1]
     scaled = v / {"s": 1e3, "ms": 1.0, "µs": 1e-3, "ns": 1e-6}.get(unit, 1.0)
     # rounded to its digits first: 0.99999 ns (a float's 1 ns) reads 1.00 ns, not 1.000 ns
-    places = max(0, digits - 1 - math.floor(math.log10(abs(float(f"{scaled:.{digits}g}")))))
+    places = max(0, 2 - math.floor(math.log10(abs(float(f"{scaled:.3g}")))))
     return f"{scaled:.{places}f} {unit}"
 
 
@@ -153,7 +152,7 @@ def times_text(x: dict[str, Any], delta: bool = False) -> str:
     moved = is_regression(x.get("verdict")) or x.get("verdict") == "faster"
     if not delta or b is None or h is None or h == b or not moved:
         return f"{time_text(b)} → {time_text(h)}"
-    return f"{time_text(b)} → {time_text(h)} ({'+' if h > b else '-'}{time_text(abs(h - b), 3)})"
+    return f"{time_text(b)} → {time_text(h)} ({'+' if h > b else '-'}{time_text(abs(h - b))})"
 
 
 _SHAPE = re.compile(r"\b[a-z][a-z0-9]*\[[0-9x]*\]")
