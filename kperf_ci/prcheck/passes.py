@@ -350,7 +350,9 @@ def static_pass(
     base_args, dropped = _base_args(args, base_root / rel_cwd)
     if dropped:
         messages.append(f"not in the base revision, skipped there: {' '.join(dropped)}")
-    roots = {"base": base_root, "head": head_root}
+    # the head first: where both trees fail alike (a module their tests import is missing), the
+    # message names the pull request's tree, which ran first, not the base (fourth walk, item 8)
+    roots = {"head": head_root, "base": base_root}
     side_args = {"base": base_args, "head": args}
 
     def start(side: str) -> _Pass:
@@ -380,9 +382,7 @@ def static_pass(
                 done[side], peaks[side] = _run_passes([start(side)])[0]
     wall_s = time.monotonic() - t0
     sides = {}
-    # the head first: where both trees fail alike (a module their tests import is missing), the
-    # message names the pull request's tree, which ran first, not the base (fourth walk, item 8)
-    for side, root in sorted(roots.items(), key=lambda kv: kv[0] != "head"):
+    for side, root in roots.items():
         rc, out = done[side]
         marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
         # "parallel" never runs a killed pass again alone; "auto" does, "sequential" always is

@@ -169,7 +169,8 @@ def run_ab(
             echo(msg)
             report.messages.append(msg)
         elif not gpu:
-            unknown = sum(1 for t in tests if t.status == "unknown" and t.test in set(to_time))
+            timing = set(to_time)
+            unknown = sum(1 for t in tests if t.status == "unknown" and t.test in timing)
             msg = timing_skipped_text(len(to_time), no_gpu_asked=no_gpu_asked, unknown=unknown)
             report.untimed = "--no-gpu" if no_gpu_asked else "no GPU"
             echo(msg)
