@@ -455,14 +455,27 @@ def _configs_of(tuner: Any, args: tuple, kwargs: dict) -> tuple[list, int]:
         tuner.nargs = saved
 
 
+def caller_constexprs(tuner: Any, jit: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The constexprs the caller itself passed to the autotuner (attorch's softmax ``log`` and
+    ``neg``): they are part of the call, unlike the values the configs and heuristics supply,
+    which the change under test may move. Without them three calls that differ only in ``log``
+    and ``neg`` shared one key, so only the first test's launch had a truth."""
+    const = {n for n, c, _ in _params(jit) if c}
+    names = getattr(tuner, "arg_names", None) or [n for n, _, _ in _params(jit)]
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    return {n: _key_item(v) for n, v in given.items() if n in const}
+
+
 def _after_autotune(tuner: Any, args: tuple, kwargs: dict, last: tuple) -> None:
     jit, jargs, jkwargs, jgrid = last
-    key = call_key(jit, jargs, jkwargs)
+    given = caller_constexprs(tuner, jit, args, kwargs)
+    key = call_key(jit, jargs, jkwargs) + [["C", n, v] for n, v in sorted(given.items())]
     if not _room(json.dumps(key), _kernel_of(jit)):
         return
     # resolved after the launch (resolving inside the autotuner's timing loop would move its pick)
     entry = _add_call(key, resolve_launch(jit, jargs, jkwargs, jgrid), _kernel_of(jit))
     entry["autotuned"] = True
+    entry["caller_constexprs"] = given
     entry["pick"] = _config_text(getattr(tuner, "best_config", None))
     entry["autotuner"] = type(tuner).__name__
     try:
@@ -845,6 +858,7 @@ def time_key(
         "shapes": b["shapes"],
         "head_shapes": entries["head"]["shapes"],
         "tests": {s: e.get("test") for s, e in entries.items()},
+        "caller_constexprs": b.get("caller_constexprs") or {},
         "base_pick": b.get("pick"),
         "head_pick": entries["head"].get("pick"),
         "base_launch": b["launch"]["text"],

@@ -475,8 +475,10 @@ def _truth_for(truth: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, A
     """The truth entry of a timed launch: made by the same test (the row's test, or a test whose
     identical launch it stands for) with the same tensors (kperf's row names the head's launch).
     The truth records a call once, by the first test that made it: a launch of another test
-    whose call it collapsed (a caller constexpr apart) has no truth, never another launch's. A
-    long launch text is cut ("…"), its last tensors missing: then the call holds them all."""
+    whose call it collapsed has no truth, never another launch's. An autotuned call's key holds
+    the constexprs its caller passed (attorch's ``log``, ``neg``), and they must read the same in
+    kperf's launch text. A long launch text is cut ("…"), its last tensors missing: then the call
+    holds them all."""
     if not truth:
         return None
     launch = row.get("launch") or ""
@@ -486,9 +488,21 @@ def _truth_for(truth: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, A
         if t.get("truth_pct") is None or (t.get("tests") or {}).get("head") not in tests:
             continue
         have = shapes_of(t.get("head_shapes") or t.get("shapes") or "")
+        if not _same_constexprs(t.get("caller_constexprs") or {}, launch):
+            continue
         if have == want or (launch.endswith("…") and all(have.count(x) >= want.count(x) for x in set(want))):
             return t
     return None
+
+
+def _same_constexprs(given: dict[str, Any], launch: str) -> bool:
+    """Whether the constexprs the caller passed in the truth's call (a record keeps them in its
+    key) read the same in kperf's launch text; one the text does not show (cut by "…") agrees."""
+    for name, value in given.items():
+        m = re.search(rf"(?:^|, ){re.escape(name)}=([^,;]*)", launch)
+        if m and m.group(1).strip() != str(value):
+            return False
+    return True
 
 
 def _static_verdict(doc: dict[str, Any], kernel: str, shapes: tuple[str, ...] | None = None) -> str:

@@ -317,3 +317,37 @@ def test_time_autotuned_kernel_best_of_configs(runs):
     (alone,) = doc["unpaired"]
     assert alone["side"] == "base" and alone["key_text"].endswith("n=40")
     assert "head" in alone["reason"]
+
+
+def test_a_caller_constexpr_keeps_autotuned_calls_apart():
+    """attorch's softmax passes ``log`` and ``neg`` itself: three calls at one shape that differ
+    only there were one key, so two tests' launches had no truth. The caller's constexprs join the
+    key; what the configs and heuristics supply (``BLOCK``) does not, since the change may move it."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpus_truth as ct
+    from corpus_ab_eval import _truth_for
+
+    @triton.jit
+    def kern(x, n, log: tl.constexpr, BLOCK: tl.constexpr):
+        pass
+
+    class Tuner:
+        arg_names = ["x", "n", "log", "BLOCK"]
+
+    x = torch.empty(4)
+    assert ct.caller_constexprs(Tuner(), kern, (x, 4), {"log": True}) == {"log": True}
+    assert ct.caller_constexprs(Tuner(), kern, (x, 4, False), {}) == {"log": False}
+    keys = [
+        {"truth_pct": p, "tests": {"head": "t[1]"}, "head_shapes": "fp32[4]", "caller_constexprs": {"log": v}}
+        for p, v in ((1.0, False), (2.0, True))
+    ]
+    row = {"test": "t[1]", "launch": "x=fp32[4], n=4, log=True, BLOCK=4; grid 1x1x1"}
+    assert _truth_for({"keys": keys}, row)["truth_pct"] == 2.0
+    row["launch"] = "x=fp32[4], n=4, log=False, BLOCK=4; grid 1x1x1"
+    assert _truth_for({"keys": keys}, row)["truth_pct"] == 1.0
+    row["launch"] = "x=fp32[4], n=4, lo…"  # cut before the constexpr: the first with these tensors
+    assert _truth_for({"keys": keys}, row)["truth_pct"] == 1.0
