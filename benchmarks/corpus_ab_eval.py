@@ -811,6 +811,9 @@ def main(argv: list[str] | None = None) -> int:
         "--truth-kernels", default="", help="comma list: the truth step times these case kernels only"
     )
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument(
+        "--results", type=Path, default=RESULTS, help="where the json and md go (another card's run beside)"
+    )
     a = ap.parse_args(argv)
     srcs = dict(s.split("=", 1) for s in a.src)
     if a.export:
@@ -833,7 +836,8 @@ def main(argv: list[str] | None = None) -> int:
             [k for k in a.truth_kernels.split(",") if k],
         )
     if not a.no_render:
-        render(a.out, RESULTS)
+        a.results.mkdir(parents=True, exist_ok=True)
+        render(a.out, a.results)
     return 0
 
 
