@@ -499,8 +499,8 @@ def _same_constexprs(given: dict[str, Any], launch: str) -> bool:
     """Whether the constexprs the caller passed in the truth's call (a record keeps them in its
     key) read the same in kperf's launch text; one the text does not show (cut by "…") agrees."""
     for name, value in given.items():
-        m = re.search(rf"(?:^|, ){re.escape(name)}=([^,;]*)", launch)
-        if m and m.group(1).strip() != str(value):
+        m = re.search(rf"(?:^|, ){re.escape(name)}=([^,;\s…]*)", launch)  # "log=False …; grid"
+        if m and m.group(1) != str(value):
             return False
     return True
 

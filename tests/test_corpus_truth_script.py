@@ -349,5 +349,7 @@ def test_a_caller_constexpr_keeps_autotuned_calls_apart():
     assert _truth_for({"keys": keys}, row)["truth_pct"] == 2.0
     row["launch"] = "x=fp32[4], n=4, log=False, BLOCK=4; grid 1x1x1"
     assert _truth_for({"keys": keys}, row)["truth_pct"] == 1.0
+    row["launch"] = "x=fp32[4], n=4, log=True …; grid 1x1x1; num_warps=1"  # kperf elides the rest
+    assert _truth_for({"keys": keys}, row)["truth_pct"] == 2.0
     row["launch"] = "x=fp32[4], n=4, lo…"  # cut before the constexpr: the first with these tensors
     assert _truth_for({"keys": keys}, row)["truth_pct"] == 1.0
