@@ -155,6 +155,14 @@ def test_distribution_keeps_outliers_off_axis():
     assert max(ticks) < 2  # the axis is the bulk of the data, not 1..50
 
 
+def test_distribution_marks_the_packages_median_of_an_even_count():
+    """An even count of samples: the median line is sample_stats.median's (the mean of the middle
+    two), the number the tables show; the hand-written sorted(x)[n // 2] it replaced marked the
+    upper one (4 and 40 here)."""
+    svg = plots.distribution_svg([10.0, 20.0, 30.0, 40.0], [1.0, 2.0, 3.0, 4.0])
+    assert re.findall(r"<title>(median [^<]*)</title>", svg) == ["median 25 ms", "median 2.5 ms"]
+
+
 def test_gantt_thins_huge_traces():
     lanes = [(f"SM {i}", [(j * 10.0, j * 10.0 + 9, "CTA") for j in range(300)]) for i in range(132)]
     svg = plots.gantt_svg(lanes, max_bars=5000)
