@@ -125,6 +125,23 @@ def test_without_comparison_or_baseline():
 # ------------------------------------------------------------------------------- plots
 
 
+@pytest.mark.parametrize("timing", ["slower", "faster", "unchanged", "inconclusive"])
+def test_a_variants_verdict_is_the_timing_verdict_its_time_row_was_decided_by(timing):
+    """The row keeps the samples' verdict, and the variant's verdict is that verdict, not the
+    row's word (worse / better / same / inconclusive) decoded back."""
+    from types import SimpleNamespace
+
+    from kperf_ci.report.build import _apply_change_to_row, plain_verdict
+    from kperf_ci.report.view import MetricRow
+
+    r = MetricRow("time.median", "ms", "time", "lower", 1.0, 1.1, "worse")
+    ch = SimpleNamespace(base=1.0, current=1.1, direction="worse", verdict=timing, rel=0.1, ci=None)
+    ch.threshold, ch.regression, ch.reason = 0.05, timing == "slower", ""
+    _apply_change_to_row(ch, r)
+    assert r.timing == timing
+    assert plain_verdict(make_result("k"), make_result("k"), [r]) == timing
+
+
 def test_plots_escape_text_and_skip_missing_data():
     assert plots.distribution_svg([], []) is None
     assert plots.history_svg([("a", 1.0)]) is None
