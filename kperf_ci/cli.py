@@ -19,7 +19,8 @@ from kperf_ci.commands.merge import merge_cmd
 from kperf_ci.commands.report import report_cmd
 from kperf_ci.commands.run import run_cmd
 from kperf_ci.commands.show import show_cmd
-from kperf_ci.errors import CLICK_EXITS, EXIT_INTERRUPTED, exit_error
+from kperf_ci.errors import CLICK_EXITS, exit_error
+from kperf_ci.exit_codes import EXIT_INTERRUPTED
 
 
 class KperfGroup(click.Group):

@@ -1,15 +1,6 @@
-"""The exit codes of the `kperf` commands, and the user errors that give them.
-
-Exit codes, for every command:
-
-- 0: fine;
-- 1 (:data:`EXIT_REGRESSION`): a regression was found (compare, gate, ``analyze --fail-on-flag``),
-  and nothing else: CI reads 1 as "the change made things worse";
-- 2 (:data:`EXIT_BAD_INPUT`): bad input (a missing or broken database or file, a bad setting, a
-  path that cannot be written): one line on stderr naming the file, the problem and the fix;
-- 3 (:data:`EXIT_BUG`): kperf-ci crashed. That is a bug in kperf-ci, never a verdict about the
-  code under test; a short message on stderr (``KPERF_TRACEBACK=1`` shows the traceback).
-- 130 (:data:`EXIT_INTERRUPTED`): stopped by Ctrl-C, as a shell reports SIGINT (no verdict).
+"""The user errors of the `kperf` commands and the exit codes they give: 2 for bad input
+(:class:`KperfError`), 3 for a bug in kperf-ci (:class:`KperfCrash`); every code and what it
+means is :mod:`kperf_ci.exit_codes`.
 
 Stored text that a message quotes (a kernel name, a label) goes through
 :func:`kperf_ci.report.safe_text.terminal_safe`; :class:`KperfError` applies it to the whole line.
@@ -29,16 +20,12 @@ import click
 from kperf_ci import store
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.config import ENV_TRACEBACK, ConfigError, env_switch
+from kperf_ci.exit_codes import EXIT_BAD_INPUT, EXIT_BUG
 from kperf_ci.report.safe_text import terminal_safe
 from kperf_ci.store import StoreError, same_database
 from kperf_ci.store.errors import DB_OPTION
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_REGRESSION = 1
-EXIT_BAD_INPUT = 2
-EXIT_BUG = 3
-EXIT_INTERRUPTED = 130
 
 
 class KperfError(click.ClickException):

@@ -100,21 +100,32 @@ VERDICT_RANK = {
 }
 
 
+#: The one table between a timing verdict and the words of a metric's change: the three
+#: functions below read it, so slower/worse, faster/better, unchanged/same are paired once.
+_ROW_VERDICT_OF_TIMING: dict[str, RowVerdict] = {
+    "slower": "worse",
+    "faster": "better",
+    "unchanged": "same",
+    "inconclusive": "inconclusive",
+}
+_TIMING_OF_ROW_VERDICT: dict[str, str] = {r: t for t, r in _ROW_VERDICT_OF_TIMING.items()}
+
+
 def timing_change(verdict: str) -> Change:
-    """What a timing verdict makes of time.median's Change: noise (inconclusive) is not worse."""
-    return {"slower": "worse", "faster": "better"}.get(verdict, "same")  # type: ignore[return-value]
+    """What a timing verdict makes of time.median's Change: noise (inconclusive) is not worse,
+    and a Change has no "inconclusive", so it is "same"."""
+    row = row_verdict_of_timing(verdict)
+    return "same" if row == "inconclusive" else row  # type: ignore[return-value]
 
 
 def row_verdict_of_timing(verdict: str) -> RowVerdict:
     """A report row's verdict from a timing verdict (inconclusive stays inconclusive)."""
-    return {"slower": "worse", "faster": "better", "unchanged": "same"}.get(  # type: ignore[return-value]
-        verdict, "inconclusive"
-    )
+    return _ROW_VERDICT_OF_TIMING.get(verdict, "inconclusive")
 
 
 def variant_verdict_of_time_row(row_verdict: str) -> str:
     """A variant's verdict from its time.median row (the inverse of row_verdict_of_timing)."""
-    return {"worse": "slower", "better": "faster", "same": "unchanged"}.get(row_verdict, "inconclusive")
+    return _TIMING_OF_ROW_VERDICT.get(row_verdict, "inconclusive")
 
 
 def change_of(better: Better | str, base: float, cur: float) -> Change:

@@ -538,6 +538,25 @@ def test_ab_command_helpers(tmp_path):
     )
 
 
+def test_ab_rows_medians_are_the_packages_median_for_an_even_count():
+    """An even count of samples: the row's medians average the middle two, as
+    sample_stats.median (numpy's) does; the hand-written sorted(x)[n // 2] it replaced took the
+    upper one (4.0 and 40.0 here)."""
+    from kperf_ci.model import VariantKey, VariantResult
+    from kperf_ci.prcheck.document import _ab_rows
+
+    ab = {"verdict": "faster", "base_ms": [40.0, 10.0, 30.0, 20.0], "head_ms": [4.0, 1.0, 3.0, 2.0]}
+    vr = VariantResult(key=VariantKey("k", "H100", test="t"), artifacts={"ab": json.dumps(ab)})
+    (row,) = _ab_rows([vr])
+    assert row["base_median_ms"] == 25.0 and row["head_median_ms"] == 2.5
+    odd = VariantResult(
+        key=VariantKey("k", "H100", test="t"),
+        artifacts={"ab": json.dumps({"verdict": "faster", "base_ms": [3.0, 1.0, 2.0], "head_ms": []})},
+    )
+    (row,) = _ab_rows([odd])
+    assert row["base_median_ms"] == 2.0 and row["head_median_ms"] is None
+
+
 def test_ab_passes_do_not_run_the_projects_own_baseline_comparison(tmp_path):
     """A project with [tool.kperf] baseline: the plugin's own comparison would end a static pass
     with exit 1 on a regression, which kperf ab read as failing tests (exit 2, no ab.db)."""

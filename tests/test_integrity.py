@@ -298,6 +298,7 @@ def test_xdist_worker_whose_part_was_diverted_leaves_the_run_incomplete(tmp_path
     marks the run in the database interrupted, not complete (its part is elsewhere)."""
     from types import SimpleNamespace
 
+    from kperf_ci.exit_codes import EXIT_BAD_INPUT
     from kperf_ci.plugin import finish
     from kperf_ci.plugin.session import KperfSession
 
@@ -317,14 +318,14 @@ def test_xdist_worker_whose_part_was_diverted_leaves_the_run_incomplete(tmp_path
     )
     worker.save = save  # type: ignore[method-assign]
     worker.compare_with_baseline = lambda: None  # type: ignore[method-assign]
-    assert finish.finish_session(worker) == finish.STORE_DIVERTED
+    assert finish.finish_session(worker) == EXIT_BAD_INPUT
     controller = KperfSession(config=None, settings=None, mode="static", run_id="r1")  # type: ignore[arg-type]
     finish.merge_worker_output(controller, finish.worker_output(worker))
     assert controller.interrupted and str(side) in controller.interrupted
     assert controller.errors and str(side) in controller.errors[0][1]
-    assert finish._error_status(controller) == finish.STORE_DIVERTED  # exit 2, not a regression's 1
+    assert finish._error_status(controller) == EXIT_BAD_INPUT == 2  # not a regression's 1
     controller.error("test_x.py::test_x", "kernel k: did not compile")  # any other error still fails
-    assert finish._error_status(controller) == finish.KPERF_FAILED
+    assert finish._error_status(controller) == pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.mark.parametrize("which", ["--kperf-db", "--kperf-baseline"])

@@ -369,6 +369,14 @@ def test_vocabulary_maps(verdict, regression):
     assert metrics.timing_change(verdict) == {"slower": "worse", "faster": "better"}.get(verdict, "same")
 
 
+def test_vocabulary_maps_fall_back_as_they_always_did():
+    """The one table's fallbacks (kperf_ci.metrics: a word outside it): no change for a Change,
+    inconclusive for a row and for a variant (a time row that is new, removed or not compared)."""
+    assert metrics.timing_change("") == "same" and metrics.row_verdict_of_timing("") == "inconclusive"
+    for row in ("n/a", "changed", "new", "removed", "inconclusive"):
+        assert metrics.variant_verdict_of_time_row(row) == "inconclusive"
+
+
 def test_change_of():
     assert metrics.change_of("lower", 10, 8) == "better"
     assert metrics.change_of("lower", 8, 10) == "worse"

@@ -125,6 +125,23 @@ def test_without_comparison_or_baseline():
 # ------------------------------------------------------------------------------- plots
 
 
+@pytest.mark.parametrize("timing", ["slower", "faster", "unchanged", "inconclusive"])
+def test_a_variants_verdict_is_the_timing_verdict_its_time_row_was_decided_by(timing):
+    """The row keeps the samples' verdict, and the variant's verdict is that verdict, not the
+    row's word (worse / better / same / inconclusive) decoded back."""
+    from types import SimpleNamespace
+
+    from kperf_ci.report.build import _apply_change_to_row, plain_verdict
+    from kperf_ci.report.view import MetricRow
+
+    r = MetricRow("time.median", "ms", "time", "lower", 1.0, 1.1, "worse")
+    ch = SimpleNamespace(base=1.0, current=1.1, direction="worse", verdict=timing, rel=0.1, ci=None)
+    ch.threshold, ch.regression, ch.reason = 0.05, timing == "slower", ""
+    _apply_change_to_row(ch, r)
+    assert r.timing == timing
+    assert plain_verdict(make_result("k"), make_result("k"), [r]) == timing
+
+
 def test_plots_escape_text_and_skip_missing_data():
     assert plots.distribution_svg([], []) is None
     assert plots.history_svg([("a", 1.0)]) is None
@@ -153,6 +170,14 @@ def test_distribution_keeps_outliers_off_axis():
     assert "1 off-axis" in svg
     ticks = [float(t) for t in re.findall(r'class="tick"[^>]*>([\d.]+)<', svg)]
     assert max(ticks) < 2  # the axis is the bulk of the data, not 1..50
+
+
+def test_distribution_marks_the_packages_median_of_an_even_count():
+    """An even count of samples: the median line is sample_stats.median's (the mean of the middle
+    two), the number the tables show; the hand-written sorted(x)[n // 2] it replaced marked the
+    upper one (4 and 40 here)."""
+    svg = plots.distribution_svg([10.0, 20.0, 30.0, 40.0], [1.0, 2.0, 3.0, 4.0])
+    assert re.findall(r"<title>(median [^<]*)</title>", svg) == ["median 25 ms", "median 2.5 ms"]
 
 
 def test_gantt_thins_huge_traces():

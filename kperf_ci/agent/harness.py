@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
-import math
 import os
 import sys
 import time
@@ -29,6 +28,7 @@ from kperf_ci.capture.timing import backend, cupti, engine, interleaved, steps  
 from kperf_ci.config import ABPolicy
 from kperf_ci.judge import plausibility
 from kperf_ci.judge.ab import stop_rule
+from kperf_ci.sample_stats import median
 
 
 def _load(path: str, name: str) -> Any:
@@ -172,8 +172,8 @@ def _bench(
         raise checks.Rejected(
             checks.TIMING_INPUTS, f"wrong on the timing inputs after timing: {e.reason}"
         ) from None
-    head_ms = sorted(res.head_ms)[len(res.head_ms) // 2] if res.head_ms else math.nan
-    base_ms = sorted(res.base_ms)[len(res.base_ms) // 2] if res.base_ms else math.nan
+    # the package's one median (NaN for no samples), as the A/B document's and the judge's
+    head_ms, base_ms = median(res.head_ms), median(res.base_ms)
     out = cand_fn(*b)
     nbytes = plausibility.derive_bytes(*b, out)
     pl = plausibility.check(

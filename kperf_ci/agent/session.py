@@ -24,7 +24,7 @@ from kperf_ci.prcheck.document import load_ab_document
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # 14 fields, several of one type: built by name only
 class Request:
     """What one `kperf agent run` asks of every target it optimizes."""
 

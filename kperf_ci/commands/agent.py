@@ -143,9 +143,10 @@ def run_cmd(
     dev = _device(device)
     _warn_no_pr_on_cpu(open_pr, dev)
     budget = Budget(max_llm_calls, max_gpu_seconds, max_wall_s, max_rounds, patience)
-    req = session.Request(
-        Path(root), endpoint, dev, ab_db, run_db, seed_list, timeout_s, bench_budget_s,
-        not no_value_check, budget, Path(out), open_pr, repo, base,
+    req = session.Request(  # packed: a keyword per line takes run_cmd over the commands' 40 lines
+        root=Path(root), endpoint=endpoint, device=dev, ab_db=ab_db, run_db=run_db, seeds=seed_list,
+        timeout_s=timeout_s, bench_budget_s=bench_budget_s, value_check=not no_value_check,
+        budget=budget, out=Path(out), open_pr=open_pr, repo=repo, base=base,
     )  # fmt: skip
     pop = Population(db)
     try:

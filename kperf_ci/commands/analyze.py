@@ -23,6 +23,7 @@ from kperf_ci.analysis import FLAG_THRESHOLDS, LaunchConfig
 from kperf_ci.analysis.overlap import largest_bubbles
 from kperf_ci.analysis.pipeline import AnalyzeReport, analyze, launch_report
 from kperf_ci.errors import KperfError, user_errors
+from kperf_ci.exit_codes import EXIT_REGRESSION
 from kperf_ci.inputs import read_run
 from kperf_ci.report.safe_text import terminal_safe
 
@@ -132,7 +133,7 @@ def analyze_cmd(
     else:
         _print_report(report, perfetto)
     if fail_on_flag and report.flagged:
-        raise SystemExit(1)  # 1 = something was found, as for compare; 2 = bad input
+        raise SystemExit(EXIT_REGRESSION)  # something was found, as for compare
 
 
 def _launch(

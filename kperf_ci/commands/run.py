@@ -17,7 +17,8 @@ from typing import Any
 import click
 
 from kperf_ci.config import ENV_NO_REPORT, env_switch
-from kperf_ci.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, exit_error, user_errors
+from kperf_ci.errors import exit_error, user_errors
+from kperf_ci.exit_codes import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from kperf_ci.inputs import load_settings
 from kperf_ci.pytest_args import bench_args, pin_paths, project_rootdir, script_of
 from kperf_ci.reporting import show, write_run_report

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from kperf_ci.exit_codes import EXIT_REGRESSION
 from kperf_ci.git import git, git_or_none
 from kperf_ci.judge.changepoint import (
     current_baseline,
@@ -141,7 +142,7 @@ class GateReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.blockers else 0
+        return EXIT_REGRESSION if self.blockers else 0
 
     def render(self) -> str:
         head = "BLOCKED" if self.blocked else "passed"

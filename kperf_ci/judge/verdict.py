@@ -25,16 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kperf_ci.exit_codes import EXIT_REGRESSION
+
 from .group import kernel_groups, kernel_site, static_groups
 
 if TYPE_CHECKING:  # the comparison module reads this one for its exit code
     from .comparison import Comparison
 
 __all__ = ["Regression", "document_kernels", "document_static_kernels", "is_regression", "regression"]
-
-#: kperf_ci.errors.EXIT_REGRESSION, said again: errors.py imports the store and the report, which
-#: import the judge, so the judge cannot import it
-EXIT_REGRESSION = 1
 
 
 def is_regression(verdict: str | None) -> bool:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from kperf_ci.exit_codes import EXIT_BAD_INPUT
 from kperf_ci.plugin.options import DB_OPTION
 from kperf_ci.report.terminal import write_findings, write_status, write_summary  # noqa: F401 - the hooks' API
 from kperf_ci.store import RunDivertedError, StoreError
@@ -19,14 +20,12 @@ if TYPE_CHECKING:
     # session.py imports the measuring stack; this module is imported with it, never before
     from kperf_ci.plugin.session import KperfSession
 
-# Exit status when kperf itself finds a problem in an otherwise green session (a regression
-# against the baseline, a kernel that does not compile): the same as failed tests, so CI fails.
-KPERF_FAILED = 1
-# pytest's own status for a session stopped by Ctrl-C.
-INTERRUPTED = 2
-# The run database could not take the run, which went to a pending file instead: nothing was
-# judged and the fix is the user's (merge the file in), so the README's 2, never 1 (a regression).
-STORE_DIVERTED = 2
+# The session's exit statuses are each named where they are defined, none restated here: a
+# regression against the baseline is the comparison's exit code (the judge's one answer,
+# kperf_ci.exit_codes.EXIT_REGRESSION); an error kperf reported in an otherwise green session (a
+# kernel that does not compile) fails it as failed tests do, pytest's TESTS_FAILED; a run that went
+# to a pending file is EXIT_BAD_INPUT, never 1 (nothing was judged and the fix is the user's: merge
+# the file in); a run stopped by Ctrl-C is pytest's own INTERRUPTED.
 
 
 class InterruptWatch:
@@ -47,9 +46,10 @@ class InterruptWatch:
 
 
 def finish_session(ks: KperfSession) -> int:
-    """Compile, store, compare. Returns the exit status kperf asks for: 0, KPERF_FAILED when
-    kperf reported an error or a regression, STORE_DIVERTED when its only errors are runs written
-    to pending files, else INTERRUPTED when the run is incomplete."""
+    """Compile, store, compare. Returns the exit status kperf asks for: 0; the comparison's
+    exit code on a regression; TESTS_FAILED when kperf reported an error, EXIT_BAD_INPUT when
+    its only errors are runs written to pending files (:func:`_error_status`); else pytest's
+    INTERRUPTED when the run is incomplete."""
     try:
         if ks.interrupted is None:
             try:
@@ -80,22 +80,22 @@ def finish_session(ks: KperfSession) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C while storing: the transaction rolled back
         ks.mark_interrupted("Ctrl-C while storing", ctrl_c=True)
         ks.forget_saved()
-        return INTERRUPTED
+        return pytest.ExitCode.INTERRUPTED
     if ks.errors:
         return _error_status(ks)
     if ks.interrupted:
-        return INTERRUPTED
-    if ks.comparison is not None and ks.comparison.exit_code:
-        return KPERF_FAILED
+        return pytest.ExitCode.INTERRUPTED
+    if ks.comparison is not None:
+        return ks.comparison.exit_code  # the one answer's code: 0, or EXIT_REGRESSION
     return 0
 
 
 def _error_status(ks: KperfSession) -> int:
-    """STORE_DIVERTED when every error is a run written to a pending file (this process's or an
-    xdist worker's), else KPERF_FAILED: a kernel that did not compile still fails the run."""
+    """EXIT_BAD_INPUT when every error is a run written to a pending file (this process's or an
+    xdist worker's), else TESTS_FAILED: a kernel that did not compile still fails the run."""
     if ks.diverted and all(n == "<store>" and r in ks.diverted for n, r in ks.errors):
-        return STORE_DIVERTED
-    return KPERF_FAILED
+        return EXIT_BAD_INPUT
+    return pytest.ExitCode.TESTS_FAILED
 
 
 #: what `kperf run` reads from ``--kperf-run-status``: the session got this far

@@ -13,6 +13,7 @@ from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.group import kernel_groups, launch_text, static_groups
 from kperf_ci.judge.verdict import Regression, regression
 from kperf_ci.launch_calls import value_labels
+from kperf_ci.sample_stats import median
 
 #: the blob that holds the A/B document, on the run labelled "ab"
 AB_BLOB = "ab_report"
@@ -204,8 +205,10 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
                 "search_seconds": launch.get("search_s"),
                 "threshold": m.get("ab.threshold"),
                 "method": extra.get("method"),
-                "base_median_ms": sorted(base_ms)[len(base_ms) // 2] if base_ms else None,
-                "head_median_ms": sorted(head_ms)[len(head_ms) // 2] if head_ms else None,
+                # the package's one median (numpy's: an even count averages the middle two), so
+                # the document's medians are the ones the timing loop and the judge compute
+                "base_median_ms": median(base_ms) if base_ms else None,
+                "head_median_ms": median(head_ms) if head_ms else None,
                 "regions_moved": _region_moves(extra.get("base_regions") or {}, m, kernel_name),
                 "identical_in": list((identical or {}).get(r.key.id, [])),
             }

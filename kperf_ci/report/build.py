@@ -167,8 +167,8 @@ def plain_verdict(base: VariantResult | None, cur: VariantResult | None, rows: l
     if cur.error:
         return "error"
     t = next((r for r in rows if r.name == "time.median"), None)
-    if t is not None:
-        return variant_verdict_of_time_row(t.verdict)
+    if t is not None:  # the samples' verdict when they decided it, else the medians' direction
+        return t.timing or variant_verdict_of_time_row(t.verdict)
     static = [r for r in rows if r.kind == "static"]
     if any(r.regression or r.verdict == "worse" for r in static):
         return "worse"
@@ -308,7 +308,7 @@ def _apply_change_to_row(ch: Any, r: MetricRow) -> None:
         else:
             r.verdict = _DIRECTION.get(ch.direction, r.verdict)
     if ch.verdict:  # timing decided on samples
-        r.verdict = row_verdict_of_timing(ch.verdict)
+        r.verdict, r.timing = row_verdict_of_timing(ch.verdict), ch.verdict
     if ch.rel is not None and not math.isnan(ch.rel):
         r.rel = ch.rel
     if ch.ci and not any(math.isnan(x) for x in ch.ci):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
+from ..sample_stats import median
 from ..units import fmt_value
 
 PALETTE_SIZE = 8  # region / series colours are classes c0..c7 in report.css
@@ -122,10 +123,8 @@ def distribution_svg(
     height: int = 220,
     bins: int = 40,
 ) -> Markup | None:
-    """Overlaid histograms of two timing-sample sets on shared bins, medians marked.
-
-    Returns None when neither side has samples (the page then shows no chart at all).
-    """
+    """Overlaid histograms of two timing-sample sets on shared bins, medians marked. Returns None
+    when neither side has samples (the page then shows no chart at all)."""
     a = [float(v) for v in baseline if math.isfinite(v)]
     b = [float(v) for v in current if math.isfinite(v)]
     if not a and not b:
@@ -164,7 +163,7 @@ def distribution_svg(
             if f > 0:
                 x0, x1 = sx(lo + i * w), sx(lo + (i + 1) * w)
                 body.append(_rect(f"{cls} hist", x0, sy(f), max(x1 - x0 - 0.5, 0.5), sy(0) - sy(f)))
-        med = sorted(vals)[len(vals) // 2]
+        med = median(vals)  # the package's one median: the line and its label match the tables
         body.append(_vline(f"{cls} median", sx(med), mt, height - mb, f"median {fmt_value(med, unit)}"))
 
     def label(side: str, vals: list[float]) -> str:

@@ -46,6 +46,10 @@ class MetricRow:
     ci: tuple[float, float] | None = None  # confidence interval of rel
     threshold: float | None = None
     note: str = ""
+    #: the timing verdict the row was decided by (slower / faster / unchanged / inconclusive; None
+    #: when no samples decided it), kept so that the variant's verdict is not decoded back from
+    #: ``verdict``
+    timing: str | None = None
 
     @property
     def delta(self) -> float | None:

@@ -151,3 +151,33 @@ def test_a_wrong_root_leaves_no_database_and_show_says_empty(tmp_path):
     shown = kperf("show", "--db", str(tmp_path / "empty.db"))
     assert shown.returncode == 2 and not shown.stdout
     assert len(shown.stderr.strip().splitlines()) == 1 and "holds no agent sessions" in shown.stderr
+
+
+def test_the_session_request_is_built_by_keyword_only():
+    """Fourteen fields, several of one type (ab_db / run_db / repo, timeout_s / bench_budget_s):
+    a positional call that swaps two of them would still run, so none is accepted."""
+    import dataclasses
+
+    from kperf_ci.agent.loop import Budget
+    from kperf_ci.agent.session import Request
+
+    values = dict(
+        root=Path("."),
+        endpoint=None,
+        device="cpu",
+        ab_db=None,
+        run_db=None,
+        seeds=[1],
+        timeout_s=1.0,
+        bench_budget_s=1.0,
+        value_check=True,
+        budget=Budget(),
+        out=Path("o"),
+        open_pr=False,
+        repo=None,
+        base="main",
+    )
+    assert [f.name for f in dataclasses.fields(Request)] == list(values)
+    assert Request(**values).trigger == "by hand"
+    with pytest.raises(TypeError):
+        Request(*values.values())  # type: ignore[misc]
