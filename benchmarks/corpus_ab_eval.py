@@ -654,7 +654,14 @@ def assemble(out: Path) -> dict[str, Any]:
             "gpu_s": ((rerun.get("ab") or {}).get("doc") or {}).get("gpu_seconds"),
             "cases": rr,
         })  # fmt: skip
+    cut = [r for r in cases if r["case"] == "config_cut" and r["timed"]]
     return {
+        "config_cut": {  # issue 34: each side's pick said, the verdict the truth's
+            "launches": len(cut),
+            "with_picks": sum(1 for r in cut if r.get("base_pick") and r.get("head_pick")),
+            "with_truth": sum(1 for r in cut if r["truth_pct"] is not None),
+            "verdict_matches_truth": sum(1 for r in cut if r["verdict"] == truth_verdict(r)),
+        },
         "device": ", ".join(sorted(devices)) or "cpu",
         "commit": sorted({p.get("kperf_commit") for p in parts.values() if p.get("kperf_commit")}),
         "static_commit": sorted(
@@ -682,6 +689,19 @@ def assemble(out: Path) -> dict[str, Any]:
             for n in parts
         },  # fmt: skip
     }
+
+
+def truth_verdict(row: dict[str, Any]) -> str | None:
+    """The verdict kperf's shipped A/B policy gives the truth's effect (its point estimate): slower
+    or faster beyond the larger of the relative threshold and the absolute floor, else unchanged;
+    None without a truth. (kperf decides on its interval; the truth here has its estimate.)"""
+    from kperf_ci.config import Settings
+
+    pct, base_us = row.get("truth_pct"), row.get("truth_base_us") or row.get("base_us")
+    if pct is None or not base_us:
+        return None
+    band = max(Settings.ab_threshold, Settings.ab_floor_ms * 1000 / base_us)
+    return "slower" if pct / 100 > band else "faster" if pct / 100 < -band else "unchanged"
 
 
 def _s(v: Any) -> str:
@@ -738,6 +758,10 @@ def render_md(d: dict[str, Any]) -> str:
         f"- Timed: {d['timed_fraction']} of the changed launches (target at least 0.95).",
         f"- Direction errors (base at least 5 us, truth beyond ±5%): {d['direction_errors']} (target 0).",
         f"- False alarms (slower or faster on arith_only / comment_only): {d['false_alarms']} (target 0).",
+        f"- Config-cut launches: {d['config_cut']['launches']} timed, {d['config_cut']['with_picks']} "
+        f"with both sides' picks, {d['config_cut']['with_truth']} with a truth, "
+        f"{d['config_cut']['verdict_matches_truth']} whose verdict is the one the same threshold and "
+        "floor give the truth's best-against-best effect (target: all).",
         "",
         "## The static verdict (`kperf ab --no-gpu`)",
         "",

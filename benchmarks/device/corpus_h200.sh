@@ -15,8 +15,10 @@ export KPERF_EVAL_COMMIT=$COMMIT
 source benchmarks/gpu_env.sh
 D=/tmp/device-out  # the parts and logs; only their tarball goes under $OUT (few files come back)
 mkdir -p "$D/corpus" "$D/ahead"
-cp benchmarks/results/corpus_ab_eval/corpus_ab_eval.part-*.json "$D/corpus/"
-cp benchmarks/results/corpus_ab_eval_h200/corpus_ab_eval.part-*.json "$D/corpus/" 2>/dev/null
+# -n: a machine kept warm between calls still holds the parts of the calls before (copying the
+# seeds over them lost mamba's and attorch's first parts once; they were merged back by hand)
+cp -n benchmarks/results/corpus_ab_eval_h200/corpus_ab_eval.part-*.json "$D/corpus/" 2>/dev/null
+cp -n benchmarks/results/corpus_ab_eval/corpus_ab_eval.part-*.json "$D/corpus/"
 W=/tmp/corpus-work
 src="--src attorch=.corpus/attorch --src flash-linear-attention=.corpus/flash-linear-attention --src mamba=.corpus/mamba"
 pack() { tar -czf "$OUT/corpus.tgz.tmp" -C "$D" corpus ahead && mv "$OUT/corpus.tgz.tmp" "$OUT/corpus.tgz"; }
