@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sqlite3
 import statistics
@@ -209,6 +210,33 @@ def _corpus_aa() -> dict[str, dict]:
     return out
 
 
+def _truth_repeat() -> dict | None:
+    """How well the truth agrees with itself (benchmarks/results/placement_study/, the same
+    script's CUPTI loop, L2 read-flushed as kperf flushes): per launch, the spread of its effect
+    between repeats at one placement. A second truth run scored as kperf is scored differs from
+    the first by sqrt(2) times that spread; the share of such runs within the 0.5-point target
+    is what a perfect kperf could reach against one truth run."""
+    f = RESULTS / "placement_study" / "placement_study.json"
+    if not f.exists():
+        return None
+    ps = json.loads(f.read_text())
+    rows = [r for r in ps["rows"] if r["flush"] == "read"]
+    out = []
+    for r in rows:
+        sd = r["median_pct_repeat_sd"] * 2**0.5  # a difference of two independent runs
+        within = math.erf(0.5 / (sd * 2**0.5)) if sd > 0 else 1.0  # P(|N(0, sd)| <= 0.5)
+        out.append(
+            {
+                "shape": r["shape"],
+                "effect_pct": r["median_pct_all_placements_mean"],
+                "repeat_sd_pt": r["median_pct_repeat_sd"],
+                "placement_sd_pt": r["median_pct_placement_sd"],
+                "two_runs_within_0_5pt": within,
+            }
+        )
+    return {"device": ps["device"], "commit": ps["commit"], "calls": ps["calls"], "rows": out}
+
+
 def _before_wall_s() -> float | None:
     f = RESULTS / "realrepo_ab_eval.json"
     return json.loads(f.read_text()).get("wall_s_ab") if f.exists() else None
@@ -251,6 +279,7 @@ def assemble(out: Path) -> dict:
         "effects": effects,
         "effect_error_max_pt": max(small, default=None),
         "effect_error_rel_max": max(big, default=None),
+        "truth_repeat": _truth_repeat(),
         "aa": _aa(out),
         "two_process_agree_fraction": len(agree) / len(two["pairs"]) if two["pairs"] else None,
         "two_process_variants": len(two["pairs"]),
@@ -355,6 +384,23 @@ def render(d: dict) -> str:
             f"kperf's effect lies inside the range of the truth's three placements for {inside} of {n} "
             f"launches; the truth's own effect moves by up to {spread:.2f} points between placements.",
         ]
+        if d.get("truth_repeat"):
+            tr = d["truth_repeat"]
+            L += [
+                "",
+                f"The truth against itself ({tr['device']}, benchmarks/results/placement_study/ at "
+                f"{tr['commit']}, {tr['calls']} CUPTI calls a side, L2 read-flushed): the spread of a "
+                "launch's effect between repeats at one placement, and the share of two independent "
+                "truth runs that would agree within the 0.5-point target (normal approximation).",
+                "",
+                "| launch | effect % | repeat sd pt | placement sd pt | two truth runs within 0.5 pt |",
+                "|---|---|---|---|---|",
+            ]
+            for r in tr["rows"]:
+                L.append(
+                    f"| {r['shape']} | {r['effect_pct']:+.2f} | {r['repeat_sd_pt']:.2f} | "
+                    f"{r['placement_sd_pt']:.2f} | {r['two_runs_within_0_5pt']:.0%} |"
+                )
     else:
         L.append("Not measured in this rendering (no realrepo_ab_eval.json beside the parts).")
     if d.get("diag") and not any(e.get("truth_inputs") == "the test's own" for e in d["effects"]):
