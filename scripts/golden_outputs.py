@@ -203,8 +203,9 @@ def produce(source_root: Path, out: Path, journeys: bool = False) -> None:
     """Run every command with the kperf_ci package of `source_root`; write outputs under `out`;
     with `journeys`, the journeys too (:func:`produce_journeys`)."""
     out.mkdir(parents=True, exist_ok=True)
+    # KPERF_PROGRESS=0: progress output (kperf ab's heartbeat while a pass runs) depends on time
     env = {**os.environ, "PYTHONPATH": str(source_root), "NO_COLOR": "1", "COLUMNS": "160",
-           "TERM": "dumb", "KPERF_TRACEBACK": "0"}  # fmt: skip
+           "TERM": "dumb", "KPERF_TRACEBACK": "0", "KPERF_PROGRESS": "0"}  # fmt: skip
     env.pop("GITHUB_STEP_SUMMARY", None)
     manifest: list[str] = []
     for name, argv in COMMANDS.items():

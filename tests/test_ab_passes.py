@@ -166,3 +166,40 @@ def test_auto_runs_the_passes_one_after_the_other_on_fewer_than_four_cores(tmp_p
     assert (repo / "reports" / "ab" / "comment.md").exists()
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True)
     assert "reports" not in status.stdout, status.stdout
+
+
+def _fake_pass(tmp_path, script: str, label: str):
+    import sys
+
+    from kperf_ci.prcheck.pass_process import _Pass
+
+    return _Pass([sys.executable, "-c", script], tmp_path, dict(__import__("os").environ), label=label)
+
+
+def test_a_long_pass_says_how_far_it_got_where_no_terminal_shows_a_bar(tmp_path, capfd, monkeypatch):
+    """Issue 33's walk, item 7: for 273 s a CI log showed nothing while the passes ran. While a
+    pass runs, one line on stderr names it and pytest's last progress mark; none after it ended,
+    none with KPERF_PROGRESS=0."""
+    from kperf_ci.prcheck.pass_process import heartbeat
+
+    monkeypatch.delenv("KPERF_PROGRESS", raising=False)
+    script = "import sys, time; print('....' + ' ' * 60 + '[ 40%]', flush=True); time.sleep(1.2)"
+    p = _fake_pass(tmp_path, script, "head static pass")
+    with heartbeat([p], every=0.3):
+        rc, out = p.wait()
+    assert rc == 0 and "[ 40%]" in out
+    err = capfd.readouterr().err
+    assert "kperf ab: " in err and "head static pass 40% of its tests" in err, err
+    monkeypatch.setenv("KPERF_PROGRESS", "0")
+    p = _fake_pass(tmp_path, "import time; time.sleep(0.8)", "base static pass")
+    with heartbeat([p], every=0.2):
+        p.wait()
+    assert "kperf ab" not in capfd.readouterr().err
+
+
+def test_a_pass_is_named_by_its_side_and_mode():
+    from kperf_ci.prcheck.pass_process import _label
+
+    assert _label(["--kperf-mode", "static", "--kperf-label", "ab-head-static"]) == "head static pass"
+    assert _label(["--kperf-mode", "static", "--kperf-label", "ab-base-static"]) == "base static pass"
+    assert _label(["--kperf-mode", "gpu", "--kperf-label", "head"]) == "head timing pass"

@@ -3,12 +3,23 @@ its command line, its output and peak memory."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import subprocess
+import sys
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from kperf_ci.config import ENV_PROFILE_DIR, env_name
+from kperf_ci.config import ENV_PROFILE_DIR, ENV_PROGRESS, env_name
+from kperf_ci.config_values import FALSE_WORDS
+
+#: while passes run, one line on stderr this often: a CI log (no terminal, so no progress bar)
+#: showed nothing for the 273 s of a first `kperf ab` on mamba (issue 33's walk, item 7)
+HEARTBEAT_S = 60.0
 
 
 def _env_for(root: Path) -> dict[str, str]:
@@ -28,14 +39,17 @@ def _env_for(root: Path) -> dict[str, str]:
 def _pytest(
     root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str
 ) -> tuple[int, str]:
-    return _start(root, rel_cwd, args, kperf_args, python).wait()
+    p = _start(root, rel_cwd, args, kperf_args, python)
+    with heartbeat([p]):
+        return p.wait()
 
 
 class _Pass:
     """One pytest pass running as a subprocess; its output goes to a temporary file, so that
     two passes can run side by side without filling a pipe."""
 
-    def __init__(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+    def __init__(self, cmd: list[str], cwd: Path, env: dict[str, str], label: str = "pass") -> None:
+        self.label = label  # "head static pass": what the heartbeat names
         self.out = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self.proc = subprocess.Popen(
             cmd, cwd=cwd, env=env, stdout=self.out, stderr=subprocess.STDOUT, text=True
@@ -71,6 +85,52 @@ class _Pass:
         self.out.close()
         return rc, text
 
+    def progress(self) -> str:
+        """How far pytest got, from the last "[ 40%]" of its -q output so far ("collecting"
+        before the first), read from the file without moving the reader's offset."""
+        try:
+            fd = self.out.fileno()
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, 4096, max(0, size - 4096)).decode("utf-8", "replace")
+        except (OSError, ValueError):  # closed: the pass has ended
+            return "ended"
+        marks = re.findall(r"\[\s*(\d+)%\]", tail)
+        return f"{marks[-1]}% of its tests" if marks else "collecting"
+
+
+def _elapsed(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
+
+
+@contextlib.contextmanager
+def heartbeat(passes: list[_Pass], every: float | None = None) -> Iterator[None]:
+    """Every ``every`` seconds (:data:`HEARTBEAT_S`) while the block runs, one line on stderr
+    naming each pass still running and how far its tests got; none with KPERF_PROGRESS=0."""
+    if os.environ.get(ENV_PROGRESS, "").strip().lower() in FALSE_WORDS:
+        yield
+        return
+    period = HEARTBEAT_S if every is None else every
+    stop = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(period):
+            running = [f"{p.label} {p.progress()}" for p in passes if p.proc.poll() is None]
+            if running:
+                print(
+                    f"kperf ab: {_elapsed(time.monotonic() - t0)}: " + "; ".join(running),
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    thread = threading.Thread(target=beat, name="kperf-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
 
 def _start(root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], python: str) -> _Pass:
     # One rootdir for every pass (the invocation directory, unless the user names one): node ids
@@ -84,7 +144,19 @@ def _start(root: Path, rel_cwd: Path, args: list[str], kperf_args: list[str], py
     )
     pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", *rootdir, "--kperf", *kperf_args, *args]
     cmd = [python, *_profiled(kperf_args), *pytest]
-    return _Pass(cmd, root / rel_cwd, _env_for(root))
+    return _Pass(cmd, root / rel_cwd, _env_for(root), label=_label(kperf_args))
+
+
+def _label(kperf_args: list[str]) -> str:
+    """The pass's name in a heartbeat line ("head static pass", "head timing pass"), from its
+    ``--kperf-label`` (``ab-head-static``, ``head``) and ``--kperf-mode``."""
+
+    def value(opt: str) -> str:
+        return kperf_args[kperf_args.index(opt) + 1] if opt in kperf_args[:-1] else ""
+
+    label, mode = value("--kperf-label"), value("--kperf-mode")
+    side = next((w for w in ("head", "base") if w in label.split("-")), label or "a")
+    return f"{side} {'timing' if mode == 'gpu' else mode} pass".replace("  ", " ")
 
 
 def _profiled(kperf_args: list[str]) -> list[str]:

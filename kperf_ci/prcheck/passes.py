@@ -16,7 +16,7 @@ from kperf_ci.capture.static.manifest import BLOB as MANIFEST_BLOB
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.launch_diff import diff_static, diff_tests, tests_from_variants
 
-from .pass_process import _Pass, _start
+from .pass_process import _Pass, _start, heartbeat
 
 
 class PassFailed(ABError):
@@ -292,9 +292,10 @@ def _run_passes(
     Ctrl-C none outlives the command, and when ``watched`` ends on pytest's usage error the
     others are stopped (:func:`_stop_others_on_usage_error`)."""
     try:
-        if watched is not None:
-            _stop_others_on_usage_error(passes, watched)
-        return [(p.wait(), p.peak_rss_mb) for p in passes]
+        with heartbeat(passes):
+            if watched is not None:
+                _stop_others_on_usage_error(passes, watched)
+            return [(p.wait(), p.peak_rss_mb) for p in passes]
     finally:
         for p in passes:
             if p.proc.poll() is None:
