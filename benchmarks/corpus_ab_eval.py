@@ -41,6 +41,12 @@ base commit carries the slow version, the head the repository's own code. Steps 
         --steps plain,ab,truth --out $OUT --no-render                                 # on the GPU
     python benchmarks/corpus_ab_eval.py --src fla=... --repos fla --steps static      # on a CPU
     python benchmarks/corpus_ab_eval.py --repos ''                                    # render
+
+The committed evaluation: the H200 parts (benchmarks/device/corpus_h200.sh, three device calls)
+in benchmarks/results/corpus_ab_eval_h200/, rendered with ``--out`` there into
+benchmarks/results/corpus_ab_eval.{json,md}; the earlier H100 parts and their render stay in
+benchmarks/results/corpus_ab_eval/ (``--out`` and ``--results`` both there). A repository's
+``kperf ab`` run again with KPERF_COMPILE_AHEAD=1 goes in ``<out>/compile_ahead/``.
 """
 
 from __future__ import annotations
@@ -656,6 +662,7 @@ def assemble(out: Path) -> dict[str, Any]:
         })  # fmt: skip
     cut = [r for r in cases if r["case"] == "config_cut" and r["timed"]]
     return {
+        "compile_ahead": _compile_ahead(out, parts, wall_plain),
         "config_cut": {  # issue 34: each side's pick said, the verdict the truth's
             "launches": len(cut),
             "with_picks": sum(1 for r in cut if r.get("base_pick") and r.get("head_pick")),
@@ -689,6 +696,32 @@ def assemble(out: Path) -> dict[str, Any]:
             for n in parts
         },  # fmt: skip
     }
+
+
+def _compile_ahead(out: Path, parts: dict[str, Any], wall_plain: dict[str, Any]) -> dict[str, Any]:
+    """A repository's `kperf ab` run again with KPERF_COMPILE_AHEAD=1 (parts in
+    ``out/compile_ahead``): its wall time against the same cost bound, and whether every timed
+    launch got the verdict of the default run."""
+    found = {}
+    for path in sorted((out / "compile_ahead").glob(f"{NAME}.part-*.json")):
+        ahead = json.loads(path.read_text())
+        name, ab = ahead["repo"], ahead.get("ab") or {}
+        if name not in parts or not wall_plain.get(name):
+            continue
+        gpu = float((ab.get("doc") or {}).get("gpu_seconds") or 0)
+        bound = 1.5 * wall_plain[name] + gpu
+
+        def verdicts(a: dict[str, Any]) -> list[tuple[str, str, str]]:
+            rows = (a.get("doc") or {}).get("timed") or []
+            return sorted((t["test"], t["kernel"], t["verdict"]) for t in rows)
+
+        found[name] = {
+            "where": f"{out.name}/compile_ahead/",
+            "commit": ahead.get("kperf_commit"), "wall_s_ab": ab.get("wall_s"), "gpu_s": gpu,
+            "bound_s": bound, "ok": ab.get("wall_s") is not None and ab["wall_s"] <= bound,
+            "same_verdicts": verdicts(ab) == verdicts(parts[name].get("ab") or {}),
+        }  # fmt: skip
+    return found
 
 
 def truth_verdict(row: dict[str, Any]) -> str | None:
@@ -793,6 +826,14 @@ def render_md(d: dict[str, Any]) -> str:
             f"| {n} | {d['wall_s_ab'][n]} | {d['wall_s_plain_two_trees'][n]} | {_s(d['gpu_s'][n])} | "
             f"{d.get('gpu_s_parts', {}).get(n, '')} | {d['cost_ok'][n]} |"
         )
+    for n, a in (d.get("compile_ahead") or {}).items():
+        lines += [
+            "",
+            f"With `KPERF_COMPILE_AHEAD=1` ({a['where']}, a second `kperf ab` in the same job, "
+            f"kperf-ci {a['commit']}): {n} {a['wall_s_ab']} s against its bound "
+            f"{a['bound_s']:.1f} s (1.5x {d['wall_s_plain_two_trees'][n]} + {_s(a['gpu_s'])} GPU s): "
+            f"{a['ok']}; the same verdicts on every timed launch as the run above: {a['same_verdicts']}.",
+        ]
     for r in d.get("reruns") or []:
         lines += [
             "",
