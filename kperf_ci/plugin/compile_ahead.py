@@ -24,8 +24,9 @@ from kperf_ci.prcheck.pass_order import usable_cores
 #: --no-gpu` side by side 1.28x), with 1 worker 0.93x (range 0.91-1.20: noise, no clear win)
 AHEAD_MIN_CORES = 4
 #: off unless asked (KPERF_COMPILE_AHEAD=1) until it is measured where it is meant to help: it
-#: helps only with idle cores, which this project's 2-core CPU has none of, and the GPU runner's
-#: `kperf ab` on mamba was not re-run with it (stop 44 had no device time left)
+#: helps only with idle cores, which this project's 2-core CPU has none of; on a 16-core H200
+#: `kperf ab` on mamba took 72.7 s with it against 85.6 s (same verdicts;
+#: benchmarks/results/corpus_ab_eval.md), but the autotuned repositories are not measured with it
 AHEAD_BY_DEFAULT = False
 
 
