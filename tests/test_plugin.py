@@ -420,3 +420,15 @@ def test_compile_failure_under_xdist_fails_the_session(sample: pytest.Pytester) 
     result.stdout.fnmatch_lines(["*kperf ERROR test_mixed.py::test_bad: dot_kernel*sm_90*"])
     kernels = {r[0] for r in _rows(sample.path / "run.db", "select name from kernels")}
     assert "add_kernel" in kernels  # named by its Triton kernel: the marker names none
+
+
+def test_collect_only_stores_nothing_and_gives_no_marking_advice(pytester: pytest.Pytester) -> None:
+    """Issue 34's walk, item 10: `--kperf --kperf-all --collect-only` advised adding
+    --kperf-all (given) and stored an empty run in reports/run.db, an untracked folder."""
+    pytester.makepyfile(test_x="def test_x():\n    assert True\n")
+    r = run(pytester, "--kperf", "--kperf-all", "--collect-only", "-q")
+    assert r.ret == 0, r.stdout.str()
+    out = r.stdout.str()
+    assert "kperf: --collect-only: no test ran, nothing captured or stored" in out
+    assert "no test ran marked" not in out and "stored in" not in out
+    assert not (pytester.path / "reports" / "run.db").exists()

@@ -163,3 +163,33 @@ def test_a_document_without_revisions_says_so_and_todays_carry_them():
     assert d["version"] == DOC_VERSION and d["base"] == {"rev": "origin/main", "sha": "b" * 40}
     assert d["head"] == {"sha": "a" * 40}
     assert "Base `bbbbbbbbbb` (origin/main) vs head `aaaaaaaaaa`" in ab.render_markdown(d)
+
+
+def test_tests_changed_alike_say_their_change_once_and_the_identical_kernel_is_named():
+    """Issue 34's walk, items 1 and 3: attorch's cut config list printed one line 12 times (once
+    per parametrization), and the terminal never named the kernel the pull request only
+    commented (the comment and the page do)."""
+    from kperf_ci.judge.launch_diff import LaunchChange, TestDiff
+    from kperf_ci.prcheck.pipeline import _echo_static
+
+    cut = "autotune configs: num_warps=4 dropped, 2 unchanged"
+    fwd = "a/softmax.py::softmax_forward_kernel"
+    bwd = "a/softmax.py::softmax_backward_kernel"
+
+    def test(i: int, change: str = cut) -> TestDiff:
+        return TestDiff(
+            f"t.py::test_s[{i}]",
+            "changed",
+            [LaunchChange("softmax_forward_kernel", fwd, "changed", [change]),
+             LaunchChange("softmax_backward_kernel", bwd, "identical")],
+        )  # fmt: skip
+
+    lines: list[str] = []
+    _echo_static([test(0), test(1), test(2), test(3, "num_warps 4 -> 1")], [], lines.append)
+    same = "softmax_backward_kernel in a/softmax.py (4 tests)"
+    assert lines[1] == f"static: identical kernels, not timed: {same}"
+    text = "\n".join(lines)
+    assert text.count(cut) == 1 and "in each of these 3 tests:" in text
+    listed = [x.split()[-1] for x in lines if x.startswith("  changed ")]
+    assert listed == [f"t.py::test_s[{i}]" for i in range(4)]
+    assert lines[-2:] == ["  changed   t.py::test_s[3]", "      softmax_forward_kernel: num_warps 4 -> 1"]

@@ -75,8 +75,9 @@ def ab_cmd(
 
     Tests whose launches are identical on both sides (same SASS, options and work) cost no GPU
     time; the rest are timed interleaved against their base version when a GPU is there.  Exit 1
-    when a kernel is slower with confidence, or (no timing) when a changed launch's static metrics
-    regress beyond kperf compare's thresholds; 2 for bad input.  Extra arguments go to pytest;
+    when a kernel is slower with confidence, or (no timing) when a changed launch's code spills
+    more, or lowers its theoretical occupancy, or exceeds the arch's shared memory (docs/pr-check.md,
+    "The static verdict"); 2 for bad input.  Extra arguments go to pytest;
     `--bench SCRIPT [ARGS]` last: an existing benchmark script instead of tests, each of its
     do_bench calls of a changed kernel timed A/B (the script's path relative to here).
     """

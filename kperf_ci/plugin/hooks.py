@@ -113,6 +113,11 @@ class ActiveHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if session.config.option.collectonly:
+            # nothing ran: no run to compile or store (an empty run.db left an untracked
+            # reports/ in the user's checkout; issue 34's walk, item 10)
+            write_run_status(self.session, FINISHED, session.exitstatus)
+            return
         status = finish_session(self.session)
         if self.session.is_worker:
             # a worker's exit status does not reach the controller: its errors must
@@ -127,5 +132,8 @@ class ActiveHooks:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.session.is_worker:
+            return
+        if config.option.collectonly:  # not "no test ran marked": none ran at all
+            terminalreporter.write_line("kperf: --collect-only: no test ran, nothing captured or stored")
             return
         write_summary(self.session, terminalreporter)

@@ -23,7 +23,7 @@ from kperf_ci.judge.launch_diff import unknown_text
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import StaticVerdict, judge
 from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
-from kperf_ci.report.ab_view import plural
+from kperf_ci.report.ab_view import identical_kernels, plural
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows, gpu_seconds, gpu_seconds_text, identical_elsewhere
@@ -46,7 +46,9 @@ def timing_skipped_text(n_tests: int, *, no_gpu_asked: bool, unknown: int = 0) -
         if unknown
         else f"{plural(n_tests, 'test')} with changed launches"
     )
-    return f"timing: {why}: {which} would be timed A/B on a GPU; the static verdicts above stand"
+    # "the static verdicts above stand" read as if a verdict had been printed where none failed
+    # (issue 34's walk, item 5)
+    return f"timing: {why}: {which} would be timed A/B on a GPU; judged here by the static verdict alone"
 
 
 def _static_regressions(
@@ -211,16 +213,29 @@ def _echo_static(tests: list[Any], msgs: list[str], echo: Any, skipped: int = 0)
         f"{counts['changed']} changed{unknown}, {counts['added']} new, {counts['removed']} gone"
         + (f", {skipped} skipped (by the test)" if skipped else "")
     )
-    # test ids and kernel names come from the pull request's code: printed inert
+    # the kernels no test changed, by name (the comment and the page name them too): the one a
+    # pull request only commented reads "identical" here, not just as a count of tests
+    same = identical_kernels({"tests": [t.to_dict() for t in tests]})
+    if same:
+        echo(f"static: identical kernels, not timed: {safe(', '.join(same))}")
+    # Tests whose changes read alike are listed together and their changes said once: a cut
+    # config list changes every parametrization of a test alike (attorch: one line, 12 times).
+    # Test ids and kernel names come from the pull request's code: printed inert.
+    groups: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
     for t in tests:
-        if t.status == "identical":
-            echo(f"  identical {safe(t.test)}")
-        else:
-            echo(f"  {t.status:<9} {safe(t.test)}")
-        for line in t.changes:
-            echo(f"      {safe(line)}")
-        for line in getattr(t, "notes", ()):  # e.g. autotuner picks that differ: no change
-            echo(f"      note: {safe(line)}")
+        groups.setdefault((t.status, tuple(t.changes)), []).append(t)
+    for (status, changes), members in groups.items():
+        alone = len(members) == 1
+        for t in members:
+            echo(f"  {status:<9} {safe(t.test)}")
+            for line in changes if alone else ():
+                echo(f"      {safe(line)}")
+            for line in getattr(t, "notes", ()):  # e.g. autotuner picks that differ: no change
+                echo(f"      note: {safe(line)}")
+        if not alone and changes:
+            echo(f"      in each of these {len(members)} tests:")
+            for line in changes:
+                echo(f"        {safe(line)}")
 
 
 @dataclass
