@@ -20,6 +20,7 @@ import json
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -679,9 +680,19 @@ def test_fuzz_hostile_numbers_in_a_database_are_bounded(run_, tmp_path_factory):
 
 @functools.cache
 def _zeros_packed(size: int) -> bytes:
-    """``size`` zero bytes, zlib-compressed: once per size (the 3 GiB one takes ~9 s)."""
+    """``size`` zero bytes, one valid zlib stream, built in milliseconds: compressing 3 GiB took
+    ~9 s. After a full flush the compressor starts afresh, so each further 1 MiB chunk of zeros
+    compresses to the same bytes: those are repeated, and the trailer's Adler-32 of n zeros is
+    (n mod 65521) << 16 | 1."""
     c, chunk = zlib.compressobj(9), bytes(min(size, 1 << 20))
-    return b"".join(c.compress(chunk) for _ in range(size // max(len(chunk), 1))) + c.flush()
+    n = size // max(len(chunk), 1)
+    if n < 3:
+        return b"".join(c.compress(chunk) for _ in range(n)) + c.flush()
+    first = c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)  # the zlib header, then a chunk
+    again = c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)
+    assert again == c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)
+    end = c.flush()[:-4]  # the final block; its Adler-32 counted three chunks only
+    return first + again * (n - 1) + end + struct.pack(">I", ((n * len(chunk)) % 65521) << 16 | 1)
 
 
 @BOUND

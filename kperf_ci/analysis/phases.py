@@ -15,30 +15,53 @@ def phase_shares(tl: Timeline) -> dict[str, np.ndarray]:
     prologue = first loop start - unit start, epilogue = unit end - last loop end; otherwise the
     ``prologue``/``epilogue`` regions. Units with neither are left out."""
     regions = tl.region.astype(str)
-    loop = np.array([is_loop_region(r) for r in regions], dtype=bool)
+    names, inverse = np.unique(regions, return_inverse=True)
+    loop = np.array([is_loop_region(r) for r in names], dtype=bool)[inverse.reshape(-1)]
     unit_key = tl.cta * 100003 + (tl.warp + 1)
+    if not len(unit_key):
+        return _shares([], [], [], [])
+    # every unit's minima and maxima at once (reduceat over the units' rows in group_slices'
+    # order): a loop over tens of thousands of warps was most of `kperf analyze` on a traced run
+    _, groups = group_slices(unit_key)
+    order = np.concatenate([idx for _, idx in groups])
+    first = np.cumsum([0] + [len(idx) for _, idx in groups[:-1]])
+    st, en = tl.start_ns[order], tl.end_ns[order]
+    k, lp = (regions == KERNEL_REGION)[order], loop[order]
+
+    def lowest(v: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
+        return np.minimum.reduceat(v if m is None else np.where(m, v, np.inf), first)
+
+    def highest(v: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
+        return np.maximum.reduceat(v if m is None else np.where(m, v, -np.inf), first)
+
+    has_k, has_lp = np.logical_or.reduceat(k, first), np.logical_or.reduceat(lp, first)
+    has_phase = np.logical_or.reduceat(np.isin(regions, ("prologue", "epilogue"))[order], first)
+    span_s = np.where(has_k, lowest(st, k), lowest(st))
+    span_e = np.where(has_k, highest(en, k), highest(en))
+    lp_s, lp_e = lowest(st, lp), highest(en, lp)
     pro, epi, tot, ctas = [], [], [], []
-    for _, idx in group_slices(unit_key)[1]:
-        r, st, en, lp = regions[idx], tl.start_ns[idx], tl.end_ns[idx], loop[idx]
-        k = r == KERNEL_REGION
-        span_s = st[k].min() if k.any() else st.min()
-        span_e = en[k].max() if k.any() else en.max()
-        total = span_e - span_s
+    for u, (_, idx) in enumerate(groups):
+        total = span_e[u] - span_s[u]  # scalar arithmetic, per unit, as before
         if total <= 0:
             continue
-        if lp.any():
-            p = st[lp].min() - span_s
-            e = span_e - en[lp].max()
+        if has_lp[u]:
+            p = lp_s[u] - span_s[u]
+            e = span_e[u] - lp_e[u]
+        elif not has_phase[u]:
+            continue
         else:
+            r, s0, e0 = regions[idx], tl.start_ns[idx], tl.end_ns[idx]
             pm, em = r == "prologue", r == "epilogue"
-            if not (pm.any() or em.any()):
-                continue
-            p = float(np.sum(en[pm] - st[pm]))
-            e = float(np.sum(en[em] - st[em]))
+            p = float(np.sum(e0[pm] - s0[pm]))
+            e = float(np.sum(e0[em] - s0[em]))
         pro.append(max(p, 0.0))
         epi.append(max(e, 0.0))
         tot.append(total)
         ctas.append(int(tl.cta[idx[0]]))
+    return _shares(pro, epi, tot, ctas)
+
+
+def _shares(pro: list, epi: list, tot: list, ctas: list) -> dict[str, np.ndarray]:
     return {
         "prologue_ns": np.array(pro),
         "epilogue_ns": np.array(epi),

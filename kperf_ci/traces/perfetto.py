@@ -293,5 +293,9 @@ def _stream_events(records: Sequence[KernelRecord]) -> list[dict]:
 def write_chrome_trace(
     path: str | os.PathLike[str], timelines: Timeline | Sequence[Timeline], **kw: Any
 ) -> None:
+    # json.dumps, not json.dump: dump streams through the pure-Python encoder (json's C
+    # encoder serves one-shot dumps only), most of `kperf report`'s time on a run with traces
+    # (9 of 13 s for the committed H100 run); the text written is the same
+    text = json.dumps(to_chrome_trace(timelines, **kw), separators=(",", ":"))
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(to_chrome_trace(timelines, **kw), f, separators=(",", ":"))
+        f.write(text)

@@ -51,8 +51,9 @@ def timeline_document(tl: Timeline, meta: dict[str, Any] | None = None) -> dict[
 
 
 def save_timeline(tl: Timeline, path: str | os.PathLike[str]) -> None:
+    text = json.dumps(timeline_document(tl), separators=(",", ":"))  # C encoder: see perfetto.py
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(timeline_document(tl), f, separators=(",", ":"))
+        f.write(text)
 
 
 def timeline_from_json(obj: dict[str, Any]) -> Timeline:
