@@ -185,8 +185,13 @@ def test_tests_changed_alike_say_their_change_once_and_the_identical_kernel_is_n
         )  # fmt: skip
 
     lines: list[str] = []
-    _echo_static([test(0), test(1), test(2), test(3, "num_warps 4 -> 1")], [], lines.append)
-    same = "softmax_backward_kernel in a/softmax.py (4 tests)"
+    bwd_only = [LaunchChange("softmax_backward_kernel", bwd, "identical")]
+    alike = TestDiff("t.py::test_same", "identical", bwd_only)
+    _echo_static([test(0), alike, test(1), test(2), test(3, "num_warps 4 -> 1")], [], lines.append)
+    # an identical test, with nothing to say, keeps its place; it joins no group
+    assert lines[2:4] == ["  changed   t.py::test_s[0]", "  changed   t.py::test_s[1]"]
+    assert "  identical t.py::test_same" in lines and lines.index("  identical t.py::test_same") > 4
+    same = "softmax_backward_kernel in a/softmax.py (5 tests)"
     assert lines[1] == f"static: identical kernels, not timed: {same}"
     text = "\n".join(lines)
     assert text.count(cut) == 1 and "in each of these 3 tests:" in text

@@ -221,10 +221,11 @@ def _echo_static(tests: list[Any], msgs: list[str], echo: Any, skipped: int = 0)
     # Tests whose changes read alike are listed together and their changes said once: a cut
     # config list changes every parametrization of a test alike (attorch: one line, 12 times).
     # Test ids and kernel names come from the pull request's code: printed inert.
-    groups: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
-    for t in tests:
-        groups.setdefault((t.status, tuple(t.changes)), []).append(t)
-    for (status, changes), members in groups.items():
+    groups: dict[Any, list[Any]] = {}
+    for t in tests:  # a test with no change to say keeps its own place in the list
+        groups.setdefault((t.status, tuple(t.changes)) if t.changes else id(t), []).append(t)
+    for members in groups.values():
+        status, changes = members[0].status, members[0].changes
         alone = len(members) == 1
         for t in members:
             echo(f"  {status:<9} {safe(t.test)}")
