@@ -2,30 +2,46 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import click
 
 from kperf_ci import __version__
-from kperf_ci.commands.ab import ab_cmd
-from kperf_ci.commands.agent import agent_group
-from kperf_ci.commands.analyze import analyze_cmd
-from kperf_ci.commands.baseline import baseline_group
-from kperf_ci.commands.compare import compare_cmd
-from kperf_ci.commands.gate import gate_cmd
-from kperf_ci.commands.github import github_group
-from kperf_ci.commands.import_ import import_cmd
-from kperf_ci.commands.merge import merge_cmd
-from kperf_ci.commands.report import report_cmd
-from kperf_ci.commands.run import run_cmd
-from kperf_ci.commands.show import show_cmd
 from kperf_ci.errors import CLICK_EXITS, exit_error
 from kperf_ci.exit_codes import EXIT_INTERRUPTED
+
+#: each command's module, imported when the command is run (or listed by `kperf --help`): every
+#: `kperf` process imported all twelve, kperf ab's pipeline and github3 included, whatever it ran
+COMMANDS = {
+    "compare": "kperf_ci.commands.compare:compare_cmd",
+    "show": "kperf_ci.commands.show:show_cmd",
+    "baseline": "kperf_ci.commands.baseline:baseline_group",
+    "import": "kperf_ci.commands.import_:import_cmd",
+    "run": "kperf_ci.commands.run:run_cmd",
+    "report": "kperf_ci.commands.report:report_cmd",
+    "analyze": "kperf_ci.commands.analyze:analyze_cmd",
+    "ab": "kperf_ci.commands.ab:ab_cmd",
+    "gate": "kperf_ci.commands.gate:gate_cmd",
+    "agent": "kperf_ci.commands.agent:agent_group",
+    "github": "kperf_ci.commands.github:github_group",
+    "merge": "kperf_ci.commands.merge:merge_cmd",
+}
 
 
 class KperfGroup(click.Group):
     """The command group; a command that raises what no command handled exits 2 for bad input
     or 3 for a bug (``kperf_ci.errors.exit_error``), never 1 (1 means "a regression")."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -45,23 +61,6 @@ class KperfGroup(click.Group):
 @click.version_option(__version__, prog_name="kperf")
 def main() -> None:
     """kperf-ci: continuous performance for Triton kernels."""
-
-
-for _cmd in (
-    compare_cmd,
-    show_cmd,
-    baseline_group,
-    import_cmd,
-    run_cmd,
-    report_cmd,
-    analyze_cmd,
-    ab_cmd,
-    gate_cmd,
-    agent_group,
-    github_group,
-    merge_cmd,
-):
-    main.add_command(_cmd)
 
 
 if __name__ == "__main__":  # pragma: no cover

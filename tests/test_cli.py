@@ -282,3 +282,26 @@ def test_compare_two_runs_of_one_file_is_allowed(project):
     # one file, two different runs: a real comparison (only the same run twice is refused)
     r = CliRunner().invoke(main, ["compare", "--baseline", str(db), "--base-run", "old", "--run", "cur1"])
     assert r.exit_code == 1, r.output
+
+
+def test_a_command_imports_its_own_module_only():
+    """Every `kperf` process imported all twelve command modules (kperf ab's pipeline, the agent,
+    github3): `kperf compare --help` took 0.63 s of which about half was other commands' imports.
+    The group imports a command's module when that command runs; `kperf --help` lists them all."""
+    code = (
+        "import sys, click, kperf_ci.cli as cli\n"
+        "assert not [m for m in sys.modules if m.startswith('kperf_ci.commands.')]\n"
+        "cmd = cli.main.get_command(click.Context(cli.main), 'compare')\n"
+        "assert cmd.name == 'compare'\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('kperf_ci.commands.'))\n"
+        "assert loaded == ['kperf_ci.commands.compare'], loaded\n"
+        "assert 'github3' not in sys.modules and 'kperf_ci.prcheck.pipeline' not in sys.modules\n"
+        "assert cli.main.get_command(click.Context(cli.main), 'nope') is None\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    listed = subprocess.run([*KPERF, "--help"], capture_output=True, text=True, timeout=120).stdout
+    from kperf_ci.cli import COMMANDS
+
+    for name in COMMANDS:
+        assert f"\n  {name} " in listed, name
