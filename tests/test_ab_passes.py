@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 from test_pr_check import kperf, make_repo
 
@@ -203,3 +204,16 @@ def test_a_pass_is_named_by_its_side_and_mode():
     assert _label(["--kperf-mode", "static", "--kperf-label", "ab-head-static"]) == "head static pass"
     assert _label(["--kperf-mode", "static", "--kperf-label", "ab-base-static"]) == "base static pass"
     assert _label(["--kperf-mode", "gpu", "--kperf-label", "head"]) == "head timing pass"
+
+
+def test_the_heartbeat_never_reaps_a_pass_so_its_peak_memory_is_kept(tmp_path, monkeypatch):
+    """Popen.poll from the heartbeat's thread would reap the pass before _reap's wait4, and the
+    peak memory that a killed pass's message gives would be lost."""
+    from kperf_ci.prcheck.pass_process import heartbeat
+
+    monkeypatch.delenv("KPERF_PROGRESS", raising=False)
+    p = _fake_pass(tmp_path, "import time; time.sleep(0.3)", "head static pass")
+    with heartbeat([p], every=0.01):
+        time.sleep(0.6)  # the pass ends while the heartbeat looks at it many times
+        rc, _ = p.wait()
+    assert rc == 0 and p.peak_rss_mb is not None and p.peak_rss_mb > 1

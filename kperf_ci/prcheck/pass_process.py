@@ -85,6 +85,18 @@ class _Pass:
         self.out.close()
         return rc, text
 
+    def running(self) -> bool:
+        """Whether the process still runs, without reaping it: ``Popen.poll`` from another thread
+        would reap it first, and ``_reap`` would lose the peak memory a killed pass is told by."""
+        if self.proc.returncode is not None:
+            return False
+        if not hasattr(os, "waitid"):
+            return self.proc.poll() is None
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return False
+
     def progress(self) -> str:
         """How far pytest got, from the last "[ 40%]" of its -q output so far ("collecting"
         before the first), read from the file without moving the reader's offset."""
@@ -115,7 +127,7 @@ def heartbeat(passes: list[_Pass], every: float | None = None) -> Iterator[None]
 
     def beat() -> None:
         while not stop.wait(period):
-            running = [f"{p.label} {p.progress()}" for p in passes if p.proc.poll() is None]
+            running = [f"{p.label} {p.progress()}" for p in passes if p.running()]
             if running:
                 print(
                     f"kperf ab: {_elapsed(time.monotonic() - t0)}: " + "; ".join(running),

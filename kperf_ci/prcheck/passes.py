@@ -258,14 +258,8 @@ def _static_side(
 
 
 def _ended(p: _Pass) -> bool:
-    """Whether the pass's process has ended, without reaping it (``_reap`` keeps its peak memory
-    then)."""
-    if p.proc.returncode is not None:
-        return True
-    try:
-        return os.waitid(os.P_PID, p.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
+    """Whether the pass's process has ended, without reaping it (:meth:`_Pass.running`)."""
+    return not p.running()
 
 
 def _stop_others_on_usage_error(passes: list[_Pass], watched: _Pass) -> None:
