@@ -710,18 +710,19 @@ def _compile_ahead(out: Path, parts: dict[str, Any], wall_plain: dict[str, Any])
             continue
         gpu = float((ab.get("doc") or {}).get("gpu_seconds") or 0)
         bound = 1.5 * wall_plain[name] + gpu
-
-        def verdicts(a: dict[str, Any]) -> list[tuple[str, str, str]]:
-            rows = (a.get("doc") or {}).get("timed") or []
-            return sorted((t["test"], t["kernel"], t["verdict"]) for t in rows)
-
         found[name] = {
             "where": f"{out.name}/compile_ahead/",
             "commit": ahead.get("kperf_commit"), "wall_s_ab": ab.get("wall_s"), "gpu_s": gpu,
             "bound_s": bound, "ok": ab.get("wall_s") is not None and ab["wall_s"] <= bound,
-            "same_verdicts": verdicts(ab) == verdicts(parts[name].get("ab") or {}),
+            "same_verdicts": _verdicts(ab) == _verdicts(parts[name].get("ab") or {}),
         }  # fmt: skip
     return found
+
+
+def _verdicts(ab: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """A `kperf ab` step's (test, kernel, verdict) of every timed launch, sorted."""
+    rows = (ab.get("doc") or {}).get("timed") or []
+    return sorted((t["test"], t["kernel"], t["verdict"]) for t in rows)
 
 
 def truth_verdict(row: dict[str, Any]) -> str | None:

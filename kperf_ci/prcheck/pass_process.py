@@ -168,7 +168,8 @@ def _label(kperf_args: list[str]) -> str:
 
     label, mode = value("--kperf-label"), value("--kperf-mode")
     side = next((w for w in ("head", "base") if w in label.split("-")), label or "a")
-    return f"{side} {'timing' if mode == 'gpu' else mode} pass".replace("  ", " ")
+    kind = "timing" if mode == "gpu" else mode
+    return " ".join(w for w in (side, kind, "pass") if w)
 
 
 def _profiled(kperf_args: list[str]) -> list[str]:

@@ -257,11 +257,6 @@ def _static_side(
     return StaticSide(db, run, load_manifest(str(db), run.info.run_id), rc, out, peak_rss_mb=peak_rss_mb)
 
 
-def _ended(p: _Pass) -> bool:
-    """Whether the pass's process has ended, without reaping it (:meth:`_Pass.running`)."""
-    return not p.running()
-
-
 def _stop_others_on_usage_error(passes: list[_Pass], watched: _Pass) -> None:
     """Wait for ``watched`` (the head's pass); if it ends on pytest's usage error (exit 4: a path
     that does not exist, an unknown option), stop the others at once. A path missing in head is
@@ -269,8 +264,8 @@ def _stop_others_on_usage_error(passes: list[_Pass], watched: _Pass) -> None:
     otherwise run the whole suite, for minutes and gigabytes, before the check says anything."""
     if not hasattr(os, "waitid"):
         return
-    while not _ended(watched):
-        if all(_ended(p) for p in passes if p is not watched):
+    while watched.running():  # asked without reaping: _reap keeps the pass's peak memory
+        if not any(p.running() for p in passes if p is not watched):
             return  # nothing left to stop
         time.sleep(0.1)
     if watched._reap() == USAGE_ERROR:
