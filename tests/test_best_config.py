@@ -203,3 +203,78 @@ def test_an_identical_autotuned_launch_is_compared_best_against_best_too():
     assert compares_best_configs(PlanEntry("t", "k.py::k", "identical", head=tuned, base=tuned))
     assert compares_best_configs(PlanEntry("t", "k.py::k", "changed", head={}, base=tuned))
     assert not compares_best_configs(PlanEntry("t", "k.py::k", "identical", head={}, base={}))
+
+
+class Lucky(Clock):
+    """The search's ranking noise, made certain: while ``searching``, the head's 32-warp config
+    reads faster than it is (a short pass's lucky draw, as attorch's rms_norm_backward on an
+    H200, where six configs sat within 0.1 us of each other at 1.6 us)."""
+
+    searching = True
+
+    def elapsed_ms(self, a, b):
+        lucky = self.searching
+        us = [7.0 if lucky and (s, w) == ("head", 32) else self.us[s][w] for s, w in LAUNCHED[a:b]]
+        return sum(us) / 1000
+
+
+def _run_ab(clock):
+    return lambda b, h: adaptive_ab(b, h, stop_rule=RULE, backend=clock)
+
+
+def test_a_loss_read_on_the_searchs_lucky_pick_gets_a_second_look_and_does_not_stand():
+    """The arithmetic-only false alarm of attorch on an H200: the search ranked the head's
+    num_warps=32 first, the A/B then read it slower than the base's num_warps=4, while the
+    head's own num_warps=4 is as fast as the base's. Before a change is called the losing side
+    is timed again with the winner's config: the head's best is num_warps=4, unchanged."""
+    from kperf_ci.measure.measure_replay import second_look
+    from kperf_ci.prcheck.document import best_of_configs_text
+
+    LAUNCHED.clear()
+    us = {"base": {4: 8.0, 32: 9.0}, "head": {4: 8.0, 32: 9.0}}
+    clock = Lucky(us)
+    pair = best_pair(_side("base", [4, 32]), _side("head", [4, 32]), backend=clock, clock=clock.host_time)
+    assert pair is not None and pair.head_best.endswith("num_warps=32")
+    assert pair.base_best.endswith("num_warps=4")
+    clock.searching = False
+    ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
+    assert ab.verdict == "slower"  # what kperf ab said before the second look
+    searched = pair.seconds
+    pair, ab = second_look(pair, ab, _run_ab(clock))
+    assert ab.verdict == "unchanged" and ab.ratio == pytest.approx(1.0)
+    assert pair.head_best.endswith("num_warps=4") and pair.second_look["kept"] == "second"
+    assert pair.seconds > searched  # the look not kept is GPU time the search spent
+    doc = {**pair.doc(), "base_pick": None, "head_pick": None}
+    text = best_of_configs_text(doc)
+    assert "the head's num_warps=4 timed again: +0.0% where num_warps=32 read +12.5%" in text, text
+    assert text.endswith("so the head's best is num_warps=4"), text
+
+
+def test_a_loss_on_every_config_stands_after_its_second_look():
+    """A real regression is slower on each config of the head: the second look reads it slower
+    too and the first A/B stands (the head's config cut of issue 34's first test: the base's
+    best config is gone, so the head's next-ranked is timed)."""
+    from kperf_ci.measure.measure_replay import second_look
+
+    LAUNCHED.clear()
+    us = {"base": {1: 10.0, 2: 8.0, 4: 9.0}, "head": {1: 10.0, 4: 9.0}}
+    clock = Clock(us)
+    pair = best_pair(_side("base", [1, 2, 4]), _side("head", [1, 4]), backend=clock, clock=clock.host_time)
+    ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
+    pair, ab = second_look(pair, ab, _run_ab(clock))
+    assert ab.verdict == "slower" and ab.ratio == pytest.approx(9 / 8, rel=1e-6)
+    assert pair.second_look["config"].endswith("num_warps=1") and pair.second_look["kept"] == "first"
+    assert pair.head_best.endswith("num_warps=4")
+
+
+def test_an_unchanged_verdict_takes_no_second_look():
+    from kperf_ci.measure.measure_replay import second_look
+
+    LAUNCHED.clear()
+    us = {"base": {1: 10.0, 4: 8.0}, "head": {1: 10.0, 4: 8.0}}
+    clock = Clock(us)
+    pair = best_pair(_side("base", [1, 4]), _side("head", [1, 4]), backend=clock, clock=clock.host_time)
+    ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
+    seen = []
+    same, ab2 = second_look(pair, ab, lambda b, h: seen.append(1))
+    assert ab2 is ab and same is pair and not seen and "second_look" not in pair.doc()

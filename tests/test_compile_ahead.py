@@ -34,9 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ahead_only_with_enough_cores_unless_the_switch_says(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KPERF_COMPILE_AHEAD", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)  # set when this runs under -n
-    # off by default until measured on a GPU runner: even 16 cores compile at the end
-    assert not AHEAD_BY_DEFAULT and ahead_slots(8, cores=16) == 0
-    monkeypatch.setenv("KPERF_COMPILE_AHEAD", "auto")  # by the cores, as the default will be
+    # unset is "auto": a 16-core runner compiles ahead, a 2-core CPU at the end as before
+    assert AHEAD_BY_DEFAULT and ahead_slots(8, cores=16) == 8
+    assert ahead_slots(2, cores=AHEAD_MIN_CORES - 1) == 0
+    monkeypatch.setenv("KPERF_COMPILE_AHEAD", "auto")  # by the cores
     assert ahead_slots(2, cores=AHEAD_MIN_CORES - 1) == 0  # compile at the end, as before
     assert ahead_slots(8, cores=16) == 8  # a big runner: every job, one core left to the tests
     assert ahead_slots(8, cores=AHEAD_MIN_CORES) == AHEAD_MIN_CORES - 1

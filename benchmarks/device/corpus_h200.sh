@@ -2,7 +2,8 @@
 # The corpus evaluation (benchmarks/corpus_ab_eval.py) on the device machine, in parts that fit
 # one call of at most 600 s: `bash benchmarks/device/corpus_h200.sh COMMIT PART`, where COMMIT is
 # the kperf-ci commit of the tree sent (the device's .git is stale) and PART one of:
-#   1: mamba plain,ab,truth; mamba ab again with KPERF_COMPILE_AHEAD=1 (into its own parts); attorch plain
+#   1: mamba plain,ab,truth; mamba ab again with KPERF_COMPILE_AHEAD=0 (compiling at the end only,
+#      as before it was the default; into its own parts); attorch plain
 #   2: attorch ab,truth
 #   3: flash-linear-attention plain,ab,truth (l2norm_fwd_kernel's truth; all four ran past 370 s)
 # Parts accumulate in /tmp/device-out/corpus, started from benchmarks/results/corpus_ab_eval_h200/ (what
@@ -34,7 +35,7 @@ run() {  # repo steps [out] [extra args...]
 case $PART in
   1)
     run mamba plain,ab,truth
-    KPERF_COMPILE_AHEAD=1 run mamba ab "$D/ahead"
+    KPERF_COMPILE_AHEAD=0 run mamba ab "$D/ahead"
     run attorch plain
     ;;
   2) run attorch ab,truth ;;

@@ -23,19 +23,19 @@ from kperf_ci.prcheck.pass_order import usable_cores
 #: took 1.27x the wall time of compiling at the end (median of 3 interleaved pairs; `kperf ab
 #: --no-gpu` side by side 1.28x), with 1 worker 0.93x (range 0.91-1.20: noise, no clear win)
 AHEAD_MIN_CORES = 4
-#: off unless asked (KPERF_COMPILE_AHEAD=1) until it is measured where it is meant to help: it
-#: helps only with idle cores, which this project's 2-core CPU has none of; on a 16-core H200
-#: `kperf ab` on mamba took 72.7 s with it against 85.6 s (same verdicts;
-#: benchmarks/results/corpus_ab_eval.md), but the autotuned repositories are not measured with it
-AHEAD_BY_DEFAULT = False
+#: on by default where AHEAD_MIN_CORES usable cores are (unset behaves as ``auto``): on a
+#: 16-core H200 `kperf ab` on mamba took 72.7 s with it against 85.6 s without, the same
+#: verdicts (benchmarks/results/corpus_ab_eval.md, which measures the default on the whole
+#: corpus and mamba once more with KPERF_COMPILE_AHEAD=0); the 2-core CPU stays as before
+AHEAD_BY_DEFAULT = True
 
 
 def ahead_slots(jobs: int, cores: int | None = None) -> int:
     """How many workers compile while the tests run; 0: all at the end of the session.
 
     ``KPERF_COMPILE_AHEAD`` decides when set (``0``/``false``/``no``/``off``: never; ``auto``:
-    by the cores, below; anything else: always); unset, it is :data:`AHEAD_BY_DEFAULT` (off),
-    and where on it needs :data:`AHEAD_MIN_CORES` usable cores
+    by the cores, below; anything else: always); unset, it is ``auto`` while
+    :data:`AHEAD_BY_DEFAULT` holds, and ``auto`` needs :data:`AHEAD_MIN_CORES` usable cores
     (``KPERF_PASS_CORES`` counts them where a CPU quota hides them). An xdist worker counts
     its share of them: each worker's pool lives through the session, and ``-n 16`` on 16
     cores must not start 16 pools beside 16 interpreters. One core is left to the tests, which

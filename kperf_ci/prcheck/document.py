@@ -188,6 +188,9 @@ def _ab_rows(results: list[Any], identical: dict[str, list[str]] | None = None) 
                 "head_best": launch.get("head_best"),
                 "configs_timed": launch.get("configs_timed"),
                 "configs_ranked_us": launch.get("configs_ranked_us"),
+                # the losing side timed again with its other good config before a change was
+                # called (measure_replay.second_look), where it was
+                "second_look": launch.get("second_look"),
                 "arch": r.key.arch,
                 "config": r.key.config,
                 # with the test's shape id: a callable's launch (no launch text) is told by it
@@ -396,4 +399,22 @@ def best_of_configs_text(launch: dict[str, Any]) -> str | None:
     out = f"best against best: base {bb} vs head {hb} ({n_base} and {n_head} configs timed"
     if launch.get("base_pick") or launch.get("head_pick"):
         out += f"; the autotuners picked {bp} and {hp}"
-    return out + ")"
+    return out + ")" + _second_look_text(launch.get("second_look"))
+
+
+def _pct(ratio: Any) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%" if isinstance(ratio, (int, float)) else "?"
+
+
+def _second_look_text(look: dict[str, Any] | None) -> str:
+    """ "; the head's num_warps=4 timed again: -0.4% where num_warps=32 read +8.0%, so the head's
+    best is num_warps=4": the second look a called change got, and which look stood."""
+    if not look:
+        return ""
+    side, first, second = look.get("side", "?"), look.get("first") or {}, look.get("second") or {}
+    configs = {"first": first.get("config") or "", "second": look.get("config") or ""}
+    labels = value_labels({k: _config_values(t) for k, t in configs.items()}, empty="its only config")
+    a, b = labels.get("first", "-"), labels.get("second", "-")
+    out = f"; the {side}'s {b} timed again: {_pct(second.get('ratio'))}"
+    out += f" where {a} read {_pct(first.get('ratio'))}"
+    return out + (f", so the {side}'s best is {b}" if look.get("kept") == "second" else f", so {a} stands")

@@ -9,6 +9,7 @@ time. The verdict's own measurement is the A/B's (:func:`~kperf_ci.capture.timin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,32 @@ class BestPair:
     # each config's median (ms) as last ranked ("base BT=16,num_warps=2": the second pass's where it
     # ran): the evidence for each side's pick, so a reviewer can check why a config won
     ranked: dict[str, float] = field(default_factory=dict)
+    # every runnable candidate ("base <config>" -> launch): what a second look may take
+    calls: dict[str, Callable[[], Any]] = field(default_factory=dict, repr=False)
+    # the verdict's second look, where one was taken (:meth:`alternative`): the doc's record
+    second_look: dict[str, Any] | None = None
+
+    def alternative(self, loser: str) -> str | None:
+        """The config the side that lost the A/B (``loser``: "base" or "head") is timed with
+        again before the loss is called: its version of the winner's config when it has one,
+        else its next-ranked config; None when it has no other. The search ranks short kernels
+        within a tick or two of CUPTI's clock (attorch on an H200: rms_norm_backward's six
+        configs within 0.1 us of each other at 1.6 us), so the config it ranked first is
+        often a lucky draw; a loss is only the side's loss if its other good config loses too."""
+        mine = self.base_best if loser == "base" else self.head_best
+        theirs = self.head_best if loser == "base" else self.base_best
+        if theirs != mine and f"{loser} {theirs}" in self.calls:
+            return theirs
+        ranked = sorted((m, k) for k, m in self.ranked.items() if k.startswith(loser + " "))
+        rest = [k.split(" ", 1)[1] for _, k in ranked if k != f"{loser} {mine}"]
+        return rest[0] if rest else None
+
+    def with_best(self, side: str, config: str) -> BestPair:
+        """The same search with ``side``'s candidate replaced by its ``config``."""
+        call = self.calls[f"{side} {config}"]
+        if side == "base":
+            return dataclasses.replace(self, base=call, base_best=config)
+        return dataclasses.replace(self, head=call, head_best=config)
 
     def doc(self) -> dict[str, Any]:
         """What the A/B document records of the search."""
@@ -64,6 +91,7 @@ class BestPair:
             "configs_ranked_us": [
                 [k, round(v * 1e3, 4)] for k, v in sorted(self.ranked.items(), key=lambda kv: kv[1])
             ],
+            **({"second_look": dict(self.second_look)} if self.second_look else {}),
         }
 
 
@@ -146,4 +174,5 @@ def best_pair(
         failed=failed,
         seconds=clock() - t0,
         ranked=ranked,
+        calls=calls,
     )
