@@ -666,6 +666,7 @@ def assemble(out: Path) -> dict[str, Any]:
         })  # fmt: skip
     cut = [r for r in cases if r["case"] == "config_cut" and r["timed"]]
     return {
+        "aa": _aa(parts),
         "compile_ahead": _compile_ahead(out, parts, wall_plain),
         "config_cut": {  # issue 34: each side's pick said, the verdict the truth's
             "launches": len(cut),
@@ -700,6 +701,24 @@ def assemble(out: Path) -> dict[str, Any]:
             for n in parts
         },  # fmt: skip
     }
+
+
+def _aa(parts: dict[str, Any]) -> dict[str, Any]:
+    """The A/A step (``--steps aa``: identical trees, ``kperf ab --time-all``) of each part whose
+    A/A ran at the commit of its ``kperf ab`` step (an A/A a part kept from an older evaluation's
+    seed is that evaluation's): launches timed, and those called slower or faster."""
+    found = {}
+    for name, part in parts.items():
+        doc = (part.get("aa") or {}).get("doc") or {}
+        if not doc.get("timed") or part.get("aa_kperf_commit") != part.get("kperf_commit"):
+            continue
+        found[name] = {
+            "commit": part["aa_kperf_commit"],
+            "timed": len(doc["timed"]),
+            "false_alarms": sum(1 for t in doc["timed"] if t.get("verdict") in ("slower", "faster")),
+            "exit_code": (part.get("aa") or {}).get("rc"),
+        }
+    return found
 
 
 def _compile_ahead(out: Path, parts: dict[str, Any], wall_plain: dict[str, Any]) -> dict[str, Any]:
@@ -802,6 +821,11 @@ def render_md(d: dict[str, Any]) -> str:
         f"with both sides' picks, {d['config_cut']['with_truth']} with a truth, "
         f"{d['config_cut']['verdict_matches_truth']} whose verdict is the one the same threshold and "
         "floor give the truth's best-against-best effect (target: all).",
+        *(
+            f"- A/A ({n}: `kperf ab --time-all` on identical trees, kperf-ci {a['commit']}): "
+            f"{a['timed']} launches timed, {a['false_alarms']} slower or faster (exit {a['exit_code']})."
+            for n, a in sorted((d.get("aa") or {}).items())
+        ),
         "",
         "## The static verdict (`kperf ab --no-gpu`)",
         "",
