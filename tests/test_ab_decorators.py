@@ -283,6 +283,12 @@ def test_changed_decorated_launches_are_timed_through_the_bases_own_decorators(p
     head_cut = {x["num_warps"] for x in launches if x["kernel"] == "cut_kernel" and x["side"] == "head"}
     assert head_cut == {1, 2, 4, 8}, head_cut
     assert any(c.startswith("best against best: base ") for c in cut["changes"]), cut["changes"]
+    # a called change of an autotuned call is checked once more before it stands: the head (the
+    # side that lost) timed with another of its configs; +10% on every config, so it still loses
+    for row in (cut, timed["test_decorated[stacked]"]):
+        look = row["second_look"]
+        assert look["side"] == "head" and look["second"]["verdict"] == "slower", look
+        assert any("timed again: +" in c for c in row["changes"]), row["changes"]
     assert timed["test_decorated[stacked]"]["configs_timed"] == {"base": 2, "head": 2}
     assert timed["test_decorated[heur]"]["base_best"] is None  # no autotuner: its launch as made
     # unchanged kernels cost no GPU time
