@@ -25,6 +25,7 @@ from kperf_ci.config_values import (
     VALIDATORS,
     ConfigError,
     env_bool,
+    number,
     parse_bool,
 )
 from kperf_ci.device import cuda_available
@@ -321,6 +322,7 @@ ENV_PASS_CORES = "KPERF_PASS_CORES"  # `kperf ab`: the cores its pass order coun
 ENV_COMPILE_AHEAD = "KPERF_COMPILE_AHEAD"  # static mode: 1 compiles while tests run, 0 at the end only
 ENV_TIMING = "KPERF_TIMING"  # "events": time with CUDA events, not CUPTI (capture/timing/cupti.py)
 ENV_FLEET_GPUS = "KPERF_FLEET_GPUS"  # set by the plugin: the GPUs an xdist controller hands out
+ENV_GITHUB_BACKOFF_S = "KPERF_GITHUB_BACKOFF_S"  # `kperf github`: first wait after a 5xx (default 1 s)
 ENV_GITHUB_TOKEN = "KPERF_GITHUB_TOKEN"  # `kperf github`: the token (before GITHUB_TOKEN); never printed
 ENV_GPU_CLASS = "KPERF_GPU_CLASS"  # `kperf github`: the machine class a comment/status is for
 ENV_COMMENT_KEY = "KPERF_COMMENT_KEY"  # `kperf github`: which sticky comment (one per workflow)
@@ -328,6 +330,7 @@ ENV_LLM_PREFIX = "KPERF_LLM_"  # `kperf agent`: its variables, all kept from can
 ENV_LLM_BASE_URL = "KPERF_LLM_BASE_URL"  # `kperf agent`: an OpenAI-compatible endpoint
 ENV_LLM_MODEL = "KPERF_LLM_MODEL"  # `kperf agent`: the model asked there
 ENV_LLM_API_KEY = "KPERF_LLM_API_KEY"  # `kperf agent`: its key (else OPENAI_API_KEY); never logged
+ENV_LLM_BACKOFF_S = "KPERF_LLM_BACKOFF_S"  # `kperf agent`: first wait before a retry (default 2 s)
 
 
 def env_switch(name: str) -> bool:
@@ -341,3 +344,10 @@ def env_switch(name: str) -> bool:
 def env_text(name: str) -> str | None:
     """A process variable's value (a path, a secret); None when unset or empty."""
     return os.environ.get(name) or None
+
+
+def env_seconds(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
+    """A process variable holding seconds (a number >= 0) in ``env`` (default: the process's);
+    ``default`` when unset or empty, a :class:`ConfigError` naming the variable when not a number."""
+    raw = (os.environ if env is None else env).get(name, "").strip()
+    return default if not raw else number(name, raw, f"env {name}")

@@ -110,6 +110,10 @@ def _number(key: str, value: Any, source: str, *, integer: bool = False, positiv
     return num
 
 
+#: the number validator for a value that is not a [tool.kperf] setting (a process variable)
+number = _number
+
+
 def _jobs(key: str, value: Any, source: str) -> int:
     if not 1 <= (n := int(_number(key, value, source, integer=True, positive=True))) <= MAX_JOBS:
         raise _fail(key, source, value, f"use an integer from 1 to {MAX_JOBS}")

@@ -300,3 +300,42 @@ def test_worker_import_names_an_unfaked_probe(tmp_path: Path, monkeypatch: pytes
         ImportError, match=r"importing probe_unfaked called torch.cuda.mem_get_info, which static"
     ):
         _worker.load_module(str(tmp_path / "probe_unfaked.py"), "probe_unfaked")
+
+
+WAITS_FOR_TORCH = """
+import sys
+
+from kperf_ci.capture.static.fake_device import FakeGpu, fake_cuda
+
+with fake_cuda(arch="sm_90"):
+    pass
+assert "torch" not in sys.modules, "imported though nothing used it"
+hooks = len(sys.meta_path)
+with fake_cuda(arch="sm_90", on_unfaked=print):
+    import torch  # first imported inside: faked from here on, as if it had been imported before
+
+    assert torch.__loader__.__class__.__name__ != "_ThenLoader"
+    assert torch.cuda.get_device_name(0) == FakeGpu.for_arch("sm_90").name
+    assert torch.zeros(3, device="cuda").device.type == "cpu"
+    with fake_cuda(arch="sm_80"):  # nested, torch already there: faked at once
+        assert torch.cuda.get_device_capability() == (8, 0)
+    assert torch.cuda.get_device_capability() == (9, 0)
+assert len(sys.meta_path) == hooks
+assert torch.zeros(1).device.type == "cpu"
+try:
+    torch.zeros(1, device="cuda")
+except (AssertionError, RuntimeError):
+    print("restored")
+"""
+
+
+def test_the_fake_imports_no_torch_and_fakes_torch_imported_inside_it(tmp_path: Path) -> None:
+    """Switched on before torch is imported (a static session whose tests never use torch), the
+    fake imports nothing; torch imported inside it is faked before the import returns, and left
+    as it was at the end."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-c", WAITS_FOR_TORCH], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.split() == ["restored"], r.stdout + r.stderr

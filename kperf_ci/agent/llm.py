@@ -30,6 +30,7 @@ from kperf_ci.config import ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
+BACKOFF_S = 2.0  # first wait before a retry (no Retry-After); doubles per attempt
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 _HYP = re.compile(r"^\s*(?:\*\*)?hypothesis(?:\*\*)?\s*:\s*(.+)$", re.I | re.M)
 
@@ -173,7 +174,7 @@ class LLMProposer:
         *,
         timeout_s: float = 120.0,
         retries: int = 3,
-        backoff_s: float = 2.0,
+        backoff_s: float = BACKOFF_S,
         sleep: Callable[[float], None] = time.sleep,
         max_calls: int | None = None,
     ):

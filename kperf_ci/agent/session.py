@@ -12,11 +12,12 @@ from typing import Any
 
 from kperf_ci.agent import output
 from kperf_ci.agent.configsearch import ConfigSearchProposer, SourceError
+from kperf_ci.agent.llm import BACKOFF_S as LLM_BACKOFF_S
 from kperf_ci.agent.llm import LLMProposer, endpoint_problem
 from kperf_ci.agent.loop import Budget, LoopConfig, LoopResult
 from kperf_ci.agent.prompts import PromptContext, jit_names
 from kperf_ci.agent.targets import TARGETS, Target
-from kperf_ci.config import ABPolicy
+from kperf_ci.config import ENV_LLM_BACKOFF_S, ABPolicy, env_seconds
 from kperf_ci.errors import KperfError
 from kperf_ci.inputs import load_settings
 from kperf_ci.judge.verdict import is_regression
@@ -77,7 +78,7 @@ def proposer_for(target: Target, path: Path, source: str, endpoint: Any) -> Any:
     """The endpoint's proposer when one is configured, else the offline config search (a module
     it cannot read knobs from is bad input, named by its path)."""
     if endpoint is not None:
-        return LLMProposer(endpoint)
+        return LLMProposer(endpoint, backoff_s=env_seconds(ENV_LLM_BACKOFF_S, LLM_BACKOFF_S))
     try:
         return ConfigSearchProposer(target, source)
     except SourceError as e:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import github3
 from github3 import exceptions as gh_exc
 
-from kperf_ci.config import ENV_GITHUB_TOKEN
+from kperf_ci.config import ENV_GITHUB_BACKOFF_S, ENV_GITHUB_TOKEN, env_seconds
 
 T = TypeVar("T")
 
@@ -61,6 +61,7 @@ class Client:
     token: str
     api_url: str
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    backoff_s: float = BACKOFF_S  # the first wait of a retry kperf times itself; doubles per attempt
 
     def redact(self, text: object) -> str:
         s = str(text)
@@ -88,7 +89,7 @@ class Client:
                 for attr in ("code", "response"):
                     if not hasattr(e, attr):
                         setattr(e, attr, None)
-                retry = _retry_for(e, attempt)
+                retry = _retry_for(e, attempt, self.backoff_s)
                 if retry is None and e.code in refused:
                     raise GitHubRefused(self.redact(_message(e, what, self.redact)), e.code) from None
                 if retry is None or attempt == ATTEMPTS - 1:
@@ -98,7 +99,7 @@ class Client:
                     raise GitHubUserError(
                         self.redact(f"{what}: cannot reach {self.api_url} ({e}); check GITHUB_API_URL")
                     ) from None
-                retry = _Retry(BACKOFF_S * 2**attempt, "connection error")
+                retry = _Retry(self.backoff_s * 2**attempt, "connection error")
             self.sleep(retry.wait_s)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -108,29 +109,29 @@ def _header(e: gh_exc.GitHubError, name: str) -> str | None:
     return headers.get(name)
 
 
-def _retry_for(e: gh_exc.GitHubError, attempt: int) -> _Retry | None:
+def _retry_for(e: gh_exc.GitHubError, attempt: int, backoff_s: float = BACKOFF_S) -> _Retry | None:
     code = e.code
     if not isinstance(code, int):  # no HTTP status: github3 could not use the answer (IncompleteResponse)
         return None
     if code >= 500:
-        return _Retry(BACKOFF_S * 2**attempt, f"{code} from GitHub")
+        return _Retry(backoff_s * 2**attempt, f"{code} from GitHub")
     if code in (403, 429):
         after = _header(e, "Retry-After")
         if after is not None:  # a secondary rate limit says how long to wait
             try:
                 return _Retry(min(float(after), MAX_WAIT_S), "secondary rate limit")
             except ValueError:
-                return _Retry(BACKOFF_S * 2**attempt, "secondary rate limit")
+                return _Retry(backoff_s * 2**attempt, "secondary rate limit")
         if _header(e, "x-ratelimit-remaining") == "0":
             reset = _header(e, "x-ratelimit-reset")
             try:
-                wait = float(reset) - time.time() if reset else BACKOFF_S
+                wait = float(reset) - time.time() if reset else backoff_s
             except ValueError:
-                wait = BACKOFF_S
+                wait = backoff_s
             if wait <= MAX_WAIT_S:
                 return _Retry(max(wait, 0.0), "rate limit")
         if code == 429 or "secondary rate limit" in str(getattr(e, "msg", "") or "").lower():
-            return _Retry(max(BACKOFF_S * 2**attempt, 1.0), "secondary rate limit")
+            return _Retry(max(backoff_s * 2**attempt, 1.0), "secondary rate limit")
     return None
 
 
@@ -209,4 +210,5 @@ def connect(env: dict[str, str] | None = None, sleep: Callable[[float], None] = 
     url = api_url_from_env(env)
     gh = github3.GitHub(token=token)
     gh.session.base_url = url  # github3 builds every URL from this; GitHubEnterprise does the same
-    return Client(gh=gh, token=token, api_url=url, sleep=sleep)
+    backoff_s = env_seconds(ENV_GITHUB_BACKOFF_S, BACKOFF_S, env)
+    return Client(gh=gh, token=token, api_url=url, sleep=sleep, backoff_s=backoff_s)

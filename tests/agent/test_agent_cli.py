@@ -20,6 +20,9 @@ KEY = "sk-e2e-SECRET-abcdef987654"
 def kperf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_LLM_", "OPENAI_"))}
     e["PYTHONPATH"] = str(ROOT)
+    # the fake endpoint is local: a retry need not wait out the client's 2 s, 4 s, ... backoff
+    # (what the waits are is tests/agent/test_agent_llm.py's, with the sleep injected)
+    e["KPERF_LLM_BACKOFF_S"] = "0"
     e.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "kperf_ci", "agent", *args],

@@ -135,3 +135,19 @@ def test_endpoint_problem_only_when_the_endpoint_never_replied():
             p.propose(MSGS, "add")
     assert "HTTP 401" in endpoint_problem(p) and "key was rejected" in endpoint_problem(p)
     assert KEY not in endpoint_problem(p)
+
+
+def test_the_first_backoff_is_two_seconds_unless_KPERF_LLM_BACKOFF_S_says(monkeypatch):
+    """`kperf agent` builds its proposer with the default 2 s, or KPERF_LLM_BACKOFF_S (the CLI
+    tests set 0: their endpoint is local); a value that is not a number >= 0 is one line."""
+    from kperf_ci.agent.session import proposer_for
+    from kperf_ci.config import ConfigError
+
+    endpoint = Endpoint("http://127.0.0.1:9/v1", "m1", KEY)
+    monkeypatch.delenv("KPERF_LLM_BACKOFF_S", raising=False)
+    assert proposer_for(None, Path("k.py"), SRC, endpoint).backoff_s == 2.0
+    monkeypatch.setenv("KPERF_LLM_BACKOFF_S", "0")
+    assert proposer_for(None, Path("k.py"), SRC, endpoint).backoff_s == 0.0
+    monkeypatch.setenv("KPERF_LLM_BACKOFF_S", "-1")
+    with pytest.raises(ConfigError, match="KPERF_LLM_BACKOFF_S"):
+        proposer_for(None, Path("k.py"), SRC, endpoint)

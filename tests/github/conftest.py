@@ -50,6 +50,9 @@ def kperf_gh(fake_gh, tmp_path):
             GITHUB_REPOSITORY="octo/kernels",
             NO_PROXY="127.0.0.1,localhost",
             no_proxy="127.0.0.1,localhost",
+            # the fake GitHub is local: a retry need not wait out the client's 1 s, 2 s, 4 s, 8 s
+            # backoff (what the waits are is tests/github/test_pulls.py's, with the sleep injected)
+            KPERF_GITHUB_BACKOFF_S="0",
         )
         if token is not None:
             e["GITHUB_TOKEN"] = token

@@ -54,6 +54,21 @@ def test_waits_follow_retry_after_and_backoff(fake_gh, client):
     assert client.waits == [7.0, ghc.BACKOFF_S * 2, max(ghc.BACKOFF_S * 4, 1.0)]
 
 
+def test_KPERF_GITHUB_BACKOFF_S_sets_the_first_wait_of_a_5xx_not_a_retry_after(fake_gh):
+    """The CLI tests set 0 (their GitHub is local); a Retry-After is still waited out as sent."""
+    waits: list[float] = []
+    env = {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": fake_gh.url, "KPERF_GITHUB_BACKOFF_S": "0.25"}
+    c = ghc.connect(env, sleep=waits.append)
+    c.gh.session.trust_env = False
+    fake_gh.fail("GET", "/repos/octo/kernels", 502)
+    fake_gh.fail("GET", "/repos/octo/kernels", 503)
+    fake_gh.fail("GET", "/repos/octo/kernels", 403, headers={"Retry-After": "3"}, body={"message": "x"})
+    c.repo("octo/kernels")
+    assert waits == [0.25, 0.5, 3.0]
+    default = ghc.connect({"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": fake_gh.url})
+    assert default.backoff_s == ghc.BACKOFF_S == 1.0
+
+
 def test_primary_rate_limit_waits_until_reset(fake_gh, client, monkeypatch):
     monkeypatch.setattr(ghc.time, "time", lambda: 1000.0)
     fake_gh.fail(

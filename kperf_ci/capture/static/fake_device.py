@@ -24,13 +24,18 @@ side that probes it behaves as it does on any CPU machine.
 It is switched on around marked tests' setup, call and teardown in static mode without CUDA, never
 on a GPU, and in the compile worker while it imports the user's kernel modules
 (:mod:`kperf_ci.capture.static._worker`): import-time probes see the same device on both sides.
+Switched on before torch is imported, it imports nothing: the fakes go in when torch is first
+imported inside it (an import hook), so a static session whose tests never use torch (a usage
+error, a suite of plain tests) never pays torch's ~1.3 s import.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
 import importlib.util
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -228,6 +233,7 @@ class FakeCuda:
         self._on_unfaked = on_unfaked
         self._mode: Any = None
         self._saved: dict[str, Any] = {}
+        self._waiting: _AfterImport | None = None  # applies the fakes once torch is imported
         self._depth = threading.local()  # nesting of reported torch.cuda calls, per thread
 
     def _fakes(self) -> dict[str, Any]:
@@ -269,6 +275,17 @@ class FakeCuda:
         return call
 
     def __enter__(self) -> FakeCuda:
+        if "torch" in sys.modules:
+            self._apply()
+        else:
+            # torch is not imported yet: the fakes go in when it is, if it is, before the importer
+            # sees the module (a session whose tests never import torch never pays for it)
+            self._waiting = _AfterImport(self._apply)
+            sys.meta_path.insert(0, self._waiting)
+        return self
+
+    def _apply(self) -> None:
+        self._stop_waiting()
         import torch
         from torch.overrides import TorchFunctionMode
 
@@ -296,9 +313,17 @@ class FakeCuda:
         for name, fake in fakes.items():
             self._saved[name] = getattr(torch.cuda, name, None)
             setattr(torch.cuda, name, fake)
-        return self
+
+    def _stop_waiting(self) -> None:
+        if self._waiting is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self._waiting)
+            self._waiting = None
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop_waiting()
+        if self._mode is None and not self._saved:
+            return  # torch was never imported while active: nothing was faked
         import torch
 
         for name, fn in self._saved.items():
@@ -310,6 +335,43 @@ class FakeCuda:
         if self._mode is not None:
             self._mode.__exit__(*exc)
             self._mode = None
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """On ``sys.meta_path`` while a :class:`FakeCuda` waits for torch: ``torch`` is found and
+    loaded as it would be without it, then ``then()`` runs before the import statement returns."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        self._then = then
+        self._finding = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch" or self._finding:
+            return None
+        self._finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)  # the finders after this one
+        finally:
+            self._finding = False
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _ThenLoader(spec.loader, self._then)
+        return spec
+
+
+class _ThenLoader(importlib.abc.Loader):
+    """``loader``, then ``then()``; the module keeps ``loader`` as its own (``__loader__``)."""
+
+    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
+        self._loader, self._then = loader, then
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__loader__ = module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        self._then()
 
 
 @contextlib.contextmanager
