@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from kperf_ci.capture.static.start_gate import DEFAULT_START_S, StartGate
 from kperf_ci.config import ENV_WORKER_PATH
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -292,7 +293,7 @@ class WorkerPool:
             q.put(i)
         n = min(self.jobs, len(requests))
 
-        def run(slot: int) -> None:
+        def run(slot: int, gate: StartGate | None = None) -> None:
             while not self._stopped.is_set():
                 try:
                     i = q.get_nowait()
@@ -301,16 +302,19 @@ class WorkerPool:
                 results[i] = self._one(slot, requests[i], timeout)
                 if on_done is not None:
                     on_done(results[i])
+                if gate is not None:
+                    gate.answered(float(results[i].get("wall_s") or 0.0), q.qsize())
 
+        others = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(1, n)]
+        # the others start when the queue outlasts a worker's start (start_gate.py); at once
+        # where they are running already
+        gate = StartGate(max(self.startup_s, default=DEFAULT_START_S), lambda: [t.start() for t in others])
+        if others and all(w is not None and w.alive for w in self._workers[1:n]):
+            gate.open()
         try:
-            if n == 1:
-                run(0)
-            else:
-                threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(n)]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
+            run(0, gate if others else None)
+            for t in others if gate.started else ():
+                t.join()
         except KeyboardInterrupt:
             # Ctrl-C reaches only this process (workers run in their own session): stop
             # handing out requests and kill the workers with the compilers they started, so
