@@ -171,8 +171,9 @@ def _replay_ab(
     if not infos:
         return _not_timed(out, req, prefix, "the replay launched no kernel")
 
+    rule = ab_stop_rule(req)
+
     def run_ab(b: Callable[[], object], h: Callable[[], object]) -> ABResult:
-        rule = ab_stop_rule(req)
         return adaptive_ab(b, h, stop_rule=rule, backend=device.backend, budget_s=req.budget_s, cfg=cfg)
 
     ab = run_ab(base_fn, head_fn)
@@ -180,6 +181,7 @@ def _replay_ab(
         search, ab = second_look(search, ab, run_ab)
         if search.head is not head_fn:  # the head's second look stood: its static metrics too
             head_fn = search.head
+            # unguarded: this config already launched in the search's passes and its A/B
             infos = [i for i in device.capture(head_fn) if i.name == launch.name] or infos
     variants = build_variants(
         req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
@@ -217,8 +219,7 @@ def second_look(
     look = {
         "side": loser,
         "config": config,
-        "first": {"config": search.head_best if loser == "head" else search.base_best,
-                  "verdict": ab.verdict, "ratio": round(ab.ratio, 4)},
+        "first": {"config": search.best(loser), "verdict": ab.verdict, "ratio": round(ab.ratio, 4)},
         "second": {"verdict": ab2.verdict, "ratio": round(ab2.ratio, 4)},
         "kept": "second" if kept else "first",
     }  # fmt: skip

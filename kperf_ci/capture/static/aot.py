@@ -293,7 +293,7 @@ class WorkerPool:
             q.put(i)
         n = min(self.jobs, len(requests))
 
-        def run(slot: int, gate: StartGate | None = None) -> None:
+        def run(slot: int, gate: StartGate | None = None) -> None:  # the gate: slot 0's
             while not self._stopped.is_set():
                 try:
                     i = q.get_nowait()
@@ -309,10 +309,10 @@ class WorkerPool:
         # the others start when the queue outlasts a worker's start (start_gate.py); at once
         # where they are running already
         gate = StartGate(max(self.startup_s, default=DEFAULT_START_S), lambda: [t.start() for t in others])
-        if others and all(w is not None and w.alive for w in self._workers[1:n]):
+        if all(w is not None and w.alive for w in self._workers[1:n]):
             gate.open()
         try:
-            run(0, gate if others else None)
+            run(0, gate)
             for t in others if gate.started else ():
                 t.join()
         except KeyboardInterrupt:

@@ -55,6 +55,10 @@ class BestPair:
     # the verdict's second look, where one was taken (:meth:`alternative`): the doc's record
     second_look: dict[str, Any] | None = None
 
+    def best(self, side: str) -> str:
+        """``side``'s ("base" or "head") fastest config as this search has it."""
+        return self.base_best if side == "base" else self.head_best
+
     def alternative(self, loser: str) -> str | None:
         """The config the side that lost the A/B (``loser``: "base" or "head") is timed with
         again before the loss is called: its version of the winner's config when it has one,
@@ -62,8 +66,7 @@ class BestPair:
         within a tick or two of CUPTI's clock (attorch on an H200: rms_norm_backward's six
         configs within 0.1 us of each other at 1.6 us), so the config it ranked first is
         often a lucky draw; a loss is only the side's loss if its other good config loses too."""
-        mine = self.base_best if loser == "base" else self.head_best
-        theirs = self.head_best if loser == "base" else self.base_best
+        mine, theirs = self.best(loser), self.best("head" if loser == "base" else "base")
         if theirs != mine and f"{loser} {theirs}" in self.calls:
             return theirs
         ranked = sorted((m, k) for k, m in self.ranked.items() if k.startswith(loser + " "))
