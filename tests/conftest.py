@@ -137,3 +137,17 @@ def whole_static_metrics(cubin: bytes, registers: float) -> list[Metric]:
 
     values = {"registers": registers, "cubin_bytes": len(cubin)}
     return [metric(name, values.get(name, 0)) for name in METRIC_NAMES]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The pytest sessions this suite starts (pytester's subprocesses, `kperf run`, `kperf ab`'s
+    passes) run scratch repositories that hold no Hypothesis test, and loading Hypothesis's plugin
+    cost each 0.13 s of a core, about 200 times a suite. Set once the session that runs the tests
+    has loaded its own plugins, so it reaches only their subprocesses: an xdist controller starts
+    its workers after this hook and would pass it on to them, so only a worker, or a session
+    without xdist, sets it. A test that needs the variable as a user would have it sets or removes
+    it itself."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        os.environ["PYTEST_ADDOPTS"] = " ".join(
+            filter(None, (os.environ.get("PYTEST_ADDOPTS", ""), "-p no:hypothesispytest"))
+        )
