@@ -320,6 +320,7 @@ ENV_PROGRESS = "KPERF_PROGRESS"  # static capture's progress bar: 0/false/no/off
 ENV_PROFILE_DIR = "KPERF_PROFILE_DIR"  # `kperf ab`: each pytest pass under cProfile, <label>.prof here
 ENV_PASS_CORES = "KPERF_PASS_CORES"  # `kperf ab`: the cores its pass order counts (a CPU quota hides)
 ENV_COMPILE_AHEAD = "KPERF_COMPILE_AHEAD"  # static mode: 1 compiles while tests run, 0 at the end only
+ENV_FREEZE_AT_EXIT = "KPERF_FREEZE_AT_EXIT"  # pytest: skip the final collections (kperf ab's passes)
 ENV_TIMING = "KPERF_TIMING"  # "events": time with CUDA events, not CUPTI (capture/timing/cupti.py)
 ENV_FLEET_GPUS = "KPERF_FLEET_GPUS"  # set by the plugin: the GPUs an xdist controller hands out
 ENV_GITHUB_BACKOFF_S = "KPERF_GITHUB_BACKOFF_S"  # `kperf github`: first wait after a 5xx (default 1 s)

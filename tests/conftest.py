@@ -142,7 +142,9 @@ def whole_static_metrics(cubin: bytes, registers: float) -> list[Metric]:
 def pytest_configure(config: pytest.Config) -> None:
     """The pytest sessions this suite starts (pytester's subprocesses, `kperf run`, `kperf ab`'s
     passes) run scratch repositories that hold no Hypothesis test, and loading Hypothesis's plugin
-    cost each 0.13 s of a core, about 200 times a suite. Set once the session that runs the tests
+    cost each 0.13 s of a core, about 200 times a suite; and each is a process made for its
+    output, so it freezes its heap at exit as `kperf ab`'s passes do (KPERF_FREEZE_AT_EXIT: 0.4-0.6 s
+    of a core less where torch is imported). Set once the session that runs the tests
     has loaded its own plugins, so it reaches only their subprocesses: an xdist controller starts
     its workers after this hook and would pass it on to them, so only a worker, or a session
     without xdist, sets it. A test that needs the variable as a user would have it sets or removes
@@ -151,3 +153,4 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_ADDOPTS"] = " ".join(
             filter(None, (os.environ.get("PYTEST_ADDOPTS", ""), "-p no:hypothesispytest"))
         )
+        os.environ.setdefault("KPERF_FREEZE_AT_EXIT", "1")
