@@ -73,16 +73,17 @@ def _slice(
 def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Greedy lane (thread) per interval so that intervals on one lane never overlap."""
     lane = np.zeros(len(start), dtype=np.int64)
+    starts, stops = start.tolist(), end.tolist()  # Python floats: the loop compares ~10k of them
     ends: list[float] = []
-    for i in np.argsort(start, kind="stable"):
+    for i in np.argsort(start, kind="stable").tolist():
         for j, last in enumerate(ends):
-            if last <= start[i]:
+            if last <= starts[i]:
                 lane[i] = j
-                ends[j] = end[i]
+                ends[j] = stops[i]
                 break
         else:
             lane[i] = len(ends)
-            ends.append(end[i])
+            ends.append(stops[i])
     return lane
 
 
@@ -137,7 +138,7 @@ def to_chrome_trace(
         cursor = max(cursor, off + tl.t1) + 1000.0
         regions = tl.region.astype(str)
         by_cta = dict(group_slices(tl.cta)[1])
-        events += _sm_events(tl, off, regions, by_cta, named)
+        events += _sm_events(tl, off, regions, named)
         if per_warp:
             events += _warp_events(tl, li, off, regions, by_cta)
         if busy_series is not None:
@@ -159,33 +160,45 @@ class _Named:
     lanes: set[tuple[int, int]] = field(default_factory=set)
 
 
-def _sm_events(
-    tl: Timeline, off: float, regions: np.ndarray, by_cta: dict[Any, np.ndarray], named: _Named
-) -> list[dict]:
+def _first_warp_regions(tl: Timeline, regions: np.ndarray) -> dict[int, list[int]]:
+    """Per CTA, in record order, the rows of its lowest warp that are not the kernel region: the
+    slices nested under the CTA. Whole-array operations: a numpy call per CTA (about 9k CTAs per
+    kernel in an H100 run) took most of `kperf report`'s time."""
+    if not len(tl):
+        return {}
+    order = np.argsort(tl.cta, kind="stable")  # as group_slices: each CTA's rows in record order
+    ctas, first = np.unique(tl.cta[order], return_index=True)
+    group = np.repeat(np.arange(len(ctas)), np.diff(np.append(first, len(order))))
+    warp = tl.warp[order]
+    keep = (warp == np.minimum.reduceat(warp, first)[group]) & (regions[order] != KERNEL_REGION)
+    rows = order[keep].tolist()
+    bounds = [0, *np.cumsum(np.bincount(group[keep], minlength=len(ctas))).tolist()]
+    return {c: rows[bounds[k] : bounds[k + 1]] for k, c in enumerate(ctas.tolist())}
+
+
+def _sm_events(tl: Timeline, off: float, regions: np.ndarray, named: _Named) -> list[dict]:
     """One process per SM: each CTA on a slot where it overlaps no other, with the first warp's
     regions nested under it."""
     events: list[dict] = []
     spans = tl.cta_spans()
+    nested = _first_warp_regions(tl, regions)
+    names, starts, ends = regions.tolist(), tl.start_ns.tolist(), tl.end_ns.tolist()
+    span_cta, span_s, span_e = spans.cta.tolist(), spans.start_ns.tolist(), spans.end_ns.tolist()
+    cat = tl.kernel or "kernel"
     for sm in np.unique(spans.sm):
         m = spans.sm == sm
-        idx = np.flatnonzero(m)
-        lanes = _lanes(spans.start_ns[m], spans.end_ns[m])
+        idx = np.flatnonzero(m).tolist()
+        lanes = _lanes(spans.start_ns[m], spans.end_ns[m]).tolist()
         pid = _SM_PID_BASE + int(sm)
         if int(sm) not in named.sms:
             events += _meta(pid, f"SM {int(sm):03d}", 10 + int(sm))
             named.sms.add(int(sm))
         for i, lane in zip(idx, lanes, strict=True):
-            cta = int(spans.cta[i])
-            rows = by_cta[cta]
-            w0 = int(tl.warp[rows].min())
-            sel = rows[(tl.warp[rows] == w0) & (regions[rows] != KERNEL_REGION)]
-            slices = [(f"CTA {cta}", float(spans.start_ns[i]), float(spans.end_ns[i]))]
-            slices += [
-                (str(r), float(s), float(e))
-                for r, s, e in zip(regions[sel], tl.start_ns[sel], tl.end_ns[sel], strict=True)
-            ]
+            cta = span_cta[i]
+            slices = [(f"CTA {cta}", float(span_s[i]), float(span_e[i]))]
+            slices += [(str(names[r]), float(starts[r]), float(ends[r])) for r in nested[cta]]
             for name, s, e, depth in _nest(slices):
-                tid = int(lane) * 16 + depth
+                tid = lane * 16 + depth
                 if (pid, tid) not in named.lanes:
                     events.append(
                         {
@@ -193,12 +206,12 @@ def _sm_events(
                             "name": "thread_name",
                             "pid": pid,
                             "tid": tid,
-                            "args": {"name": f"slot {int(lane)}" + (f" +{depth}" if depth else "")},
+                            "args": {"name": f"slot {lane}" + (f" +{depth}" if depth else "")},
                         }
                     )
                     named.lanes.add((pid, tid))
                 args = {"cta": cta, "sm": int(sm), "kernel": tl.kernel} if name.startswith("CTA ") else None
-                events.append(_slice(name, pid, tid, s + off, e + off, tl.kernel or "kernel", args))
+                events.append(_slice(name, pid, tid, s + off, e + off, cat, args))
     return events
 
 
