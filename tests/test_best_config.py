@@ -278,3 +278,27 @@ def test_an_unchanged_verdict_takes_no_second_look():
     seen = []
     same, ab2 = second_look(pair, ab, lambda b, h: seen.append(1))
     assert ab2 is ab and same is pair and not seen and "second_look" not in pair.doc()
+
+
+def test_a_second_look_config_that_cannot_be_captured_again_keeps_the_searchs_and_says_so():
+    """After the head's second look stood, its config's kernel is captured again for the static
+    metrics; a capture that fails keeps the search pick's kernel with one warning, and the timed
+    launch stands (it raised out of the timing pass before)."""
+    from types import SimpleNamespace
+
+    from kperf_ci.measure.measure_replay import capture_again
+
+    old = [SimpleNamespace(name="k")]
+    new = [SimpleNamespace(name="other"), SimpleNamespace(name="k")]
+    warned: list[str] = []
+    device = SimpleNamespace(capture=lambda fn: fn())
+    assert capture_again(device, lambda: new, "k", old, warned.append) == new[1:] and not warned
+
+    def broken():
+        raise RuntimeError("out of resources")
+
+    assert capture_again(device, broken, "k", old, warned.append) is old
+    assert warned == [
+        "the second look's config could not be captured again (RuntimeError: out of resources); "
+        "its static metrics are those of the search's pick"
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 from kperf_ci.capture.launches.ab_launch import (
     ABPlan,
@@ -181,8 +182,7 @@ def _replay_ab(
         search, ab = second_look(search, ab, run_ab)
         if search.head is not head_fn:  # the head's second look stood: its static metrics too
             head_fn = search.head
-            # unguarded: this config already launched in the search's passes and its A/B
-            infos = [i for i in device.capture(head_fn) if i.name == launch.name] or infos
+            infos = capture_again(device, head_fn, launch.name, infos, lambda w: out.warn(f"{prefix}: {w}"))
     variants = build_variants(
         req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
         regions={}, gpu_name=device.gpu_name, sm_count=device.sm_count,
@@ -196,6 +196,27 @@ def _replay_ab(
     if search is not None and search.failed:
         out.warn(f"{prefix}: configs that did not launch, left out: {'; '.join(search.failed)}")
     return variants
+
+
+def capture_again(
+    device: ReplayDevice,
+    head_fn: Callable[[], object],
+    name: str,
+    infos: list[Any],
+    warn: Callable[[str], None],
+) -> list[Any]:
+    """The compiled kernel of the head's config that a second look kept (its static metrics go
+    with the A/B that stood), else ``infos`` (the search's pick) with one warning saying so: that
+    config launched in the search and in its A/B, but a capture can still fail, and a timed
+    launch is not thrown away for it."""
+    try:
+        return [i for i in device.capture(head_fn) if i.name == name] or infos
+    except Exception as e:  # noqa: BLE001 - any failure of the capture, said and survived
+        warn(
+            f"the second look's config could not be captured again ({type(e).__name__}: {str(e)[:200]}); "
+            "its static metrics are those of the search's pick"
+        )
+        return infos
 
 
 def second_look(
