@@ -139,17 +139,20 @@ def whole_static_metrics(cubin: bytes, registers: float) -> list[Metric]:
     return [metric(name, values.get(name, 0)) for name in METRIC_NAMES]
 
 
+@pytest.hookimpl(trylast=True)  # after kperf's own pytest_configure in this process has read it
 def pytest_configure(config: pytest.Config) -> None:
-    """The pytest sessions this suite starts (pytester's subprocesses, `kperf run`, `kperf ab`'s
-    passes) run scratch repositories that hold no Hypothesis test, and loading Hypothesis's plugin
-    cost each 0.13 s of a core, about 200 times a suite; and each is a process made for its
-    output, so it freezes its heap at exit as `kperf ab`'s passes do (KPERF_FREEZE_AT_EXIT: 0.4-0.6 s
-    of a core less where torch is imported). Set once the session that runs the tests
-    has loaded its own plugins, so it reaches only their subprocesses: an xdist controller starts
-    its workers after this hook and would pass it on to them, so only a worker, or a session
-    without xdist, sets it. A test that needs the variable as a user would have it sets or removes
-    it itself."""
-    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+    """The pytest sessions this suite starts (`kperf run`, `kperf ab`'s passes, plain subprocess
+    runs) hold no Hypothesis test, and loading Hypothesis's plugin cost each 0.13 s of a core,
+    about 200 times a suite (pytester removes PYTEST_ADDOPTS, so its runs keep the plugin); and each
+    is a process made for its output, so it freezes its heap at exit as `kperf ab`'s passes do
+    (KPERF_FREEZE_AT_EXIT: 0.4-0.6 s of a core less where torch is imported; an in-process
+    pytester run reads it too, so this process may freeze at its own exit, which nothing here
+    checks). Set after this session loaded its plugins, so it reaches only what it starts: an
+    xdist controller starts its workers after this hook and would pass it on to them, so only a
+    worker, or a session that does not distribute, sets it. A test that needs the variables as a
+    user would have them sets or removes them itself."""
+    controller = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+    if not controller:
         os.environ["PYTEST_ADDOPTS"] = " ".join(
             filter(None, (os.environ.get("PYTEST_ADDOPTS", ""), "-p no:hypothesispytest"))
         )

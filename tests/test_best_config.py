@@ -302,3 +302,27 @@ def test_a_second_look_config_that_cannot_be_captured_again_keeps_the_searchs_an
         "the second look's config could not be captured again (RuntimeError: out of resources); "
         "its static metrics are those of the search's pick"
     ]
+
+
+def test_a_second_look_that_fails_leaves_the_first_ab_standing_and_says_so():
+    """The look's A/B raising (a CUDA error on the other config) threw away the first A/B and,
+    out of the timing pass, the test's other timed launches with it."""
+    from kperf_ci.measure.measure_replay import second_look
+
+    LAUNCHED.clear()
+    clock = Lucky({"base": {4: 8.0, 32: 9.0}, "head": {4: 8.0, 32: 9.0}})
+    pair = best_pair(_side("base", [4, 32]), _side("head", [4, 32]), backend=clock, clock=clock.host_time)
+    clock.searching = False
+    ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
+    assert ab.verdict == "slower"
+
+    def broken(b, h):
+        raise RuntimeError("CUDA error: out of memory")
+
+    warned: list[str] = []
+    same, ab2 = second_look(pair, ab, broken, warned.append)
+    assert same is pair and ab2 is ab and "second_look" not in pair.doc()
+    (line,) = warned
+    assert line.startswith("the second look (head ") and line.endswith(
+        "failed (RuntimeError: CUDA error: out of memory); the first A/B stands"
+    ), line

@@ -179,10 +179,9 @@ def _replay_ab(
 
     ab = run_ab(base_fn, head_fn)
     if search is not None:
-        search, ab = second_look(search, ab, run_ab)
-        if search.head is not head_fn:  # the head's second look stood: its static metrics too
-            head_fn = search.head
-            infos = capture_again(device, head_fn, launch.name, infos, lambda w: out.warn(f"{prefix}: {w}"))
+        search, ab, head_fn, infos = _look_again(
+            search, ab, run_ab, device, launch.name, head_fn, infos, lambda w: out.warn(f"{prefix}: {w}")
+        )
     variants = build_variants(
         req, out, prefix, head_fn, infos[:1], ab.head_timing(), ab, None,
         regions={}, gpu_name=device.gpu_name, sm_count=device.sm_count,
@@ -198,6 +197,25 @@ def _replay_ab(
     return variants
 
 
+def _look_again(
+    search: BestPair,
+    ab: ABResult,
+    run_ab: Callable[[Callable[[], object], Callable[[], object]], ABResult],
+    device: ReplayDevice,
+    name: str,
+    head_fn: Callable[[], object],
+    infos: list[Any],
+    warn: Callable[[str], None],
+) -> tuple[BestPair, ABResult, Callable[[], object], list[Any]]:
+    """An autotuned call's :func:`second_look`; where the head's look stood, its config's kernel
+    is captured again (:func:`capture_again`) so its static metrics go with the A/B."""
+    search, ab = second_look(search, ab, run_ab, warn)
+    if search.head is not head_fn:
+        head_fn = search.head
+        infos = capture_again(device, head_fn, name, infos, warn)
+    return search, ab, head_fn, infos
+
+
 def capture_again(
     device: ReplayDevice,
     head_fn: Callable[[], object],
@@ -206,9 +224,10 @@ def capture_again(
     warn: Callable[[str], None],
 ) -> list[Any]:
     """The compiled kernel of the head's config that a second look kept (its static metrics go
-    with the A/B that stood), else ``infos`` (the search's pick) with one warning saying so: that
-    config launched in the search and in its A/B, but a capture can still fail, and a timed
-    launch is not thrown away for it."""
+    with the A/B that stood), else ``infos`` (the search's pick): with one warning where the
+    capture raised (that config launched in the search and in its A/B, but a capture can still
+    fail, and a timed launch is not thrown away for it); without one where it captured no kernel
+    of that name, as before the guard."""
     try:
         return [i for i in device.capture(head_fn) if i.name == name] or infos
     except Exception as e:  # noqa: BLE001 - any failure of the capture, said and survived
@@ -220,14 +239,19 @@ def capture_again(
 
 
 def second_look(
-    search: BestPair, ab: ABResult, run_ab: Callable[[Callable[[], object], Callable[[], object]], ABResult]
+    search: BestPair,
+    ab: ABResult,
+    run_ab: Callable[[Callable[[], object], Callable[[], object]], ABResult],
+    warn: Callable[[str], None] = lambda _w: None,
 ) -> tuple[BestPair, ABResult]:
     """Best against best, checked before a change is called: the side the A/B found slower is
     timed again with its other good config (:meth:`BestPair.alternative`, the winner's config
     where it has one) against the same winner, and the A/B where the losing side did better
     stands. A loss that holds on both looks is the side's; one that does not was the search's
     ranking noise (attorch on an H200, ``arith_only``: the head's num_warps=32, ranked first by
-    the search at 1.600 us, read 1.696 us in the A/B, +8.0% against a truth of +4.0%)."""
+    the search at 1.600 us, read 1.696 us in the A/B, +8.0% against a truth of +4.0%). A second
+    A/B that fails leaves the first standing, with one ``warn`` line: it is not thrown away, nor
+    the test's other timed launches with it."""
     if timing_change(ab.verdict) == "same":  # unchanged or inconclusive: no change to check
         return search, ab
     loser = "head" if ab.ratio > 1 else "base"
@@ -235,7 +259,12 @@ def second_look(
     if config is None:
         return search, ab
     other = search.with_best(loser, config)
-    ab2 = run_ab(other.base, other.head)
+    try:
+        ab2 = run_ab(other.base, other.head)
+    except Exception as e:  # noqa: BLE001 - any failure of the look, said and survived
+        why = f"{type(e).__name__}: {str(e)[:200]}"
+        warn(f"the second look ({loser} {config}) failed ({why}); the first A/B stands")
+        return search, ab
     kept = ab2.ratio < ab.ratio if loser == "head" else ab2.ratio > ab.ratio
     look = {
         "side": loser,

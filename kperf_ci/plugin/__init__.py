@@ -66,11 +66,12 @@ _freeze_registered = False
 
 
 def _freeze_at_exit() -> None:
-    """Freeze the heap once every atexit handler registered before this one has run, so the
-    interpreter's shutdown collections skip the objects torch and the tests made (~165k after
-    `import torch`: 0.4-0.6 s of a core, 12% of a small static session on the 2-core CPU).
-    Cyclic garbage still alive then is not finalized (which CPython never promises at exit), so
-    this is for processes kperf starts for their database only: `kperf ab`'s passes set it."""
+    """Freeze the heap when atexit comes to this handler (last-in first-out: after the handlers
+    registered while the session ran, before those registered earlier), so the interpreter's
+    shutdown collections skip the objects torch and the tests made (~165k after `import torch`:
+    0.4-0.6 s of a core, 12% of a small static session on the 2-core CPU). Cyclic garbage still
+    alive then is not finalized (which CPython never promises at exit), so this is for processes
+    kperf starts for their database: `kperf ab` sets it for its passes."""
     global _freeze_registered
     if not _freeze_registered:
         atexit.register(gc.freeze)
