@@ -123,3 +123,23 @@ def test_kperf_options_in_addopts_or_with_kperf_or_a_shard_still_work(tmp_path):
         timeout=300,
     )
     assert "needs --kperf" not in k.stdout + k.stderr and "kperf: mode=" in k.stdout, k.stdout + k.stderr
+
+
+def test_a_baseline_that_went_bad_while_the_tests_ran_is_exit_2_not_1(tmp_path):
+    """The baseline read well when the session began and was overwritten before the end (another
+    job's copy): one store error line and exit 2, the fix being the user's, never 1, which means a
+    regression (it was 1, pytest's "tests failed", for any store error but a pending-file run)."""
+    from kperf_ci import store
+    from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
+
+    key = VariantKey("k", "sm_90", "x:*fp32", "num_warps=4", test="t.py::k")
+    info = RunInfo("base1", "2026-01-02T00:00:00+00:00", "static", Fingerprint(triton="3.6.0"))
+    store.save_run(tmp_path / "base.db", info, [VariantResult(key, [Metric("registers", 32)])])
+    (tmp_path / "test_overwrite.py").write_text(
+        "import pathlib\n\n\ndef test_overwrite():\n"
+        "    pathlib.Path('base.db').write_bytes(b'not a database' * 100)\n"
+    )
+    r = pytest_run(tmp_path, "test_overwrite.py", "--kperf-mode", "static", "--kperf-baseline", "base.db")
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    (line,) = [ln for ln in (r.stdout + r.stderr).splitlines() if "kperf ERROR" in ln]
+    assert line.startswith("kperf ERROR <store>: ") and "base.db: not a SQLite database" in line, line

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 # The session's exit statuses are each named where they are defined, none restated here: a
 # regression against the baseline is the comparison's exit code (the judge's one answer,
 # kperf_ci.exit_codes.EXIT_REGRESSION); an error kperf reported in an otherwise green session (a
-# kernel that does not compile) fails it as failed tests do, pytest's TESTS_FAILED; a run that went
-# to a pending file is EXIT_BAD_INPUT, never 1 (nothing was judged and the fix is the user's: merge
-# the file in); a run stopped by Ctrl-C is pytest's own INTERRUPTED.
+# kernel that does not compile) fails it as failed tests do, pytest's TESTS_FAILED; a database the
+# store could not read or write, or a run that went to a pending file, is EXIT_BAD_INPUT, never 1
+# (nothing was judged and the fix is the user's); a run stopped by Ctrl-C is pytest's own INTERRUPTED.
 
 
 class InterruptWatch:
@@ -48,8 +48,8 @@ class InterruptWatch:
 def finish_session(ks: KperfSession) -> int:
     """Compile, store, compare. Returns the exit status kperf asks for: 0; the comparison's
     exit code on a regression; TESTS_FAILED when kperf reported an error, EXIT_BAD_INPUT when
-    its only errors are runs written to pending files (:func:`_error_status`); else pytest's
-    INTERRUPTED when the run is incomplete."""
+    its only errors are the store's (:func:`_error_status`); else pytest's INTERRUPTED when the
+    run is incomplete."""
     try:
         if ks.interrupted is None:
             try:
@@ -91,9 +91,11 @@ def finish_session(ks: KperfSession) -> int:
 
 
 def _error_status(ks: KperfSession) -> int:
-    """EXIT_BAD_INPUT when every error is a run written to a pending file (this process's or an
-    xdist worker's), else TESTS_FAILED: a kernel that did not compile still fails the run."""
-    if ks.diverted and all(n == "<store>" and r in ks.diverted for n, r in ks.errors):
+    """EXIT_BAD_INPUT when every error is the store's (a database that could not be read or
+    written, a run written to a pending file; this process's or an xdist worker's): nothing was
+    judged and the fix is the user's, so never 1, which means a regression. Else TESTS_FAILED: a
+    kernel that did not compile still fails the run, as a failing test does."""
+    if all(n == "<store>" for n, _ in ks.errors):
         return EXIT_BAD_INPUT
     return pytest.ExitCode.TESTS_FAILED
 
