@@ -240,7 +240,7 @@ def test_a_loss_read_on_the_searchs_lucky_pick_gets_a_second_look_and_does_not_s
     ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
     assert ab.verdict == "slower"  # what kperf ab said before the second look
     searched = pair.seconds
-    pair, ab = second_look(pair, ab, _run_ab(clock))
+    pair, ab = second_look(pair, ab, _run_ab(clock), pytest.fail)
     assert ab.verdict == "unchanged" and ab.ratio == pytest.approx(1.0)
     assert pair.head_best.endswith("num_warps=4") and pair.second_look["kept"] == "second"
     assert pair.seconds > searched  # the look not kept is GPU time the search spent
@@ -261,7 +261,7 @@ def test_a_loss_on_every_config_stands_after_its_second_look():
     clock = Clock(us)
     pair = best_pair(_side("base", [1, 2, 4]), _side("head", [1, 4]), backend=clock, clock=clock.host_time)
     ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
-    pair, ab = second_look(pair, ab, _run_ab(clock))
+    pair, ab = second_look(pair, ab, _run_ab(clock), pytest.fail)
     assert ab.verdict == "slower" and ab.ratio == pytest.approx(9 / 8, rel=1e-6)
     assert pair.second_look["config"].endswith("num_warps=1") and pair.second_look["kept"] == "first"
     assert pair.head_best.endswith("num_warps=4")
@@ -276,7 +276,7 @@ def test_an_unchanged_verdict_takes_no_second_look():
     pair = best_pair(_side("base", [1, 4]), _side("head", [1, 4]), backend=clock, clock=clock.host_time)
     ab = adaptive_ab(pair.base, pair.head, stop_rule=RULE, backend=clock)
     seen = []
-    same, ab2 = second_look(pair, ab, lambda b, h: seen.append(1))
+    same, ab2 = second_look(pair, ab, lambda b, h: seen.append(1), pytest.fail)
     assert ab2 is ab and same is pair and not seen and "second_look" not in pair.doc()
 
 

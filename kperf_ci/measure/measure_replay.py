@@ -242,7 +242,7 @@ def second_look(
     search: BestPair,
     ab: ABResult,
     run_ab: Callable[[Callable[[], object], Callable[[], object]], ABResult],
-    warn: Callable[[str], None] = lambda _w: None,
+    warn: Callable[[str], None],
 ) -> tuple[BestPair, ABResult]:
     """Best against best, checked before a change is called: the side the A/B found slower is
     timed again with its other good config (:meth:`BestPair.alternative`, the winner's config

@@ -137,10 +137,9 @@ def to_chrome_trace(
             off = cursor
         cursor = max(cursor, off + tl.t1) + 1000.0
         regions = tl.region.astype(str)
-        by_cta = dict(group_slices(tl.cta)[1])
         events += _sm_events(tl, off, regions, named)
         if per_warp:
-            events += _warp_events(tl, li, off, regions, by_cta)
+            events += _warp_events(tl, li, off, regions, dict(group_slices(tl.cta)[1]))
         if busy_series is not None:
             events += _busy_counter(tl, off, busy_series, counter_bins)
     events += _finding_events(findings)
