@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kperf_ci import config, store
+from kperf_ci.error_text import error_text
 from kperf_ci.errors import KperfError
 from kperf_ci.hardware import MAX_SMS
 
@@ -64,7 +65,7 @@ def read_run(path: str | os.PathLike[str], run_id: str | None = None, **kw: Any)
         with bulk_objects():
             record = store.load_run(path, run_id, **kw)
     except (*_DECODE_ERRORS, zlib.error, store.OperationalError) as e:  # a table dropped by hand
-        raise _malformed(path, f"{type(e).__name__}: {str(e)[:120]}") from None
+        raise _malformed(path, error_text(e, 120)) from None
     try:
         typed = store.rows_typed(path, record.info.run_id)
     except Exception:  # any doubt: every row is checked below
@@ -80,7 +81,7 @@ def read_runs(path: str | os.PathLike[str]) -> list[Any]:
     try:
         infos = store.list_runs(path)
     except _DECODE_ERRORS as e:
-        raise _malformed(path, f"{type(e).__name__}: {str(e)[:120]}") from None
+        raise _malformed(path, error_text(e, 120)) from None
     for info in infos:
         problem = _info_problem(info)
         if problem:

@@ -15,6 +15,7 @@ from typing import Any
 from kperf_ci.agent import guards
 from kperf_ci.agent.targets import DISTRIBUTIONS, TOLERANCE, Target
 from kperf_ci.capture.timing import engine
+from kperf_ci.error_text import error_text
 
 # hack codes (stable: tests and the population store use them)
 NETWORK = "network"
@@ -182,7 +183,7 @@ def run_case(
         out = guarded(torch, cand_fn, inputs, on_gpu)
     except Exception as e:  # noqa: BLE001 - the candidate's failure is a verdict, not ours
         check_record(*files)  # a blocked cheat raises before the candidate's own error counts
-        raise Rejected(CRASH, f"{what}: raised {type(e).__name__}: {str(e)[:200]}") from None
+        raise Rejected(CRASH, f"{what}: raised {error_text(e)}") from None
     check_record(*files, lazy=_lazy(torch, out))
     return out, check_outputs(torch, out, ref, inputs, before, what)
 

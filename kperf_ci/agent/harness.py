@@ -26,6 +26,7 @@ from kperf_ci.agent.targets import get_target
 # loaded here, before the candidate: their entry points are watched (_TIMING_ENTRY_POINTS)
 from kperf_ci.capture.timing import backend, cupti, engine, interleaved, steps  # noqa: F401
 from kperf_ci.config import ABPolicy
+from kperf_ci.error_text import error_text
 from kperf_ci.judge import plausibility
 from kperf_ci.judge.ab import stop_rule
 from kperf_ci.sample_stats import median
@@ -102,9 +103,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - a candidate that does not import is a verdict
             if guards.RECORD.network:
                 raise checks.Rejected(checks.NETWORK, "opened a network connection while importing") from None
-            raise checks.Rejected(
-                checks.IMPORT, f"import failed: {type(e).__name__}: {str(e)[:200]}"
-            ) from None
+            raise checks.Rejected(checks.IMPORT, f"import failed: {error_text(e)}") from None
         if guards.RECORD.network:
             raise checks.Rejected(checks.NETWORK, "opened a network connection while importing")
         if timers():
@@ -208,7 +207,7 @@ def main() -> int:
     try:
         result = run_job(job)
     except BaseException as e:  # noqa: BLE001 - anything else is a harness crash, reported as such
-        result = {"ok": False, "hack": checks.CRASH, "reason": f"harness: {type(e).__name__}: {str(e)[:300]}"}
+        result = {"ok": False, "hack": checks.CRASH, "reason": f"harness: {error_text(e, 300)}"}
     result["nonce"] = nonce
     with open(result_path, "w", encoding="utf-8") as f:
         json.dump(result, f, default=str)

@@ -31,6 +31,7 @@ from kperf_ci.capture.static.record import describe_args
 from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.interleaved import adaptive_ab
 from kperf_ci.config import ABPolicy, Settings
+from kperf_ci.error_text import error_text
 from kperf_ci.judge import plausibility
 from kperf_ci.judge.ab import stop_rule
 from kperf_ci.metrics import metric
@@ -166,7 +167,7 @@ def measure_launch_gaps(
     try:
         records = gpu.kernel_records(call, calls=GAP_CALLS)
     except Exception as e:  # gaps are extra evidence; the timing stands without them
-        out.warn(f"launch gaps skipped: torch.profiler failed: {type(e).__name__}: {str(e)[:200]}")
+        out.warn(f"launch gaps skipped: torch.profiler failed: {error_text(e)}")
         return None
     per_call = split_calls(records, GAP_CALLS)
     if per_call is None or len(per_call[0]) < 2:
@@ -250,7 +251,7 @@ def instrument_regions(out: Measurement, call: Callable[[], Any]) -> dict[str, A
     try:
         return instrument.instrument_callable_all(call, instrument.RegionConfig())
     except Exception as e:  # regions are extra evidence; the timing stands without them
-        out.warn(f"instrumented launch failed: {type(e).__name__}: {str(e)[:200]}")
+        out.warn(f"instrumented launch failed: {error_text(e)}")
         return {}
 
 

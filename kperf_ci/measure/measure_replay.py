@@ -24,6 +24,7 @@ from kperf_ci.capture.launches.replay import LIMIT_SETTING, CapturedLaunch, Laun
 from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.best_of import BestPair, best_pair
 from kperf_ci.capture.timing.interleaved import ABResult, adaptive_ab
+from kperf_ci.error_text import error_text
 from kperf_ci.measure.measure import Measurement, Request, ab_stop_rule, build_variants, instrument_regions
 from kperf_ci.metrics import timing_change
 from kperf_ci.model import VariantResult, canonical_json
@@ -98,7 +99,7 @@ def _replay_one(
     try:
         infos = device.capture(call)  # the first replay: compiled kernel, static metrics
     except Exception as e:  # a launch that cannot be replayed: say which, go on with the rest
-        out.warn(f"replay of {launch.name} failed: {type(e).__name__}: {str(e)[:200]}")
+        out.warn(f"replay of {launch.name} failed: {error_text(e)}")
         return []
     infos = [i for i in infos if i.name == launch.name] or infos
     if not infos:
@@ -167,7 +168,7 @@ def _replay_ab(
             base_fn, head_fn = search.base, search.head
         infos = device.capture(head_fn)
     except Exception as e:
-        return _not_timed(out, req, prefix, f"replay failed: {type(e).__name__}: {str(e)[:200]}")
+        return _not_timed(out, req, prefix, f"replay failed: {error_text(e)}")
     infos = [i for i in infos if i.name == launch.name] or infos
     if not infos:
         return _not_timed(out, req, prefix, "the replay launched no kernel")
@@ -232,7 +233,7 @@ def capture_again(
         return [i for i in device.capture(head_fn) if i.name == name] or infos
     except Exception as e:  # noqa: BLE001 - any failure of the capture, said and survived
         warn(
-            f"the second look's config could not be captured again ({type(e).__name__}: {str(e)[:200]}); "
+            f"the second look's config could not be captured again ({error_text(e)}); "
             "its static metrics are those of the search's pick"
         )
         return infos
@@ -262,7 +263,7 @@ def second_look(
     try:
         ab2 = run_ab(other.base, other.head)
     except Exception as e:  # noqa: BLE001 - any failure of the look, said and survived
-        why = f"{type(e).__name__}: {str(e)[:200]}"
+        why = error_text(e)
         warn(f"the second look ({loser} {config}) failed ({why}); the first A/B stands")
         return search, ab
     kept = ab2.ratio < ab.ratio if loser == "head" else ab2.ratio > ab.ratio

@@ -46,6 +46,7 @@ from kperf_ci.capture.static.record import make_launch_spec
 from kperf_ci.capture.static.repo import git_toplevel
 from kperf_ci.capture.timing.engine import TimingConfig
 from kperf_ci.config import ABPolicy
+from kperf_ci.error_text import error_text
 from kperf_ci.measure import measure, measure_replay
 from kperf_ci.model import BENCH_CALL, canonical_json
 from kperf_ci.plugin import SESSION_KEY
@@ -278,7 +279,7 @@ class ScriptRun:
         )
 
     def _failed(self, call: BenchCall, test: str, what: str, e: Exception, kernels: list[str]) -> None:
-        self.note(call, test, "listed", f"{what}: {type(e).__name__}: {str(e)[:200]}", kernels)
+        self.note(call, test, "listed", f"{what}: {error_text(e)}", kernels)
 
     def _store(self, variants: list[Any], call: BenchCall) -> None:
         for v in variants:

@@ -34,6 +34,7 @@ from kperf_ci.capture.launches.base_tree import load_base_callable
 from kperf_ci.capture.launches.best_config import Side, config_text
 from kperf_ci.capture.static.describe import _unwrap, decorator_names, kernel_object, make_launch_spec
 from kperf_ci.capture.static.manifest import launch_args
+from kperf_ci.error_text import error_text
 from kperf_ci.launch_calls import call_key
 
 PLAN_VERSION = 1
@@ -242,7 +243,7 @@ def base_call(launch: Any, entry: PlanEntry, base_tree: str) -> tuple[Callable[[
     try:
         base_obj = load_base_callable(launch.jit_fn, None, base_tree)
     except Exception as e:  # the base tree's module does not import
-        return None, f"the base version failed to import: {type(e).__name__}: {str(e)[:200]}"
+        return None, f"the base version failed to import: {error_text(e)}"
     if base_obj is None:
         return None, "no base version of the kernel in the base tree"
     head_bound = _bound(launch.jit_fn, tuple(launch.args), dict(launch.kwargs))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kperf_ci.capture.timing import engine
+from kperf_ci.error_text import error_text
 
 #: a config whose first-pass median is within this fraction of its side's best is timed again
 CONTENDER_REL = 0.03
@@ -108,7 +109,7 @@ def _runnable(
         try:
             call()
         except Exception as e:
-            failed.append(f"{side} {label or 'launch'}: {type(e).__name__}: {str(e)[:120]}")
+            failed.append(f"{side} {label or 'launch'}: {error_text(e, 120)}")
             continue
         ok[label] = call
     return ok

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kperf_ci.config import ENV_TIMING
+from kperf_ci.error_text import error_text
 
 __all__ = [
     "ENV_TIMING",
@@ -291,5 +292,5 @@ def _probe() -> str | None:
         if not any(r.is_marker for r in records):
             return "torch's profiler returned no kernel records (CUPTI activity unavailable)"
     except Exception as e:  # any failure to start means: time with events, and say why
-        return f"torch's profiler (Kineto/CUPTI) cannot start: {type(e).__name__}: {str(e)[:160]}"
+        return f"torch's profiler (Kineto/CUPTI) cannot start: {error_text(e, 160)}"
     return None
