@@ -35,6 +35,7 @@ from kperf_ci.agent.loop import Agent, Budget, LoopConfig  # noqa: E402
 from kperf_ci.agent.prompts import PromptContext  # noqa: E402
 from kperf_ci.agent.targets import get_target  # noqa: E402
 from kperf_ci.agent.verify import run_harness  # noqa: E402
+from kperf_ci.config import ABPolicy, Settings  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import kperf_commit  # noqa: E402
@@ -66,7 +67,13 @@ def search(
             pop,
             ConfigSearchProposer(target, src),
             PromptContext(name, target.launcher),
-            LoopConfig(device, seeds, timeout_s=240.0, bench_budget_s=bench_budget_s),
+            LoopConfig(
+                device,
+                seeds,
+                timeout_s=240.0,
+                bench_budget_s=bench_budget_s,
+                ab=ABPolicy.from_settings(Settings()),
+            ),
             budget,
             progress=lambda s: log(f"{label}: {s}"),
         )
@@ -130,6 +137,7 @@ def run_cheats(device: str, seeds: list[int], orig: Path) -> list[dict[str, Any]
             timeout_s=240.0,
             bench=device == "cuda",
             bench_budget_s=1.0,
+            ab=ABPolicy.from_settings(Settings()),  # the default settings' policy, as `kperf agent`
         )
         ok = v.ok if name == "good" else (not v.ok and v.hack == expected)
         out.append(

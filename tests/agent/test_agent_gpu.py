@@ -9,6 +9,7 @@ import pytest
 
 from kperf_ci.agent import cheats, checks
 from kperf_ci.agent.verify import run_harness
+from kperf_ci.config import ABPolicy, Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import needs_gpu  # noqa: E402
@@ -16,6 +17,7 @@ from conftest import needs_gpu  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 ORIG = ROOT / "examples/kernels/vector_add.py"
 SRC = ORIG.read_text()
+AB = ABPolicy.from_settings(Settings())  # the default settings' A/B policy, as `kperf agent` builds it
 
 
 @needs_gpu
@@ -30,6 +32,7 @@ def test_good_candidate_is_timed_against_the_original():
         timeout_s=300,
         bench=True,
         bench_budget_s=1.0,
+        ab=AB,
     )
     assert v.ok, v.reason
     b = v.bench
@@ -45,7 +48,15 @@ def test_good_candidate_is_timed_against_the_original():
 def test_gpu_cheats_rejected(name):
     c = next(c for c in cheats.cheats(SRC) if c.name == name)
     v = run_harness(
-        "vector_add", ORIG, c.source, device="cuda", seeds=[1], timeout_s=300, bench=True, bench_budget_s=1.0
+        "vector_add",
+        ORIG,
+        c.source,
+        device="cuda",
+        seeds=[1],
+        timeout_s=300,
+        bench=True,
+        bench_budget_s=1.0,
+        ab=AB,
     )
     assert (v.ok, v.hack) == (False, c.expected), v.reason
     if name == "above_roofline":

@@ -115,3 +115,10 @@ def test_every_watched_timing_entry_point_exists():
     # a function moved elsewhere must fail here, not silently drop out of the patched-timer check
     missing = [name for name, obj in harness._timer_objects().items() if obj is None]
     assert missing == []
+
+
+def test_a_bench_without_the_projects_ab_policy_is_refused_in_the_caller():
+    # the harness judges its timed A/B by the policy: without one it crashed on the GPU, and the
+    # crash was reported as the candidate's (a good candidate rejected as CRASH)
+    with pytest.raises(ValueError, match="needs ab="):
+        run_harness("vector_add", ORIG, SRC, device="cuda", seeds=[1], timeout_s=5, bench=True)
