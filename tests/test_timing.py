@@ -10,6 +10,7 @@ from conftest import needs_gpu
 
 from kperf_ci.capture.timing import engine
 from kperf_ci.capture.timing.engine import TimingConfig, time_callable, time_interleaved
+from kperf_ci.config import ENV_TIMING
 from kperf_ci.sample_stats import median, median_ci
 
 
@@ -356,7 +357,9 @@ def test_gpu_events_match_a_known_copy():
     x = torch.randn(64 << 20, device="cuda")
     y = torch.empty_like(x)
     r = time_callable(lambda: y.copy_(x), TimingConfig(budget_s=0.5))
-    assert r.method == "events" and r.n >= 20 and r.median > 0
+    # a device copy launches no kernel, so CUPTI (the default) hands it to events, saying why
+    assert r.method == "events" and "launched no kernel" in r.method_note, r.method_note
+    assert r.n >= 20 and r.median > 0
     gbps = 2 * x.numel() * 4 / (r.median * 1e-3) / 1e9
     assert 200 < gbps < 5000, gbps  # a plausible device copy bandwidth
     assert "sm_clock_mhz" in r.gpu_state_start or r.gpu_state_start == {}
@@ -364,10 +367,13 @@ def test_gpu_events_match_a_known_copy():
 
 @pytest.mark.gpu
 @needs_gpu
-def test_gpu_graph_that_replays_stale_host_data_is_refused():
+def test_gpu_graph_that_replays_stale_host_data_is_refused(monkeypatch):
     """A call that copies new host data each time: its graph would replay the bytes of capture
-    time, so the timing keeps plain events and says why."""
+    time, so the timing keeps plain events and says why (the event backend's choice: CUPTI, the
+    default, replays no graphs)."""
     import torch
+
+    monkeypatch.setenv(ENV_TIMING, "events")
 
     x = torch.zeros(1024, device="cuda")
     count = [0]
@@ -387,8 +393,10 @@ def test_gpu_graph_that_replays_stale_host_data_is_refused():
 
 @pytest.mark.gpu
 @needs_gpu
-def test_gpu_short_kernel_uses_a_graph():
+def test_gpu_short_kernel_uses_a_graph(monkeypatch):
     import torch
+
+    monkeypatch.setenv(ENV_TIMING, "events")  # the event backend's choice: CUPTI replays no graphs
 
     x = torch.randn(1024, device="cuda")
     r = time_callable(lambda: x.mul_(1.0), TimingConfig(budget_s=0.3))
@@ -411,3 +419,8 @@ def test_graph_replay_check_compares_every_output_tensor():
     assert not _same_tensors(torch, [a.long()], [a.long() + 1]) and _same_tensors(
         torch, [a.long()], [a.long()]
     )
+
+
+def test_a_warning_about_a_median_of_zero_says_so_instead_of_raising():
+    assert engine._ci_width([0.0, 0.0, 0.0], 0.0, 0.0) == "unbounded, the median is 0"
+    assert engine._ci_width([1.0, 1.0, 1.0], 0.99, 1.01) == "2.00%"

@@ -183,6 +183,16 @@ def test_lost_records_fall_back_to_events_and_say_why() -> None:
     assert median(r.samples_ms) == pytest.approx(0.0125, abs=1e-9)  # events: the launch is in it
 
 
+def test_a_call_that_launches_no_kernel_is_timed_with_events_not_read_as_zero() -> None:
+    """A plain device copy (``y.copy_(x)``) is a memcpy record, not a kernel: CUPTI's window is
+    empty. It read 0 ms and the loop's CI arithmetic divided by it (ZeroDivisionError on the H200)."""
+    s = FakeStream()
+    r = engine.time_callable(lambda: s.launch("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 40_000), CFG,
+                             backend=_backend(s))  # fmt: skip
+    assert r.method == "events" and "launched no kernel" in r.method_note
+    assert median(r.samples_ms) == pytest.approx(0.0425, abs=1e-9)  # events: the copy and its launch
+
+
 def test_ab_effect_is_the_kernels_not_diluted_by_launch_overhead() -> None:
     """+5% on a 10 us kernel with 2.5 us of launch overhead: events read +4%, CUPTI +5%."""
     s = FakeStream(launch_ns=2500)

@@ -20,7 +20,8 @@ sample against events and its agreement with a separate ``torch.profiler`` scrip
 stream kernels run in launch order, so the kernels between marker i and marker i+1 are exactly
 those launched between the two ``marker()`` calls: per kernel, and summed for the call.
 Records that are not kernels (memsets, copies) are never counted, and the L2 flush is enqueued
-before the start marker, outside every window. A collection whose marker count differs from
+before the start marker, outside every window; a call that launches no kernel at all (a plain
+device copy) is timed with events, as a lost record is. A collection whose marker count differs from
 the markers issued (records lost) raises :class:`AttributionError`, and the timing loop falls
 back to events for that variant, saying why.
 
@@ -237,7 +238,17 @@ class CuptiBackend:
         return [r for w in windows[start.index : end.index] for r in w]
 
     def elapsed_ms(self, start: _Mark, end: _Mark) -> float:
-        return sum(r.duration_ms for r in self.kernels(start, end))
+        """The summed durations of the kernels between two markers. A window without a kernel
+        (a call that only copies or sets memory, which CUPTI's kernel records leave out) raises
+        :class:`AttributionError`, so the call is timed with events, saying why, instead of
+        reading 0 ms."""
+        kernels = self.kernels(start, end)
+        if not kernels:
+            raise AttributionError(
+                "the call launched no kernel between its markers (CUPTI's kernel records leave out "
+                "copies and memsets)"
+            )
+        return sum(r.duration_ms for r in kernels)
 
     def event_elapsed_ms(self, start: _Mark, end: _Mark) -> float:
         """What the inner backend (CUDA events) reads between the same two markers."""

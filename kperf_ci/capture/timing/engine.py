@@ -277,6 +277,13 @@ def drift_warning(samples: Sequence[float], cfg: TimingConfig) -> str | None:
 # the loop
 
 
+def _ci_width(samples: list[float], lo: float, hi: float) -> str:
+    """The CI's width relative to the median, for a warning; a median of 0 (no clock tick) has
+    no relative width, and a warning must never be what raises."""
+    m = median(samples)
+    return f"{(hi - lo) / m:.2%}" if m > 0 else "unbounded, the median is 0"
+
+
 def _finish(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool, stopped_by: str) -> TimingResult:
     end = be.state()
     lo, hi = median_ci(v.samples, cfg.confidence)
@@ -284,16 +291,14 @@ def _finish(v: Variant, be: DeviceBackend, cfg: TimingConfig, flush: bool, stopp
     if (d := drift_warning(v.samples, cfg)) is not None:
         warnings.append(d)
     if stopped_by == "futile" and v.samples:
-        m = median(v.samples)
         warnings.append(
-            f"stopped early: a short kernel whose CI of the median ({(hi - lo) / m:.2%} with "
+            f"stopped early: a short kernel whose CI of the median ({_ci_width(v.samples, lo, hi)} with "
             f"{len(v.samples)} samples) would not reach {cfg.ci_rel_width:.2%} within the budget"
         )
     elif stopped_by != "ci" and v.samples:
-        m = median(v.samples)
         warnings.append(
             f"stopped by {stopped_by} before the CI of the median reached {cfg.ci_rel_width:.2%} "
-            f"(got {(hi - lo) / m:.2%} with {len(v.samples)} samples)"
+            f"(got {_ci_width(v.samples, lo, hi)} with {len(v.samples)} samples)"
         )
     return TimingResult(
         samples_ms=list(v.samples),
