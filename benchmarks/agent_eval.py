@@ -137,7 +137,7 @@ def run_cheats(device: str, seeds: list[int], orig: Path) -> list[dict[str, Any]
             timeout_s=240.0,
             bench=device == "cuda",
             bench_budget_s=1.0,
-            ab=ABPolicy.from_settings(Settings()),  # the default settings' policy, as `kperf agent`
+            ab=ABPolicy.from_settings(Settings()),  # the shipped defaults' policy
         )
         ok = v.ok if name == "good" else (not v.ok and v.hack == expected)
         out.append(

@@ -192,6 +192,31 @@ def test_a_config_one_sides_first_pass_ranked_low_gets_a_second_look_as_the_othe
     assert ab.verdict == "unchanged", ab.describe()
 
 
+def test_a_second_pass_timed_by_another_method_does_not_rank_with_the_first(monkeypatch):
+    """CUPTI hands a pass to events (a window without a kernel, lost records): events read the
+    launch too, so the two passes' medians are on different clocks and must not be ranked
+    together (the second look's alternative is read from the ranking)."""
+    from kperf_ci.capture.timing import engine
+
+    LAUNCHED.clear()
+    real, passes = engine.time_interleaved, []
+
+    def second_pass_on_events(calls, cfg, **kw):
+        out = real(calls, cfg, **kw)
+        passes.append(set(calls))
+        for r in out.values():
+            r.method = "cupti" if len(passes) == 1 else "events"
+            r.median += 0.0 if len(passes) == 1 else 0.0025  # the launch, in events only
+        return out
+
+    monkeypatch.setattr(engine, "time_interleaved", second_pass_on_events)
+    us = {"base": {1: 10.0, 4: 8.0, 8: 8.1}, "head": {1: 10.0, 4: 8.0, 8: 8.1}}
+    clock = Clock(us)
+    pair = best_pair(_side("base", [1, 4, 8]), _side("head", [1, 4, 8]), backend=clock, clock=clock.host_time)
+    assert pair is not None and len(passes) == 2
+    assert set(pair.ranked) == passes[1] and len(passes[1]) < len(passes[0])
+
+
 def test_an_identical_autotuned_launch_is_compared_best_against_best_too():
     """kperf ab --time-all (an A/A) on attorch timed identical autotuned launches pick against
     pick: each process's own tuning noise, 4 false alarms of 56. Identical or changed, an

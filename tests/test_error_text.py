@@ -17,7 +17,7 @@ def test_an_exception_is_told_by_its_type_and_the_start_of_its_text() -> None:
 
 
 def test_no_module_writes_the_cut_exception_text_out_by_hand() -> None:
-    by_hand = re.compile(r"\{type\((\w+)\)\.__name__\}: \{str\(\1\)\[:\d+\]\}")
+    by_hand = re.compile(r"type\((\w+)\)\.__name__\}: \{str\(\1\)\[\s*:\s*\d+\s*\]")
     sites = [
         f"{p.relative_to(PACKAGE)}:{n}"
         for p in sorted(PACKAGE.rglob("*.py"))

@@ -212,7 +212,7 @@ def test_markers_of_an_earlier_collection_are_refused() -> None:
     be.synchronize()
     b = be.marker()
     be.synchronize()
-    with pytest.raises(AttributionError):
+    with pytest.raises(AttributionError, match="another collection"):
         be.elapsed_ms(a, b)
 
 

@@ -87,11 +87,12 @@ def run_harness(
     python: str | None = None,
     ab: ABPolicy | None = None,
 ) -> Verdict:
-    """Write the candidate to a fresh directory and run the harness on it; a Verdict always.
-    A bench (``bench=True``) needs the project's A/B policy, ``ab``: the harness judges the timed
-    A/B by it. Without one this raises here, in the caller, where the harness would have crashed
-    on the GPU and the crash been read as the candidate's."""
-    if bench and ab is None:
+    """Write the candidate to a fresh directory and run the harness on it; a Verdict for every
+    candidate. A bench on the GPU (``bench=True``; the harness times nothing on the CPU) needs the
+    project's A/B policy, ``ab``: the harness judges the timed A/B by it. Without one this raises
+    ValueError here, a caller's error, where the harness would have crashed on the GPU and the
+    crash been read as the candidate's."""
+    if bench and device != "cpu" and ab is None:
         raise ValueError("run_harness(bench=True) needs ab=: the project's ABPolicy (ABPolicy.from_settings)")
     with tempfile.TemporaryDirectory(prefix="kperf-agent-") as d:
         cand = Path(d) / "candidate.py"

@@ -17,7 +17,9 @@ from conftest import needs_gpu  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 ORIG = ROOT / "examples/kernels/vector_add.py"
 SRC = ORIG.read_text()
-AB = ABPolicy.from_settings(Settings())  # the default settings' A/B policy, as `kperf agent` builds it
+AB = ABPolicy.from_settings(
+    Settings()
+)  # the shipped defaults' policy (kperf agent adds [tool.kperf], KPERF_AB_*)
 
 
 @needs_gpu

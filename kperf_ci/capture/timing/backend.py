@@ -193,9 +193,11 @@ def close_backend(be: DeviceBackend) -> None:
 
 
 def measure_with_fallback(be: DeviceBackend, measure: Callable[[DeviceBackend], T]) -> tuple[T, str | None]:
-    """``measure(be)``, and once more with the event backend when CUPTI records cannot be
-    attributed to calls; the backend is closed either way. Returns the result and why it was
-    not timed by CUPTI (None when it was): every timing loop falls back by this one rule."""
+    """``measure(be)``, and once more with the event backend when CUPTI's records cannot time the
+    calls (records lost, or a call whose window holds no kernel): every call of the measurement
+    again, so that all compare on one clock; the backend is closed either way. Returns the result
+    and why it was not timed by CUPTI (None when it was): every timing loop falls back by this one
+    rule."""
     try:
         try:
             return measure(be), getattr(be, "fallback_reason", None)
@@ -207,7 +209,7 @@ def measure_with_fallback(be: DeviceBackend, measure: Callable[[DeviceBackend], 
 
 
 def events_instead(be: DeviceBackend, why: Exception) -> DeviceBackend:
-    """The event backend for the same device, after CUPTI records could not be attributed."""
+    """The event backend for the same device, after CUPTI's records could not time the calls."""
     close_backend(be)
     events = getattr(be, "inner", None) or CudaBackend(getattr(be, "device", None))
     events.fallback_reason = f"CUPTI timing abandoned, timed with events: {why}"

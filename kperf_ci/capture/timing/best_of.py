@@ -115,9 +115,12 @@ def _runnable(
     return ok
 
 
-def _medians(calls: dict[str, Callable[[], Any]], cfg: engine.TimingConfig, backend: Any) -> dict[str, float]:
+def _medians(
+    calls: dict[str, Callable[[], Any]], cfg: engine.TimingConfig, backend: Any
+) -> tuple[dict[str, float], set[str]]:
+    """Each call's median under one interleaved measurement, and the methods that timed them."""
     timed = engine.time_interleaved(calls, cfg, backend=backend)
-    return {k: r.median for k, r in timed.items()}
+    return {k: r.median for k, r in timed.items()}, {r.method for r in timed.values()}
 
 
 def best_pair(
@@ -140,7 +143,9 @@ def best_pair(
     if not b_calls or not h_calls:
         return None
     calls = {f"base {k}": v for k, v in b_calls.items()} | {f"head {k}": v for k, v in h_calls.items()}
-    medians = _medians(calls, FIRST_PASS, backend) if len(calls) > 2 else {k: 0.0 for k in calls}
+    medians, first_methods = (
+        _medians(calls, FIRST_PASS, backend) if len(calls) > 2 else ({k: 0.0 for k in calls}, set())
+    )
     best: dict[str, str] = {}
     near: dict[str, list[str]] = {}
     for side in ("base", "head"):
@@ -162,8 +167,10 @@ def best_pair(
             again_keys |= mine
     ranked = dict(medians) if len(calls) > 2 else {}
     if again_keys:
-        again = _medians({k: calls[k] for k in sorted(again_keys)}, SECOND_PASS, backend)
-        ranked.update(again)
+        again, methods = _medians({k: calls[k] for k in sorted(again_keys)}, SECOND_PASS, backend)
+        # A pass that fell back from CUPTI to events reads the launch too: its medians do not
+        # rank with the other pass's, so the ranking keeps the second pass's alone.
+        ranked = dict(again) if first_methods and methods != first_methods else ranked | again
         for side in ("base", "head"):
             mine = {k: m for k, m in again.items() if k.startswith(side + " ")}
             if mine:

@@ -22,8 +22,9 @@ those launched between the two ``marker()`` calls: per kernel, and summed for th
 Records that are not kernels (memsets, copies) are never counted, and the L2 flush is enqueued
 before the start marker, outside every window; a call that launches no kernel at all (a plain
 device copy) is timed with events, as a lost record is. A collection whose marker count differs from
-the markers issued (records lost) raises :class:`AttributionError`, and the timing loop falls
-back to events for that variant, saying why.
+the markers issued (records lost) raises :class:`AttributionError`, and the timing loop times
+that measurement again with events (every call in it, so that they compare on one clock), saying
+why.
 
 **Events beside it.** The CUDA events recorded inside the markers time the same calls as
 ``triton.testing.do_bench`` would (:meth:`CuptiBackend.event_elapsed_ms`), so a benchmark
@@ -81,7 +82,8 @@ class ActivityRecord:
 
 
 class AttributionError(RuntimeError):
-    """The records do not match the markers issued: they cannot be attributed to calls."""
+    """CUPTI's records cannot time the calls: they do not match the markers issued, or a call's
+    window holds no kernel (it only copied or set memory). The timing loop then times with events."""
 
 
 def kernel_windows(records: Sequence[ActivityRecord], markers: int) -> list[list[ActivityRecord]]:
