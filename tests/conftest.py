@@ -139,11 +139,20 @@ def whole_static_metrics(cubin: bytes, registers: float) -> list[Metric]:
     return [metric(name, values.get(name, 0)) for name in METRIC_NAMES]
 
 
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, whose sessions load no Hypothesis plugin either: pytester removes PYTEST_ADDOPTS
+    (so the flag pytest_configure below sets does not reach its runs) and none of its scratch
+    suites holds a Hypothesis test; a test that needs PYTEST_ADDOPTS sets it itself."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+    return pytester
+
+
 @pytest.hookimpl(trylast=True)  # after kperf's own pytest_configure in this process has read it
 def pytest_configure(config: pytest.Config) -> None:
     """The pytest sessions this suite starts (`kperf run`, `kperf ab`'s passes, plain subprocess
     runs) hold no Hypothesis test, and loading Hypothesis's plugin cost each 0.13 s of a core,
-    about 200 times a suite (pytester removes PYTEST_ADDOPTS, so its runs keep the plugin); and each
+    about 200 times a suite (the pytester fixture above does the same for its runs); and each
     is a process made for its output, so it freezes its heap at exit as `kperf ab`'s passes do
     (KPERF_FREEZE_AT_EXIT: 0.4-0.6 s of a core less where torch is imported; an in-process
     pytester run reads it too, so this process may freeze at its own exit, which nothing here
