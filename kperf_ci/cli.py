@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from kperf_ci import __version__
-from kperf_ci.errors import CLICK_EXITS, exit_error
-from kperf_ci.exit_codes import EXIT_INTERRUPTED
+from kperf_ci.errors import CLICK_EXITS, Terminated, exit_error
+from kperf_ci.exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 #: each command's module, imported when the command is run (or listed by `kperf --help`): every
 #: `kperf` process imported all twelve, kperf ab's pipeline and github3 included, whatever it ran
@@ -45,16 +49,41 @@ class KperfGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with on_sigterm():
+                return super().invoke(ctx)
         except CLICK_EXITS:
             raise
         except Exception as e:  # noqa: BLE001 - commands without @user_errors (run, baseline, ab)
             raise exit_error(e) from e
+        except Terminated:
+            click.echo("kperf: terminated (SIGTERM)", err=True)
+            raise click.exceptions.Exit(EXIT_TERMINATED) from None
         except KeyboardInterrupt:
             # click would say "Aborted!" and exit 1, which CI reads as a regression; 130 is the
             # shell's code for a process ended by Ctrl-C (SIGINT)
             click.echo("kperf: interrupted (Ctrl-C)", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@contextlib.contextmanager
+def on_sigterm() -> Iterator[None]:
+    """SIGTERM raises :class:`~kperf_ci.errors.Terminated` while a command runs. Its default
+    action ends the process at once, so `timeout` or a cancelled CI job left `kperf ab`'s base
+    worktree checked out and its passes running; raised instead, the cleanup that a Ctrl-C gets
+    runs. The previous handler comes back afterwards (a command invoked inside another program,
+    as the tests do, leaves it as it was)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.group(cls=KperfGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -28,6 +28,12 @@ from kperf_ci.store.errors import DB_OPTION
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread (:func:`kperf_ci.cli.on_sigterm`): a KeyboardInterrupt,
+    so every path that cleans up after a Ctrl-C (a pass killed, the base worktree removed, a
+    transaction rolled back) runs for it too; the command then exits 143, not 130."""
+
+
 class KperfError(click.ClickException):
     """A user error: one line, exit code 2 (1 is reserved for "a regression was found")."""
 

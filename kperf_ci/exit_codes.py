@@ -12,13 +12,16 @@ of session and the commands' user errors (:mod:`kperf_ci.errors`).
 - 3 (:data:`EXIT_BUG`): kperf-ci crashed. That is a bug in kperf-ci, never a verdict about the
   code under test; a short message on stderr (``KPERF_TRACEBACK=1`` shows the traceback).
 - 130 (:data:`EXIT_INTERRUPTED`): stopped by Ctrl-C, as a shell reports SIGINT (no verdict).
+- 143 (:data:`EXIT_TERMINATED`): stopped by SIGTERM (what `timeout` and a cancelled CI job send),
+  as a shell reports it; cleaned up as for Ctrl-C (no verdict).
 """
 
 from __future__ import annotations
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_REGRESSION"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_REGRESSION", "EXIT_TERMINATED"]
 
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143

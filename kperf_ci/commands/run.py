@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from kperf_ci.config import ENV_NO_REPORT, env_switch
-from kperf_ci.errors import exit_error, user_errors
+from kperf_ci.errors import Terminated, exit_error, user_errors
 from kperf_ci.exit_codes import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from kperf_ci.inputs import load_settings
 from kperf_ci.pytest_args import bench_args, pin_paths, project_rootdir, script_of
@@ -72,6 +72,14 @@ def _pytest(cmd: list[str]) -> tuple[int, int]:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return proc.wait(), proc.pid
+    except Terminated:  # a SIGTERM sent to kperf's pid alone: pytest is told too, not left running
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
     finally:
         signal.signal(signal.SIGINT, previous)
 
