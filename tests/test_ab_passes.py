@@ -191,6 +191,14 @@ def test_a_long_pass_says_how_far_it_got_where_no_terminal_shows_a_bar(tmp_path,
     assert rc == 0 and "[ 40%]" in out
     err = capfd.readouterr().err
     assert "kperf ab: " in err and "head static pass 40% of its tests" in err, err
+    # before the line's first mark: the results so far, not "collecting" (a newcomer's walk read
+    # "collecting" for 3 minutes of a static pass whose collection took 4 s)
+    script = "import sys, time; print('..s.F', end='', flush=True); time.sleep(1.2)"
+    p = _fake_pass(tmp_path, script, "head static pass")
+    with heartbeat([p], every=0.3):
+        p.wait()
+    err = capfd.readouterr().err
+    assert "head static pass running its tests, 5 done" in err and "collecting" not in err, err
     monkeypatch.setenv("KPERF_PROGRESS", "0")
     p = _fake_pass(tmp_path, "import time; time.sleep(0.8)", "base static pass")
     with heartbeat([p], every=0.2):

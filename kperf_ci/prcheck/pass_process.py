@@ -101,8 +101,10 @@ class _Pass:
             return False
 
     def progress(self) -> str:
-        """How far pytest got, from the last "[ 40%]" of its -q output so far ("collecting"
-        before the first), read from the file without moving the reader's offset."""
+        """How far pytest got, from the last "[ 40%]" of its -q output so far, read from the file
+        without moving the reader's offset. Before the first mark (pytest writes one per line of
+        80 results, minutes apart where each test compiles), the results of the line so far,
+        which pytest flushes one by one; "collecting" before any."""
         try:
             fd = self.out.fileno()
             size = os.fstat(fd).st_size
@@ -110,7 +112,12 @@ class _Pass:
         except (OSError, ValueError):  # closed: the pass has ended
             return "ended"
         marks = re.findall(r"\[\s*(\d+)%\]", tail)
-        return f"{marks[-1]}% of its tests" if marks else "collecting"
+        if marks:
+            return f"{marks[-1]}% of its tests"
+        line = tail.rsplit("\n", 1)[-1]
+        if re.fullmatch(r"[.FEsxX]+", line):  # pytest -q's result letters, one per test
+            return f"running its tests, {len(line)} done"
+        return "collecting"
 
 
 def _elapsed(s: float) -> str:
