@@ -44,6 +44,33 @@ def _cwds_under(root: Path) -> list[str]:
     return found
 
 
+def _terminated_once_started(args: list[str], cwd: Path, env: dict[str, str], room: Path, wait_s: float):
+    """Start ``kperf ARGS`` in a session of its own (the signal reaches kperf's pid alone, as
+    `timeout` sends it), wait until a test has written its start into ``room``, send SIGTERM;
+    (process, stdout, stderr, the started test's pid)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kperf_ci", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + wait_s
+        while not any(room.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None and any(room.iterdir()), "no test process reached the hanging test"
+        started = int(next(room.iterdir()).name.split("-")[1])
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc, out, err, started
+
+
 def test_sigterm_stops_the_passes_removes_the_base_worktree_and_exits_143(tmp_path):
     repo = make_repo(
         tmp_path / "r",
@@ -54,25 +81,8 @@ def test_sigterm_stops_the_passes_removes_the_base_worktree_and_exits_143(tmp_pa
     room.mkdir()
     tmp.mkdir()
     env = {**os.environ, "KPERF_TEST_ROOM": str(room), "TMPDIR": str(tmp)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD~1", "--no-gpu", "test_k.py", "test_hang.py"],
-        cwd=repo,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # the signal reaches kperf's pid alone, as `timeout` sends it
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not any(room.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None and any(room.iterdir()), "no pass reached the hanging test"
-        os.kill(proc.pid, signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    args = ["ab", "--base", "HEAD~1", "--no-gpu", "test_k.py", "test_hang.py"]
+    proc, out, err, _ = _terminated_once_started(args, repo, env, room, wait_s=240)
     assert proc.returncode == 143, out + err
     assert err.strip().splitlines()[-1] == "kperf: terminated (SIGTERM)", err
     assert "Traceback" not in err
@@ -90,26 +100,9 @@ def test_sigterm_to_kperf_run_stops_its_pytest_too_and_exits_143(tmp_path):
     room = tmp_path / "room"
     room.mkdir()
     env = {**os.environ, "KPERF_TEST_ROOM": str(room), "KPERF_NO_REPORT": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kperf_ci", "run", "test_hang.py"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    proc, out, err, pytest_pid = _terminated_once_started(
+        ["run", "test_hang.py"], tmp_path, env, room, wait_s=120
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not any(room.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None and any(room.iterdir()), "pytest never reached the hanging test"
-        pytest_pid = int(next(room.iterdir()).name.split("-")[1])
-        os.kill(proc.pid, signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 143, out + err
     assert err.strip().splitlines()[-1] == "kperf: terminated (SIGTERM)", err
     assert not Path(f"/proc/{pytest_pid}").exists()  # pytest itself ended, and was reaped

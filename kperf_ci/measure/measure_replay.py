@@ -263,8 +263,7 @@ def second_look(
     try:
         ab2 = run_ab(other.base, other.head)
     except Exception as e:  # noqa: BLE001 - any failure of the look, said and survived
-        why = error_text(e)
-        warn(f"the second look ({loser} {config}) failed ({why}); the first A/B stands")
+        warn(f"the second look ({loser} {config}) failed ({error_text(e)}); the first A/B stands")
         return search, ab
     kept = ab2.ratio < ab.ratio if loser == "head" else ab2.ratio > ab.ratio
     look = {

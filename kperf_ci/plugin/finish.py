@@ -95,7 +95,7 @@ def _error_status(ks: KperfSession) -> int:
     written, a run written to a pending file; this process's or an xdist worker's): nothing was
     judged and the fix is the user's, so never 1, which means a regression. Else TESTS_FAILED: a
     kernel that did not compile still fails the run, as a failing test does."""
-    if all(n == "<store>" for n, _ in ks.errors):
+    if ks.errors and all(n == "<store>" for n, _ in ks.errors):
         return EXIT_BAD_INPUT
     return pytest.ExitCode.TESTS_FAILED
 

@@ -17,18 +17,15 @@ from conftest import needs_gpu  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 ORIG = ROOT / "examples/kernels/vector_add.py"
 SRC = ORIG.read_text()
-AB = ABPolicy.from_settings(
-    Settings()
-)  # the shipped defaults' policy (kperf agent adds [tool.kperf], KPERF_AB_*)
+AB = ABPolicy.from_settings(Settings())  # the shipped defaults (kperf agent adds [tool.kperf], KPERF_AB_*)
 
 
-@needs_gpu
-@pytest.mark.gpu
-def test_good_candidate_is_timed_against_the_original():
-    v = run_harness(
+def _bench(source: str):
+    """The harness's timed path on the GPU: the candidate against the original, one second."""
+    return run_harness(
         "vector_add",
         ORIG,
-        cheats.good(SRC),
+        source,
         device="cuda",
         seeds=[1],
         timeout_s=300,
@@ -36,6 +33,12 @@ def test_good_candidate_is_timed_against_the_original():
         bench_budget_s=1.0,
         ab=AB,
     )
+
+
+@needs_gpu
+@pytest.mark.gpu
+def test_good_candidate_is_timed_against_the_original():
+    v = _bench(cheats.good(SRC))
     assert v.ok, v.reason
     b = v.bench
     assert b and b["ci_low"] <= b["ratio"] <= b["ci_high"] and b["pairs"] >= 20 and b["head_ms"] > 0
@@ -49,17 +52,7 @@ def test_good_candidate_is_timed_against_the_original():
 )
 def test_gpu_cheats_rejected(name):
     c = next(c for c in cheats.cheats(SRC) if c.name == name)
-    v = run_harness(
-        "vector_add",
-        ORIG,
-        c.source,
-        device="cuda",
-        seeds=[1],
-        timeout_s=300,
-        bench=True,
-        bench_budget_s=1.0,
-        ab=AB,
-    )
+    v = _bench(c.source)
     assert (v.ok, v.hack) == (False, c.expected), v.reason
     if name == "above_roofline":
         assert v.hack == checks.ROOFLINE and "measurement error" in v.reason
