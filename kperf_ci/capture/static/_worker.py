@@ -40,6 +40,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from kperf_ci.capture.static import triton_key as triton_key_memo
 from kperf_ci.capture.static._standins import StandInTensor, _capture_ptxas_log, _make_driver
 from kperf_ci.capture.static.fake_device import fake_cuda
 from kperf_ci.capture.static.metrics_cache import cached_static_metrics
@@ -362,6 +363,7 @@ def main() -> int:
 
     triton.runtime.driver.set_active(_make_driver())
     _capture_ptxas_log()
+    triton_key_memo.install()  # Triton's hash of its own ~400 MB, read from the memo once computed
     if not env_switch(ENV_NO_PREWARM):
         prewarm()
     proto.write(json.dumps({"ready": True, "pid": os.getpid(), "triton": triton.__version__}) + "\n")

@@ -45,7 +45,14 @@ from kperf_ci.capture.static.metrics_entry import (
 from kperf_ci.config import ENV_METRICS_CACHE_DIR, ENV_NO_METRICS_CACHE, env_switch, env_text
 from kperf_ci.model import Metric
 
-__all__ = ["MAX_ENTRY_BYTES", "cache_dir", "cache_key", "cached_static_metrics", "clear_memory"]
+__all__ = [
+    "MAX_ENTRY_BYTES",
+    "atomic_write",
+    "cache_dir",
+    "cache_key",
+    "cached_static_metrics",
+    "clear_memory",
+]
 
 StaticFn = Callable[[dict[str, Any], Any, str], tuple[list[Metric], str, str]]
 Warn = Callable[[str], None]
@@ -148,28 +155,13 @@ def _usable(d: str, warn: Warn) -> bool:
     return False
 
 
-def _write(d: str, path: str, entry: bytes, warn: Warn) -> None:
-    """Atomically, under a name no one can predict: mkstemp creates the file itself (O_EXCL, so a
-    planted symlink is never followed) in the cache directory, and rename replaces whatever the
-    entry's name held (a link is replaced, not written through). A directory that cannot take
-    a file is said once per process, and not tried again (its entries may still be read: a
-    cache filled by others, read-only here, is still a cache)."""
-    if len(entry) > MAX_ENTRY_BYTES:
-        return  # a reader would refuse it; such a kernel is recomputed each time
-    if d in _UNWRITABLE:
-        return
-    try:
-        os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".kperf-", suffix=".tmp")
-    except OSError:
-        # no errno in the line: under /proc, mkdir says "No such file or directory" of a parent
-        # that exists
-        _UNWRITABLE.add(d)
-        warn(
-            f"static-metrics cache {d}: not a writable directory; new metrics are not cached (each "
-            f"kernel's metrics are computed); point {ENV_METRICS_CACHE_DIR} at a writable directory"
-        )
-        return
+def atomic_write(d: str, path: str, entry: bytes) -> None:
+    """``entry`` at ``path`` in ``d``, atomically and under a name no one can predict: mkstemp
+    creates the file itself (O_EXCL, so a planted symlink is never followed) in the directory,
+    and rename replaces whatever the entry's name held (a link is replaced, not written
+    through). OSError when ``d`` cannot take a file; nothing half-written is left."""
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".kperf-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would hide entries from a shared cache's users
@@ -180,6 +172,26 @@ def _write(d: str, path: str, entry: bytes, warn: Warn) -> None:
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def _write(d: str, path: str, entry: bytes, warn: Warn) -> None:
+    """:func:`atomic_write`; a directory that cannot take a file is said once per process, and
+    not tried again (its entries may still be read: a cache filled by others, read-only here, is
+    still a cache)."""
+    if len(entry) > MAX_ENTRY_BYTES:
+        return  # a reader would refuse it; such a kernel is recomputed each time
+    if d in _UNWRITABLE:
+        return
+    try:
+        atomic_write(d, path, entry)
+    except OSError:
+        # no errno in the line: under /proc, mkdir says "No such file or directory" of a parent
+        # that exists
+        _UNWRITABLE.add(d)
+        warn(
+            f"static-metrics cache {d}: not a writable directory; new metrics are not cached (each "
+            f"kernel's metrics are computed); point {ENV_METRICS_CACHE_DIR} at a writable directory"
+        )
 
 
 def cached_static_metrics(
