@@ -23,6 +23,7 @@ from kperf_ci.judge.launch_diff import unknown_text
 from kperf_ci.judge.policy import ThresholdPolicy
 from kperf_ci.judge.static_verdict import StaticVerdict, judge
 from kperf_ci.report.ab import static_summary, terminal_lines, timing_note
+from kperf_ci.report.ab_static_view import alike_groups
 from kperf_ci.report.ab_view import identical_kernels, plural
 from kperf_ci.report.safe_text import terminal_safe as safe
 
@@ -220,11 +221,9 @@ def _echo_static(tests: list[Any], msgs: list[str], echo: Any, skipped: int = 0)
         echo(f"static: identical kernels, not timed: {safe(', '.join(same))}")
     # Tests whose changes read alike are listed together and their changes said once: a cut
     # config list changes every parametrization of a test alike (attorch: one line, 12 times).
-    # Test ids and kernel names come from the pull request's code: printed inert.
-    groups: dict[Any, list[Any]] = {}
-    for t in tests:  # a test with no change to say keeps its own place in the list
-        groups.setdefault((t.status, tuple(t.changes)) if t.changes else id(t), []).append(t)
-    for members in groups.values():
+    # The comment folds them by the same rule (alike_groups); a test with no change to say keeps
+    # its own place. Test ids and kernel names come from the pull request's code: printed inert.
+    for members in alike_groups(tests, lambda t: (t.status, tuple(t.changes)) if t.changes else None):
         status, changes = members[0].status, members[0].changes
         alone = len(members) == 1
         for t in members:

@@ -15,13 +15,17 @@ from typing import Any
 
 from kperf_ci.judge.launch_diff import stopped_early_text
 from kperf_ci.report.ab_html import render_html, script_sweeps
-from kperf_ci.report.ab_static_view import sides, static_gate, static_rows, static_summary
+from kperf_ci.report.ab_static_view import (
+    changed_test_groups,
+    sides,
+    static_gate,
+    static_rows,
+    static_summary,
+)
 from kperf_ci.report.ab_view import (
     SHAPE_RULE,
     cause_text,
     change_text,
-    changed_tests,
-    changes_of_test,
     floor_ms,
     headline,
     identical_kernels,
@@ -252,30 +256,53 @@ def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> 
         cut("launches not timed", len(lines))
 
 
+#: a group of tests alike too long for the room left names this many, the rest counted
+_GROUP_NAMES = 3
+
+
+def _test_group(tests: list[dict[str, Any]], causes: list[str], names: int | None = None) -> str:
+    """One entry of the static diff per test. A test alone: "- **changed** test", its causes
+    under it. Tests whose causes are the same (:func:`changed_test_groups`): "- **changed** in
+    each of these 30 tests: a, b, ...", the causes once, as the terminal says them; ``names``
+    names at most that many, the rest as "+27 more" (a timed launch's tests read so too)."""
+    status = md(test_status_word(tests[0]["status"]))
+    if len(tests) == 1:
+        head = f"- **{status}** {md(tests[0]['test'])}"
+    else:
+        shown = tests[:names] if names is not None else tests
+        more = f" +{len(tests) - len(shown)} more" if len(shown) < len(tests) else ""
+        named = ", ".join(md(t["test"]) for t in shown)
+        head = f"- **{status}** in each of these {len(tests)} tests: {named}{more}"
+    # in a fold: room for the occupancy and the code's lines (a cut one ends "…")
+    return "\n".join([head, *(f"  - {md_field(c, 2 * FIELD_CHARS)}" for c in causes)])
+
+
+def _test_groups_fold(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None:
+    """The static diff per test, folded: each group of tests alike once, every test named where
+    the room allows (else its first ones and a count); a group left out counts its tests."""
+    groups = changed_test_groups(doc)
+    first = _test_group(*groups[0], names=_GROUP_NAMES) if groups else ""
+    if not groups or not out.open_fold("<details><summary>Static diff per test</summary>", first):
+        cut("changed tests", sum(len(tests) for tests, _ in groups))
+        return
+    for i, (tests, causes) in enumerate(groups):
+        if out.add_if_fits(_test_group(tests, causes)):
+            continue
+        if len(tests) > _GROUP_NAMES and out.add_if_fits(_test_group(tests, causes, _GROUP_NAMES)):
+            cut("test names", len(tests) - _GROUP_NAMES)  # the page names them all
+            continue
+        cut("changed tests", sum(len(g) for g, _ in groups[i:]))
+        break
+    out.close_fold()
+
+
 def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None:
     """The launches not timed per kernel, in the static gate's words, then the static diff per
     test, folded."""
     rows = static_rows(doc)
     if rows:
         _static_table(out, rows, cut)
-    diffs = [
-        "\n".join(
-            [
-                f"- **{md(test_status_word(t['status']))}** {md(t['test'])}",
-                # in a fold: room for the occupancy and the code's lines (a cut one ends "…")
-                *(f"  - {md_field(c, 2 * FIELD_CHARS)}" for c in changes_of_test(t)),
-            ]
-        )
-        for t in changed_tests(doc)
-    ]
-    if diffs and out.open_fold("<details><summary>Static diff per test</summary>", diffs[0]):
-        for i, text in enumerate(diffs):
-            if not out.add_if_fits(text):
-                cut("changed tests", len(diffs) - i)
-                break
-        out.close_fold()
-    else:
-        cut("changed tests", len(diffs))
+    _test_groups_fold(out, doc, cut)
 
 
 def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: str | None = None) -> str:

@@ -5,10 +5,17 @@ escapes."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from kperf_ci.judge.group import static_groups, static_launch_text
-from kperf_ci.report.ab_view import kernel_where, shape_text, static_kernels_of
+from kperf_ci.report.ab_view import (
+    changed_tests,
+    changes_of_test,
+    kernel_where,
+    shape_text,
+    static_kernels_of,
+)
 from kperf_ci.report.ab_words import CODE_LINES, options_first
 
 
@@ -113,3 +120,27 @@ def static_summary(g: dict[str, Any]) -> str:
         f"{reasons[0] if reasons else '?'}{more}; {len(g.get('launches') or [])} launch(es) in "
         f"{len(g.get('tests') or [])} test(s)"
     )
+
+
+T = TypeVar("T")
+
+
+def alike_groups(items: Iterable[T], key: Callable[[T], Hashable | None]) -> list[list[T]]:
+    """``items`` grouped by ``key``, each group at its first item's place and in its items'
+    order; an item whose key is None is a group of its own. The one rule by which `kperf ab`'s
+    terminal and its comment fold tests whose changes read alike: a cut autotune config changes
+    every parametrization of a test alike (attorch: one cause, 48 tests)."""
+    groups: dict[tuple[bool, Hashable], list[T]] = {}
+    for i, item in enumerate(items):
+        k = key(item)
+        groups.setdefault((False, i) if k is None else (True, k), []).append(item)
+    return list(groups.values())
+
+
+def changed_test_groups(doc: dict[str, Any]) -> list[tuple[list[dict[str, Any]], list[str]]]:
+    """The tests that are not identical, as (tests, their causes): tests of one status whose
+    cause lines (:func:`changes_of_test`) are the same are one group, said once; a test with no
+    cause to say keeps its own place."""
+    pairs = [(t, changes_of_test(t)) for t in changed_tests(doc)]
+    groups = alike_groups(pairs, lambda p: (str(p[0].get("status")), tuple(p[1])) if p[1] else None)
+    return [([t for t, _ in g], g[0][1]) for g in groups]
