@@ -5,7 +5,7 @@
 #   1: mamba plain,ab,truth; mamba ab again with KPERF_COMPILE_AHEAD=0 (compiling at the end only,
 #      as before it was the default; into its own parts); attorch plain
 #   2: attorch ab,truth
-#   3: flash-linear-attention plain,ab,truth (l2norm_fwd_kernel's truth; all four ran past 370 s)
+#   3: flash-linear-attention plain, ab, truth (l2norm_fwd_kernel's truth), one run each
 # Parts accumulate in /tmp/device-out/corpus, started from benchmarks/results/corpus_ab_eval_h200/ (what
 # earlier calls brought back, committed there) or else from the committed H100 parts, whose
 # static (CPU) and A/A steps they keep. Each step's part file and logs are tarred into
@@ -39,6 +39,10 @@ case $PART in
     run attorch plain
     ;;
   2) run attorch ab,truth ;;
-  3) run flash-linear-attention plain,ab,truth "$D/corpus" --truth-kernels l2norm_fwd_kernel ;;
+  3)  # one step per run, each packed as it ends: the three together ran past 600 s (stop 49)
+    run flash-linear-attention plain
+    run flash-linear-attention ab
+    run flash-linear-attention truth "$D/corpus" --truth-kernels l2norm_fwd_kernel
+    ;;
 esac
 ls -la "$OUT"; grep -h "kperf ab: [0-9]" "$D"/*/logs-*/ab.log
