@@ -389,3 +389,18 @@ def test_the_gpu_seconds_of_a_launch_count_its_warm_up_and_config_search():
     assert gpu_seconds(old[0]) == 2.0
     assert gpu_seconds_text(old) == "A/B 2.00 s, warm-up not recorded, config search not recorded"
     assert gpu_seconds_text([]) == "A/B 0.00 s, warm-up 0.00 s, config search 0.00 s"  # nothing timed
+
+
+def test_a_remote_branch_missing_here_names_the_fetch_for_it_and_the_branches_known(tmp_path):
+    """Found by a fresh walk: a shallow clone whose remote's branch is master was told, of
+    --base origin/main, to `git fetch origin main`, which fails there too."""
+    repo = make_repo(tmp_path / "r", {"a.txt": "a"}, {"a.txt": "b"})
+    subprocess.run(["git", "branch", "-M", "master"], cwd=repo, check=True)
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    p = kperf("ab", "--base", "origin/main", cwd=shallow)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "origin's branches known here: origin/master;" in p.stderr
+    assert "`git fetch origin main`" in p.stderr and "shallow" in p.stderr
+    p = kperf("ab", "--base", "origin/release-1", cwd=shallow)
+    assert "`git fetch origin release-1`" in p.stderr and "`git fetch origin main`" not in p.stderr

@@ -24,19 +24,39 @@ from typing import Any
 from kperf_ci.capture.static.repo import ABError, git_toplevel, repo_root, run_git
 
 
+def _remote_branch(rev: str, repo: Path) -> tuple[str, str, list[str]] | None:
+    """(remote, branch, that remote's branches this clone knows) when ``rev`` reads
+    ``REMOTE/BRANCH`` for one of the repository's remotes."""
+    remote, _, branch = rev.partition("/")
+    if not branch or remote not in run_git(repo, "remote").split():
+        return None
+    known = run_git(repo, "for-each-ref", "--format=%(refname:short)", f"refs/remotes/{remote}/").split()
+    return remote, branch, [k for k in known if k != f"{remote}/HEAD"]
+
+
 def resolve_rev(rev: str, repo: str | os.PathLike[str] = ".") -> str:
     """Full commit sha of ``rev`` (branch, tag, sha, ``HEAD~1`` ...)."""
     try:
         return run_git(Path(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except ABError:
         shallow = run_git(Path(repo), "rev-parse", "--is-shallow-repository") == "true"
+        on_remote = _remote_branch(rev, Path(repo))
+        # the fetch to suggest is the one for the branch asked for, never a guessed `main`; the
+        # remote's branches known here tell a `main` that is `master` there (a fresh walk's
+        # shallow clone was told to fetch an origin/main its remote never had)
+        fetch = f"`git fetch {on_remote[0]} {on_remote[1]}`" if on_remote else "`git fetch origin main`"
+        known = ""
+        if on_remote:
+            names = on_remote[2]
+            listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            known = f"{on_remote[0]}'s branches known here: {listed}; " if names else ""
         hint = (
-            "this clone is shallow: fetch the base (e.g. `git fetch --deepen=1` or `git fetch origin main`; "
+            f"this clone is shallow: fetch the base (e.g. `git fetch --deepen=1` or {fetch}; "
             "in GitHub Actions `actions/checkout` with `fetch-depth: 0`)"
             if shallow
-            else "fetch it first (e.g. `git fetch origin main`) or name a branch, tag or sha that exists here"
+            else f"fetch it first (e.g. {fetch}) or name a branch, tag or sha that exists here"
         )
-        raise ABError(f"base revision {rev!r} is not a commit in this repository; {hint}") from None
+        raise ABError(f"base revision {rev!r} is not a commit in this repository; {known}{hint}") from None
 
 
 @contextmanager
