@@ -357,6 +357,26 @@ def test_nothing_matched_says_no_comparable_baseline_everywhere(project):
     assert "no comparable baseline for this machine class" in index and "no regressions" not in index
 
 
+def test_a_baseline_of_other_tests_says_so_not_another_machine_class(project):
+    """Found by a fresh walk: `kperf run --bench` against the suite's baseline (none of the
+    script's tests in it) was blamed on the machine class, which was the same."""
+    save(
+        project,
+        (make_info("b"), [variant(registers=34, test="t::suite")]),
+        (make_info("c"), [variant("add", test="bench::add", source="", registers=8)]),
+    )
+    out = one_line(kperf_compare().output)
+    assert "no comparable baseline: the baseline holds none of these tests: 0 of 1 variant(s)" in out
+    assert "machine class" not in out
+    report = build_report(
+        store.load_run(project / "run.db"), store.load_run(project / "base.db"), _cmp(project)
+    )
+    assert report.verdict_line == "no comparable baseline: the baseline holds none of these tests"
+    assert "⚠️ kperf: no comparable baseline: the baseline holds none of these tests" in render_markdown(
+        report
+    )
+
+
 def test_compared_baseline_keeps_its_green_check(project):
     """The counterpart of the test above: the same renderers still show a check when it holds."""
     save(project, (make_info("b"), [variant(registers=34)]), (make_info("c"), [variant(registers=34)]))

@@ -222,6 +222,7 @@ def compare_runs(
         current=current.info,
         allow_removed=allow_removed,
         current_variants=len(current.results),
+        shared_tests=len({r.key.test for r in current.results} & {r.key.test for r in baseline.results}),
     )
     m = match_variants(baseline.results, current.results, base_info=baseline.info, cur_info=current.info)
     comp.added = [r.key for r in m.added]

@@ -118,6 +118,9 @@ class Comparison:
     allow_removed: bool = False
     current_variants: int = 0  # variants in the current run
     compared_variants: int = 0  # of them, matched with at least one metric compared
+    #: tests of the current run that the baseline holds too: none says the baseline is of other
+    #: tests (a benchmark script's run against the suite's baseline), not of another machine
+    shared_tests: int | None = None
     #: variant -> compiled kernel (kperf_ci.judge.group): regressions are counted in kernels, not rows
     kernels: KernelIndex = field(default_factory=KernelIndex)
 
@@ -164,13 +167,28 @@ class Comparison:
         return COMPARED
 
     @property
+    def no_verdict_reason(self) -> str:
+        """Why there is no verdict, in a few words ("" when compared): the baseline holds none of
+        this run's tests, or it holds them for another machine class (GPU, Triton, mode)."""
+        if self.status == COMPARED:
+            return ""
+        if (
+            self.shared_tests == 0
+            and self.current_variants
+            and not self.compared_variants
+            and not self.rematched
+        ):
+            return "no comparable baseline: the baseline holds none of these tests"
+        return "no comparable baseline for this machine class"
+
+    @property
     def status_line(self) -> str:
         """One line for every consumer: what was compared, or why the verdict means nothing."""
         n, m = self.compared_variants, self.current_variants
         if self.status == COMPARED:
             return f"compared {n} of {m} variant(s) with the baseline"
         return (
-            f"no comparable baseline for this machine class: {n} of {m} variant(s) of this run "
+            f"{self.no_verdict_reason}: {n} of {m} variant(s) of this run "
             f"were compared with the baseline (at least {MIN_COMPARED_FRACTION:.0%} needed)"
         )
 

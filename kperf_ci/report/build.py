@@ -267,6 +267,7 @@ def build_report(
         notes=notes,
         comparison_status=status,
         comparison_line=getattr(comparison, "status_line", ""),
+        comparison_reason=getattr(comparison, "no_verdict_reason", ""),
         findings_per_kernel=findings_per_kernel,
         previous_run=previous_run,
         regression=regression(comparison) if comparison is not None else Regression(),

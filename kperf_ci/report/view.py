@@ -188,6 +188,8 @@ class Report:
     #: and its line; None without a comparison
     comparison_status: str | None = None
     comparison_line: str = ""
+    #: why there is no verdict in a few words (comparison.Comparison.no_verdict_reason)
+    comparison_reason: str = ""
     #: flagged findings listed per kernel in summaries (the kernel page lists all, costliest first)
     findings_per_kernel: int = DEFAULT_PER_KERNEL
     #: the baseline is the run before this one, standing in for a missing baseline database
@@ -287,7 +289,7 @@ class Report:
         if self.baseline is None:
             return "no baseline to compare with"
         if not self.comparable:
-            return "no comparable baseline for this machine class"
+            return self.comparison_reason or "no comparable baseline for this machine class"
         return "no regressions"
 
     @property
