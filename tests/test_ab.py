@@ -467,6 +467,11 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
     # --no-gpu: the note says so, whether or not this machine has a GPU (issue 36's third walk)
     assert "timing: skipped (--no-gpu): 1 test with changed launches would be timed A/B on a GPU" in r.output
     assert "no CUDA GPU" not in r.output
+    # the verdict said in words, last (a fresh walk found none printed for an untimed run)
+    verdict = (
+        "  static verdict: no regression; what only timing can judge (an autotune config, a launch option)"
+    )
+    assert verdict in r.output and r.output.index(verdict) > r.output.index("static changed: scale_kernel")
     import json
 
     data = json.loads(out_json.read_text())

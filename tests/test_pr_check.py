@@ -342,6 +342,15 @@ def test_bad_base_revision_is_one_line_exit_2(tmp_path):
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
+def test_a_base_beyond_a_repository_without_remote_says_how_far_head_goes(tmp_path):
+    """Found by a fresh walk: HEAD~5 of a two-commit repository without a remote was told to
+    `git fetch origin main`."""
+    repo = make_repo(tmp_path / "r", {"a.txt": "a"}, {"a.txt": "b"})
+    p = kperf("ab", "--base", "HEAD~5", cwd=repo)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "no remote to fetch it from and 2 commits on HEAD" in p.stderr and "git fetch" not in p.stderr
+
+
 def test_shallow_clone_and_non_repository_say_what_to_do(tmp_path):
     """CI checks out one commit by default: the base is missing, and the error says how to fetch it."""
     repo = make_repo(tmp_path / "r", {"a.txt": "a"}, {"a.txt": "b"})
@@ -400,7 +409,7 @@ def test_a_remote_branch_missing_here_names_the_fetch_for_it_and_the_branches_kn
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
     p = kperf("ab", "--base", "origin/main", cwd=shallow)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
-    assert "origin's branches known here: origin/master;" in p.stderr
+    assert "origin's one branch known here is origin/master (`--base origin/master`?);" in p.stderr
     assert "`git fetch origin main`" in p.stderr and "shallow" in p.stderr
     p = kperf("ab", "--base", "origin/release-1", cwd=shallow)
     assert "`git fetch origin release-1`" in p.stderr and "`git fetch origin main`" not in p.stderr

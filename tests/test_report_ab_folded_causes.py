@@ -25,16 +25,18 @@ def _test(test: str, kernel: str, change: str) -> dict[str, Any]:
     return ABTestDiff(test, "changed", [lc]).to_dict()
 
 
-def _softmax_id(i: int) -> str:
-    return f"tests/test_softmax_layers.py::test_softmax_layers[False-input_dtype0-LogSoftmax-shape{i}]"
+def _softmax_id(i: int, functions: bool = False) -> str:
+    """One function's 30 parametrizations (attorch's), or with ``functions`` 30 functions."""
+    name = f"test_softmax_{i}" if functions else "test_softmax_layers"
+    return f"tests/test_softmax_layers.py::{name}[False-input_dtype0-LogSoftmax-shape{i}]"
 
 
-def static_document() -> dict[str, Any]:
+def static_document(functions: bool = False) -> dict[str, Any]:
     """30 tests with one cause, 2 with another, 1 alone: a static-only document (no GPU)."""
     doc = {**document([]), "device": None, "timed": [], "kernels": [], "untimed": "--no-gpu"}
     doc["counts"] = {"changed": 33, "identical": 1}
     doc["tests"] = (
-        [_test(_softmax_id(i), "softmax_forward_kernel", AUTOTUNE) for i in range(30)]
+        [_test(_softmax_id(i, functions), "softmax_forward_kernel", AUTOTUNE) for i in range(30)]
         + [_test(f"tests/test_layernorm.py::test_layernorm[{i}]", "layernorm", WARPS) for i in range(2)]
         + [_test("tests/test_add.py::test_add", "vector_add", "grid 132 -> 133")]
         + [{"test": "tests/test_same.py::test_same", "status": "identical", "changes": [], "launches": []}]
@@ -62,15 +64,16 @@ def test_each_shared_cause_is_said_once_per_group_and_every_test_is_named():
         assert lines.count(f"  - {SHARED}") == 1
         assert lines.count(f"  - {PAIR}") == 1
         assert lines.count(f"  - {LONE}") == 1
-        # the group's head: its status, its count and every test of it, in their order
+        # the group's head: its status, its count and its test function with the number of its
+        # parametrizations (one function's 30 ids were most of the comment)
         (head,) = [x for x in lines if "in each of these 30 tests" in x]
-        assert head.startswith("- **changed** in each of these 30 tests: tests/test\\_softmax\\_layers.py")
-        names = [f"shape{i}\\]" for i in range(30)]
-        assert all(n in head for n in names)
-        assert [head.index(n) for n in names] == sorted(head.index(n) for n in names)
+        assert head == (
+            "- **changed** in each of these 30 tests: "
+            "tests/test\\_softmax\\_layers.py::test\\_softmax\\_layers (30 parametrizations)"
+        )
         assert lines[lines.index(head) + 1] == f"  - {SHARED}"
         (pair,) = [x for x in lines if "in each of these 2 tests" in x]
-        assert "test\\_layernorm\\[0\\]" in pair and "test\\_layernorm\\[1\\]" in pair
+        assert pair.endswith("tests/test\\_layernorm.py::test\\_layernorm (2 parametrizations)")
         assert lines[lines.index(pair) + 1] == f"  - {PAIR}"
         assert "test\\_same" not in fold  # an identical test is no changed test
 
@@ -95,19 +98,27 @@ def test_tests_with_different_causes_or_statuses_stay_apart():
     assert lines.count(f"  - {SHARED}") == 2
 
 
+def test_tests_of_several_functions_are_each_named_in_their_order():
+    lines = _fold(ab.render_markdown(static_document(functions=True))).splitlines()
+    (head,) = [x for x in lines if "in each of these 30 tests" in x]
+    names = [f"test\\_softmax\\_{i}\\[False-input\\_dtype0-LogSoftmax-shape{i}\\]" for i in range(30)]
+    assert all(n in head for n in names) and "parametrizations" not in head
+    assert [head.index(n) for n in names] == sorted(head.index(n) for n in names)
+
+
 def test_a_group_too_long_for_the_budget_names_its_first_tests_and_counts_the_rest():
-    """Every test of 30 named takes ~3,000 characters; a small comment names three and says the
-    count, then the cause once: the budget still holds and every fold is closed."""
-    full = ab.render_markdown(static_document())
+    """Every test of 30 functions named takes ~3,000 characters; a small comment names three and
+    says the count, then the cause once: the budget still holds and every fold is closed."""
+    full = ab.render_markdown(static_document(functions=True))
     limit = len(full) - 1500
-    text = ab.render_markdown(static_document(), max_chars=limit)
+    text = ab.render_markdown(static_document(functions=True), max_chars=limit)
     _cut_well(text, limit, "27 more test names")  # the page names them all
     lines = _fold(text).splitlines()
     (head,) = [x for x in lines if "in each of these 30 tests" in x]
     assert head.endswith("shape2\\] +27 more") and "shape3\\]" not in head
     assert lines[lines.index(head) + 1] == f"  - {SHARED}"
     # far too small for the fold: it is left out and its tests counted in the notice
-    tiny = ab.render_markdown(static_document(), max_chars=900)
+    tiny = ab.render_markdown(static_document(functions=True), max_chars=900)
     _cut_well(tiny, 900, "33 more changed tests")
 
 

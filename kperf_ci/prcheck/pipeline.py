@@ -187,7 +187,7 @@ def run_ab(
         verdict = _static_regressions(settings, tests, _timed_keys(report.timed))
         report.static_regressions = verdict.regressions
         report.static_improved, report.static_changed = verdict.improved, verdict.changed
-        _echo_static_regressions(verdict, echo)
+        _echo_static_regressions(verdict, echo, untimed=bool(report.untimed))
         report.wall_s = time.monotonic() - t_start
         echo(
             f"kperf ab: {report.wall_s:.1f} s ("
@@ -309,7 +309,7 @@ def _timing_pass(
     return timed_db
 
 
-def _echo_static_regressions(verdict: StaticVerdict, echo: Any) -> None:
+def _echo_static_regressions(verdict: StaticVerdict, echo: Any, *, untimed: bool = False) -> None:
     """Step 3's output, in the static gate's words: one line per kernel with a static regression
     ("static regressed"), its launches below (an autotuned call once, as its worst config); then,
     the same way, the launches not timed whose code got better ("static improved": fewer spills,
@@ -330,6 +330,13 @@ def _echo_static_regressions(verdict: StaticVerdict, echo: Any) -> None:
         echo(
             "  static changed: shown, not failed; to gate a metric, name it in a marker's "
             "thresholds= / metrics= or in [tool.kperf.thresholds]"
+        )
+    if untimed and not verdict.regressions:
+        # said in words: a newcomer's walk found the untimed run ended on the timing line, with
+        # no verdict printed (docs/walks/issue38-walk2-2026-12-02.md, finding 12)
+        echo(
+            "  static verdict: no regression; what only timing can judge (an autotune config, a "
+            "launch option) needs a GPU run"
         )
 
 

@@ -301,7 +301,8 @@ def headline(doc: dict[str, Any]) -> str:
     elif int(c.get("changed", 0)) and not doc.get("timed"):
         # --no-gpu is no claim about the runner (issue 36's third walk, item 3)
         why = "--no-gpu" if doc.get("untimed") == "--no-gpu" else "no GPU on this runner"
-        head = f"🟡 {plural(int(c['changed']), 'test')} changed; not timed ({why})"
+        # the verdict said in words: a newcomer's walk read the yellow line as no verdict at all
+        head = f"🟡 {plural(int(c['changed']), 'test')} changed, no static regression; not timed ({why})"
         said_changed = True
     elif int(c.get("unknown", 0)) and not doc.get("timed"):
         n = plural(int(c["unknown"]), "test")

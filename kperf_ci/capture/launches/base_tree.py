@@ -34,29 +34,49 @@ def _remote_branch(rev: str, repo: Path) -> tuple[str, str, list[str]] | None:
     return remote, branch, [k for k in known if k != f"{remote}/HEAD"]
 
 
+def _known_text(remote: str, names: list[str]) -> str:
+    """What this clone knows of ``remote``'s branches, a likely --base when it knows one."""
+    if len(names) == 1:
+        return f"{remote}'s one branch known here is {names[0]} (`--base {names[0]}`?); "
+    listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{remote}'s branches known here: {listed}; " if names else ""
+
+
 def resolve_rev(rev: str, repo: str | os.PathLike[str] = ".") -> str:
     """Full commit sha of ``rev`` (branch, tag, sha, ``HEAD~1`` ...)."""
     try:
         return run_git(Path(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except ABError:
-        shallow = run_git(Path(repo), "rev-parse", "--is-shallow-repository") == "true"
-        on_remote = _remote_branch(rev, Path(repo))
+        where = Path(repo)
+        shallow = run_git(where, "rev-parse", "--is-shallow-repository") == "true"
+        on_remote = _remote_branch(rev, where)
         # the fetch to suggest is the one for the branch asked for, never a guessed `main`; the
         # remote's branches known here tell a `main` that is `master` there (a fresh walk's
         # shallow clone was told to fetch an origin/main its remote never had)
         fetch = f"`git fetch {on_remote[0]} {on_remote[1]}`" if on_remote else "`git fetch origin main`"
-        known = ""
-        if on_remote:
-            names = on_remote[2]
-            listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-            known = f"{on_remote[0]}'s branches known here: {listed}; " if names else ""
-        hint = (
-            f"this clone is shallow: fetch the base (e.g. `git fetch --deepen=1` or {fetch}; "
-            "in GitHub Actions `actions/checkout` with `fetch-depth: 0`)"
-            if shallow
-            else f"fetch it first (e.g. {fetch}) or name a branch, tag or sha that exists here"
-        )
+        known = _known_text(on_remote[0], on_remote[2]) if on_remote else ""
+        if shallow:
+            hint = (
+                f"this clone is shallow: fetch the base (e.g. `git fetch --deepen=1` or {fetch}; "
+                "in GitHub Actions `actions/checkout` with `fetch-depth: 0`)"
+            )
+        elif not run_git(where, "remote").split():
+            # nothing to fetch from: how far back HEAD goes says what HEAD~N can reach
+            hint = (
+                f"this repository has no remote to fetch it from and {_commits_text(where)} on "
+                "HEAD: name a branch, tag or sha that exists here"
+            )
+        else:
+            hint = f"fetch it first (e.g. {fetch}) or name a branch, tag or sha that exists here"
         raise ABError(f"base revision {rev!r} is not a commit in this repository; {known}{hint}") from None
+
+
+def _commits_text(repo: Path) -> str:
+    try:
+        n = int(run_git(repo, "rev-list", "--count", "HEAD"))
+    except (ABError, ValueError):
+        return "no commit"
+    return f"{n} commit{'s' if n != 1 else ''}"
 
 
 @contextmanager
