@@ -125,3 +125,17 @@ def test_a_group_too_long_for_the_budget_names_its_first_tests_and_counts_the_re
 def test_the_grouping_keeps_the_first_ones_place_and_leaves_keyless_items_alone():
     groups = alike_groups(["a1", "b1", "x", "a2", "y", "b2"], lambda s: s[0] if s[1:] else None)
     assert groups == [["a1", "a2"], ["b1", "b2"], ["x"], ["y"]]
+
+
+def test_tests_that_stopped_early_are_said_on_the_page_as_in_the_comment():
+    """Found by this stop's second walk: the markdown's warning was missing from index.html."""
+    from kperf_ci.judge.launch_diff import STOPPED_EARLY
+
+    doc = static_document()
+    doc["tests"][0]["ended_early"] = True
+    doc["tests"][0]["changes"].append(f"{STOPPED_EARLY}results not checked: grid <b>too large</b>")
+    page = ab.render_html(doc)
+    assert '<p class="note warn" id="stopped-early">⚠️ 1 of 34 tests stopped before their end' in page
+    assert "&lt;b&gt;too large&lt;/b&gt;" in page and "<b>too large" not in page  # inert
+    assert "1 of 34 tests stopped before their end" in ab.render_markdown(doc)
+    assert 'id="stopped-early"' not in ab.render_html(static_document())

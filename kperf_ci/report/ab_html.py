@@ -11,6 +11,7 @@ from markupsafe import Markup, escape
 
 from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
+from kperf_ci.judge.launch_diff import stopped_early_text
 from kperf_ci.judge.verdict import regression
 from kperf_ci.report.ab_static_view import sides, static_gate, static_rows
 from kperf_ci.report.ab_view import (
@@ -262,6 +263,8 @@ def render_html(doc: dict[str, Any]) -> str:
         same=same,
         where=where_text(doc),
         timing_note=timing_note(doc),
+        # the comment's warning, on the page too (a fresh walk found it only in the markdown)
+        stopped_early=stopped_early_text(doc.get("tests") or []),
         shape_rule=f"A worst launch is shown by {SHAPE_RULE}.",
         floor=fmt_value(floor, "ms"),
         timed=timed,
