@@ -518,3 +518,14 @@ def test_a_command_without_user_errors_still_exits_3_on_a_crash(monkeypatch, tmp
     monkeypatch.setattr("kperf_ci.commands.run.subprocess.Popen", denied)
     r = CliRunner().invoke(main, ["run", "-q"])
     _one_line_error(r, "Permission denied", str(tmp_path / "x"))
+
+
+@pytest.mark.parametrize("version", ["Infinity", "NaN", "1e400", '"one"', "[1]", "null"])
+def test_a_timeline_whose_version_is_no_integer_is_bad_input(tmp_path: Path, monkeypatch, version: str):
+    """Found by tests/test_fuzz_cli.py's hostile trace numbers: `"version": Infinity` raised an
+    OverflowError out of the loader, exit 3 "a bug in kperf-ci", where a bad file is exit 2."""
+    monkeypatch.chdir(tmp_path)
+    Path("t.json").write_text('{"format": "kperf-timeline", "version": ' + version + ', "columns": {}}')
+    r = CliRunner().invoke(main, ["analyze", "--trace", "t.json", "--fail-on-flag"])
+    assert r.exit_code == 2, r.output
+    assert "version" in r.output and "is not supported (expected 1)" in r.output

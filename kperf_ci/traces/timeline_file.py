@@ -59,7 +59,11 @@ def save_timeline(tl: Timeline, path: str | os.PathLike[str]) -> None:
 def timeline_from_json(obj: dict[str, Any]) -> Timeline:
     if obj.get("format") != FORMAT:
         raise ValueError("not a kperf-timeline JSON object")
-    if int(obj.get("version", 0)) != VERSION:
+    try:
+        version = int(obj.get("version", 0))
+    except (TypeError, ValueError, OverflowError):  # a list, a word, Infinity: no version at all
+        version = None
+    if version != VERSION:
         raise ValueError(f"kperf-timeline version {obj.get('version')} is not supported (expected {VERSION})")
     c = obj["columns"]
     return Timeline(
