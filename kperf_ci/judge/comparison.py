@@ -100,6 +100,9 @@ NO_COMPARABLE_BASELINE: ComparisonStatus = "no comparable baseline"
 #: describes another machine class or another suite, and "no regressions" would mean nothing.
 MIN_COMPARED_FRACTION = 0.5
 
+#: the words for a baseline that holds this run's tests but compared too few of them
+OTHER_MACHINE_CLASS = "no comparable baseline for this machine class"
+
 
 @dataclass
 class Comparison:
@@ -179,7 +182,7 @@ class Comparison:
             and not self.rematched
         ):
             return "no comparable baseline: the baseline holds none of these tests"
-        return "no comparable baseline for this machine class"
+        return OTHER_MACHINE_CLASS
 
     @property
     def status_line(self) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis.findings import DEFAULT_PER_KERNEL, Finding, capped, flagged, ranked
 from ..capture.static.sass import CLASSES
+from ..judge.comparison import OTHER_MACHINE_CLASS
 from ..judge.group import count_words, size_words, triton_kernels
 from ..judge.verdict import Regression
 from ..metrics import MAIN_VERDICTS as MAIN_VERDICTS  # re-exported: the renderers count them
@@ -289,7 +290,7 @@ class Report:
         if self.baseline is None:
             return "no baseline to compare with"
         if not self.comparable:
-            return self.comparison_reason or "no comparable baseline for this machine class"
+            return self.comparison_reason or OTHER_MACHINE_CLASS
         return "no regressions"
 
     @property

@@ -24,11 +24,11 @@ from typing import Any
 from kperf_ci.capture.static.repo import ABError, git_toplevel, repo_root, run_git
 
 
-def _remote_branch(rev: str, repo: Path) -> tuple[str, str, list[str]] | None:
+def _remote_branch(rev: str, repo: Path, remotes: list[str]) -> tuple[str, str, list[str]] | None:
     """(remote, branch, that remote's branches this clone knows) when ``rev`` reads
-    ``REMOTE/BRANCH`` for one of the repository's remotes."""
+    ``REMOTE/BRANCH`` for one of ``remotes``."""
     remote, _, branch = rev.partition("/")
-    if not branch or remote not in run_git(repo, "remote").split():
+    if not branch or remote not in remotes:
         return None
     known = run_git(repo, "for-each-ref", "--format=%(refname:short)", f"refs/remotes/{remote}/").split()
     return remote, branch, [k for k in known if k != f"{remote}/HEAD"]
@@ -49,7 +49,8 @@ def resolve_rev(rev: str, repo: str | os.PathLike[str] = ".") -> str:
     except ABError:
         where = Path(repo)
         shallow = run_git(where, "rev-parse", "--is-shallow-repository") == "true"
-        on_remote = _remote_branch(rev, where)
+        remotes = run_git(where, "remote").split()
+        on_remote = _remote_branch(rev, where, remotes)
         # the fetch to suggest is the one for the branch asked for, never a guessed `main`; the
         # remote's branches known here tell a `main` that is `master` there (a fresh walk's
         # shallow clone was told to fetch an origin/main its remote never had)
@@ -60,7 +61,7 @@ def resolve_rev(rev: str, repo: str | os.PathLike[str] = ".") -> str:
                 f"this clone is shallow: fetch the base (e.g. `git fetch --deepen=1` or {fetch}; "
                 "in GitHub Actions `actions/checkout` with `fetch-depth: 0`)"
             )
-        elif not run_git(where, "remote").split():
+        elif not remotes:
             # nothing to fetch from: how far back HEAD goes says what HEAD~N can reach
             hint = (
                 f"this repository has no remote to fetch it from and {_commits_text(where)} on "
