@@ -14,9 +14,10 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import sqlite_utils
+if TYPE_CHECKING:  # imported where a Database is made (open_db): see below
+    import sqlite_utils
 
 from . import schema
 from .errors import (
@@ -299,6 +300,11 @@ def open_db(path: str | os.PathLike[str], *, create: bool = False) -> sqlite_uti
             copy = _migrated_copy(p, conn)
             conn.close()
             return open_db(copy)
+        # imported here, not at the top: sqlite_utils brings numpy and dateutil (~0.15 s of a
+        # core), and `kperf analyze --trace`, `kperf import`'s parse, the usage errors and every
+        # `kperf_ci.errors` import (each command's) need the store's exceptions, not a database
+        import sqlite_utils
+
         db = sqlite_utils.Database(conn, execute_plugins=False)
         if create:
             # 64 MiB of page cache instead of SQLite's 2 MiB for a writer: a run of 100,000

@@ -10,9 +10,10 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlite_utils
+if TYPE_CHECKING:
+    import sqlite_utils
 
 from kperf_ci.fingerprint import DEVICE_EXTRA
 from kperf_ci.model import canonical_json

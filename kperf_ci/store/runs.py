@@ -7,8 +7,10 @@ import os
 import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlite_utils
+if TYPE_CHECKING:
+    import sqlite_utils
 
 from ..model import (
     Fingerprint,
