@@ -83,7 +83,18 @@ RowVerdict = Literal["better", "worse", "same", "n/a", "inconclusive", "changed"
 #: Variant verdicts, in the order the summary counts them. slower/faster/unchanged/inconclusive
 #: come from timing; a variant without timing (static mode) is worse/better/unchanged by its
 #: static metrics; new/removed have no counterpart; error: the current run failed to build it.
-VERDICTS = ("slower", "faster", "unchanged", "inconclusive", "worse", "better", "new", "removed", "error")
+VERDICTS = (
+    "slower",
+    "faster",
+    "unchanged",
+    "inconclusive",
+    "worse",
+    "better",
+    "new",
+    "removed",
+    "not-run",
+    "error",
+)
 #: Always counted on the summary, even when zero.
 MAIN_VERDICTS = ("slower", "faster", "unchanged", "inconclusive")
 #: Sort rank of a variant verdict: worst first.
@@ -94,6 +105,7 @@ VERDICT_RANK = {
     "inconclusive": 3,
     "new": 4,
     "removed": 5,
+    "not-run": 5,
     "faster": 6,
     "better": 7,
     "unchanged": 8,

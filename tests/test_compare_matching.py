@@ -247,8 +247,23 @@ def test_variant_of_a_deselected_test_is_not_run_and_passes(project):
     doc = json.loads(kperf_compare("--format", "json").output)
     assert doc["removed"] == [] and len(doc["not_run"]) == 2 and doc["status"] == COMPARED
     cur, base = store.load_run(project / "run.db"), store.load_run(project / "base.db")
-    notes = build_report(cur, base, compare_runs(base, cur)).notes
-    assert "1 baseline variant(s) not run here: this run built no sm_80 variants." in notes
+    report = build_report(cur, base, compare_runs(base, cur))
+    assert "1 baseline variant(s) not run here: this run built no sm_80 variants." in report.notes
+    # the comment and summary say what the terminal says: not run, never "removed" (walk 2 of
+    # issue 38, finding 5: a bench run's comment read "66 removed" where nothing was)
+    assert report.counts["not-run"] == 2 and report.counts["removed"] == 0
+    for text in (render_markdown(report), render_summary(report)):
+        assert "removed" not in text.lower(), text
+    assert "2 not run" in render_markdown(report) and "Not run here" in render_markdown(report)
+
+
+def test_a_removed_variant_stays_removed_in_the_comment(project):
+    bwd = variant("softmax_bwd", source="examples/kernels/softmax.py::softmax_bwd", registers=30)
+    save(project, (make_info("b"), [variant(registers=34), bwd]), (make_info("c"), [variant(registers=34)]))
+    cur, base = store.load_run(project / "run.db"), store.load_run(project / "base.db")
+    report = build_report(cur, base, compare_runs(base, cur))
+    assert report.counts["removed"] == 1 and report.counts["not-run"] == 0
+    assert "1 removed" in render_markdown(report)
 
 
 # --------------------------------------------------------------------------- item 6: across modes

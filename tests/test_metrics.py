@@ -113,7 +113,7 @@ def test_h100_extra_tail_cta_in_kperf_compare(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     r = CliRunner().invoke(main, ["compare", "--db", "head.db", "--baseline", "base.db"])
     assert r.exit_code == 1, r.output
-    assert "1 regressed kernel (1 metric row over threshold) 0 improvement(s)" in r.output
+    assert "1 regressed kernel (1 metric row over threshold), 0 improvements" in r.output
     assert " better " not in r.output
 
 

@@ -296,7 +296,7 @@ def test_index_renders_without_errors(browser, site, tmp_path):
         "Object.fromEntries([...document.querySelectorAll('#counts .count')]"
         ".map(c => [c.dataset.verdict, +c.querySelector('b').textContent]))"
     )
-    assert counts["slower"] == 1 and counts["faster"] == 1 and counts["new"] == 1 and counts["removed"] == 1
+    assert counts["slower"] == 1 and counts["faster"] == 1 and counts["new"] == 1 and counts["not-run"] == 1
     assert browser.eval("document.getElementById('fp-warning').textContent").count("driver") == 1
     assert browser.eval("document.querySelectorAll('#variants tbody tr').length") == 41
     browser.screenshot(tmp_path / "index.png")

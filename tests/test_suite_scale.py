@@ -176,7 +176,7 @@ def test_removed_kernels_are_counted_in_kernels(tmp_path, monkeypatch):
     report = build_report(c, b, comparison)
     assert report.verdict_line == "1 removed kernel"
     out = _kperf(tmp_path, monkeypatch, "compare", "--db", "run.db", "--baseline", "base.db", code=1)
-    assert out.endswith("1 removed kernel 0 improvement(s)")
+    assert out.endswith("1 removed kernel, 0 improvements")
 
 
 # ------------------------------------------------------------------------- show

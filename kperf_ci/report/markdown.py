@@ -35,6 +35,7 @@ _SECTIONS: tuple[tuple[str, str, bool], ...] = (
     ("inconclusive", "Inconclusive", False),
     ("new", "New", False),
     ("removed", "Removed", False),
+    ("not-run", "Not run here", False),
     ("faster", "Faster", False),
     ("better", "Better static metrics", False),
     ("unchanged", "Unchanged", False),
@@ -46,6 +47,7 @@ _ICON = {
     "inconclusive": "⚪",
     "new": "🆕",
     "removed": "➖",
+    "not-run": "⏭️",
     "faster": "🟢",
     "better": "🟢",
     "unchanged": "▫️",
@@ -119,7 +121,7 @@ def _counts_line(report: Report) -> str:
     # "0 slower, 0 faster" would read as timed and clean
     timed = report.current.mode != "static"
     always = ("slower", "faster", "unchanged", "inconclusive") if timed else ()
-    parts = [f"{c[k]} {k}" for k in c if c[k] or k in always]
+    parts = [f"{c[k]} {k.replace('-', ' ')}" for k in c if c[k] or k in always]
     return f"{report.size_words}: " + ", ".join(parts)
 
 

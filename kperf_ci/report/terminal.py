@@ -176,14 +176,15 @@ def verdict_line(comparison) -> str:
     when :func:`kperf_ci.judge.verdict.regression` says so (the exit code's answer)."""
     answer = regression(comparison)
     n, removed = answer.regressed, answer.removed
-    improvements = f"{len(comparison.improvements)} improvement(s)"
+    # one clause each: "no regressions 0 improvement(s)" ran two together (walk 2 of issue 38)
+    improvements = plural(len(comparison.improvements), "improvement")
     if answer:
         rows = f" ({plural(len(comparison.regressions), 'metric row')} over threshold)" if n else ""
         tail = "" if comparison.status == COMPARED else f"; {_s(comparison.status_line)}"
-        return f"[bold red]{count_words(n, removed)}[/]{rows} {improvements}{tail}"
+        return f"[bold red]{count_words(n, removed)}[/]{rows}, {improvements}{tail}"
     if comparison.status != COMPARED:
         return f"[bold yellow]{_s(comparison.status_line)}[/]; nothing was judged"
-    return f"[green]no regressions[/] {improvements} ({_s(comparison.status_line)})"
+    return f"[green]no regressions[/], {improvements} ({_s(comparison.status_line)})"
 
 
 def _short_config(config: str) -> str:
