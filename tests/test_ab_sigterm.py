@@ -81,10 +81,21 @@ def test_sigterm_stops_the_passes_removes_the_base_worktree_and_exits_143(tmp_pa
     room.mkdir()
     tmp.mkdir()
     env = {**os.environ, "KPERF_TEST_ROOM": str(room), "TMPDIR": str(tmp)}
+    earlier = repo / "reports" / "ab"  # an earlier run's reports, as kperf ab leaves them
+    earlier.mkdir(parents=True)
+    (repo / "reports" / ".gitignore").write_text("*\n")
+    (earlier / "comment.md").write_text("an earlier run's comment\n")
+    os.utime(earlier / "comment.md", (0, 86400 * 365))  # 1971-01-01
     args = ["ab", "--base", "HEAD~1", "--no-gpu", "test_k.py", "test_hang.py"]
     proc, out, err, _ = _terminated_once_started(args, repo, env, room, wait_s=240)
     assert proc.returncode == 143, out + err
     assert err.strip().splitlines()[-1] == "kperf: terminated (SIGTERM)", err
+    # the earlier run's reports stay, and the command says they are not this run's (walk 2 of
+    # issue 38, finding 25)
+    said = "kperf ab: stopped before its reports; reports/ab/ holds an earlier run's"
+    said += " (written 1971-01-01 00:00 UTC)"
+    assert said in err.splitlines(), err
+    assert (earlier / "comment.md").read_text() == "an earlier run's comment\n"
     assert "Traceback" not in err
     worktrees = git(repo, "worktree", "list", "--porcelain")
     assert worktrees.count("worktree ") == 1, worktrees  # the base's checkout is gone

@@ -340,6 +340,15 @@ def test_bad_base_revision_is_one_line_exit_2(tmp_path):
     p = kperf("ab", "--base", "no-such-branch", cwd=repo)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    # refused before anything is written: no reports/ (with its .gitignore), no database folder
+    # (walk 2 of issue 38, finding 22)
+    assert not (repo / "reports").exists()
+    assert (
+        subprocess.run(
+            ["git", "status", "--short", "--ignored"], cwd=repo, capture_output=True, text=True
+        ).stdout
+        == ""
+    )
 
 
 def test_a_base_beyond_a_repository_without_remote_says_how_far_head_goes(tmp_path):

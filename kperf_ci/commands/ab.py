@@ -5,6 +5,7 @@ The job itself is :mod:`kperf_ci.prcheck`; this module is its command line.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from kperf_ci.prcheck.pass_order import PASS_ORDERS
 from kperf_ci.prcheck.passes import PassFailed, _tail
 from kperf_ci.prcheck.pipeline import ABReport, run_ab
 from kperf_ci.pytest_args import bench_args
-from kperf_ci.report.ab import write_ab_reports
+from kperf_ci.report.ab import earlier_reports_line, write_ab_reports
 from kperf_ci.report.safe_text import terminal_safe as safe
 
 
@@ -84,8 +85,15 @@ def ab_cmd(
     _refuse_own_options(pytest_args)
     if any(a == "--bench" or a.startswith("--bench=") for a in pytest_args):
         pytest_args = tuple(bench_args(list(pytest_args)))
-    check_outputs(db, report_dir, json_path)
-    report, doc = _run(base, list(pytest_args), gpu=gpu, time_all=time_all, db=db, passes=passes)
+    report, doc = _run(
+        base,
+        list(pytest_args),
+        gpu=gpu,
+        time_all=time_all,
+        db=db,
+        passes=passes,
+        outputs=(report_dir, json_path),
+    )
     paths = write_ab_reports(doc, Path(report_dir))
     click.echo(f"kperf ab: stored in {db}; wrote {', '.join(str(p) for p in paths)}")
     publish(doc, report_dir, json_path)
@@ -95,12 +103,16 @@ def ab_cmd(
 
 
 def _run(
-    base: str, pytest_args: list[str], *, gpu: bool | None, time_all: bool, db: str, passes: str
+    base: str, pytest_args: list[str], *, db: str, outputs: tuple[str, str | None], **job: Any
 ) -> tuple[ABReport, dict[str, Any]]:
     """The job, and the A/B document it stored (rendered from what was stored, as `kperf report
-    --ab` would); a failed pass prints the end of pytest's output for context, then one line."""
+    --ab` would); a failed pass prints the end of pytest's output for context, then one line.
+    ``outputs`` (the report directory, the JSON copy) are checked, and the directory made, once
+    the base resolves: a refused base left reports/.gitignore behind (walk 2 of issue 38, 22)."""
+    report_dir, json_path = outputs
+    resolved = functools.partial(check_outputs, db, report_dir, json_path)
     try:
-        report = run_ab(base, pytest_args, gpu=gpu, time_all=time_all, db=db, echo=click.echo, passes=passes)
+        report = run_ab(base, pytest_args, db=db, echo=click.echo, resolved=resolved, **job)
         doc = load_ab_document(db)
     except PassFailed as e:
         for line in _tail(e.output).splitlines():  # each line made inert
@@ -108,6 +120,11 @@ def _run(
         raise KperfError(str(e)) from None
     except ABError as e:
         raise KperfError(str(e)) from None
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (kperf_ci.errors.Terminated)
+        line = earlier_reports_line(Path(report_dir))
+        if line:
+            click.echo(line, err=True)
+        raise
     if doc is None:
         raise KperfError(f"{db}: no A/B document was stored")
     return report, doc

@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,8 +133,12 @@ def run_ab(
     db: str | Path | None = None,
     settings: Any = None,
     passes: str = "auto",
+    resolved: Callable[[], None] | None = None,
 ) -> ABReport:
-    """The whole A/B job; prints as it goes through ``echo`` and returns the report."""
+    """The whole A/B job; prints as it goes through ``echo`` and returns the report.
+
+    ``resolved`` is called once both revisions resolve, before anything is written (the command
+    checks and makes its output paths there: a refused base leaves nothing behind)."""
     t_start = time.monotonic()
     try:
         root = repo_root(repo)
@@ -141,6 +146,8 @@ def run_ab(
         head_sha = resolve_rev("HEAD", root)
     except ABError:
         raise
+    if resolved is not None:
+        resolved()
     settings = settings or load_settings(Path(repo).resolve())
     rel_cwd = Path(os.path.relpath(Path(repo).resolve(), root.resolve()))
     # the timing pass's pytest reads the same settings (this tree's pyproject, this environment):

@@ -10,6 +10,7 @@ no table breaks (safe_text.markdown_safe); the comment is cut by the run comment
 
 from __future__ import annotations
 
+import datetime as _dt
 from pathlib import Path
 from typing import Any
 
@@ -379,10 +380,24 @@ def render_summary(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: str
     return render_markdown(doc, max_chars=max_chars, link=link).replace(MARKER + "\n", "", 1)
 
 
+AB_REPORTS = ("index.html", "comment.md", "summary.md")
+
+
+def earlier_reports_line(out_dir: Path) -> str | None:
+    """What a stopped `kperf ab` says of ``out_dir`` when an earlier run's reports are there:
+    they stay, and read as this run's unless told (walk 2 of issue 38, finding 25)."""
+    found = [out_dir / name for name in AB_REPORTS if (out_dir / name).is_file()]
+    if not found:
+        return None
+    when = max(p.stat().st_mtime for p in found)
+    stamp = _dt.datetime.fromtimestamp(when, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"kperf ab: stopped before its reports; {out_dir}/ holds an earlier run's (written {stamp})"
+
+
 def write_ab_reports(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     """index.html, comment.md and summary.md in ``out_dir`` (created)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "index.html", out_dir / "comment.md", out_dir / "summary.md"]
+    paths = [out_dir / name for name in AB_REPORTS]
     for path, text in zip(paths, (render_html(doc), render_markdown(doc), render_summary(doc)), strict=True):
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(text, encoding="utf-8")
