@@ -280,3 +280,24 @@ def test_odd_values_in_a_manifest_do_not_raise():
     assert _regs(LaunchChange("k", "k.py::k", "changed", [], b, h)) == []
     b = {"config": "", "code": {"sm_90": "oops"}}
     assert _regs(LaunchChange("k", "k.py::k", "changed", [], b, h)) == []
+
+
+def test_a_changed_call_no_metric_moved_is_listed_as_changed_with_its_own_cause():
+    """Walk 2 of issue 38, finding 11: attorch's dropped autotune config left the configs compiled
+    on both sides alike, so no static metric moved and, untimed, the call had no kernel row."""
+    cause = "autotune configs: num_warps=32 dropped, 5 unchanged"
+    lc = _lc(_code(), _code())
+    lc.changes = [cause]
+    (moved,) = _verdict(lc).changed
+    assert moved["reason"] == cause and moved["kernel"] == "k" and moved["site"] == "k.py::k"
+    assert moved["arch"] == "sm_90" and moved["test"] == "t.py::t"
+    # timed on a GPU, its time is its row: not listed again
+    assert (
+        judge([ABTestDiff("t.py::t", "changed", [lc])], ThresholdPolicy(), timed={("t.py::t", "k")}).changed
+        == []
+    )
+    # a metric that moved is the cause, as before; the launch's own change is not added
+    lc = _lc(_code(), _code(**{"sass.instructions": 115}))
+    lc.changes = [cause]
+    (moved,) = _verdict(lc).changed
+    assert moved["reason"] == "SASS instructions 100 -> 115 (+15.0%)"

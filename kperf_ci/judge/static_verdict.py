@@ -359,6 +359,14 @@ def _entry(t: TestDiff, lc: LaunchChange, arch: str, reason: str) -> dict[str, A
     }
 
 
+def _unmeasured(t: TestDiff, lc: LaunchChange, call: int, configs: int) -> list[Any]:
+    """A changed call no static metric moved nor timing judged (a dropped autotune config, a grid):
+    "changed" for its own change, per arch; it had no kernel row at all (issue 38 walk 2, 11)."""
+    assert lc.head is not None
+    arches = sorted(a for a, c in (lc.head.get("code") or {}).items() if isinstance(c, dict)) or [""]
+    return [((t.test, call, a), 0.0, _entry(t, lc, a, "; ".join(lc.changes)), configs) for a in arches]
+
+
 def _collapse(found: list[tuple[tuple[str, int, str], float, dict[str, Any], int]]) -> list[dict[str, Any]]:
     """One entry per (test, call, arch): the worst config's (highest severity, the first on ties),
     with ``autotune`` = {"configs": recorded in the call, "regressed": how many of them are here}
@@ -400,6 +408,7 @@ def judge(tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | N
             pairs = [p for p in (lc.pairs or []) if p[0] is not None and p[1] is not None]
             if len(pairs) > 1:
                 configs = len(pairs)
+            listed = len(bad) + len(better) + len(moved)
             for b_row, h_row in pairs or [(lc.base, lc.head)]:
                 one = dataclasses.replace(lc, base=b_row, head=h_row)
                 marker = dict(h_row.get("gate") or {})
@@ -420,6 +429,8 @@ def judge(tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | N
                         better.append((group, float(len(f.improved)), _entry(t, one, arch, text), configs))
                     elif f.changed:
                         moved.append((group, 0.0, _entry(t, one, arch, ", ".join(f.changed)), configs))
+            if len(bad) + len(better) + len(moved) == listed and lc.changes and not is_timed:
+                moved += _unmeasured(t, lc, call, configs)
     # a call listed as a regression is not listed again as improved or changed for its other
     # configs, nor one listed as improved again as changed
     failed = {group for group, *_ in bad}
