@@ -257,6 +257,27 @@ def test_variant_of_a_deselected_test_is_not_run_and_passes(project):
     assert "2 not run" in render_markdown(report) and "Not run here" in render_markdown(report)
 
 
+def test_a_baseline_of_other_tests_is_one_count_and_names_the_fix(project):
+    """Walk 2 of issue 38, finding 3: a bench script's run against the suite's baseline listed 20
+    of its 78 variants as not run, on four lines, and named no fix."""
+    others = [
+        variant(
+            f"add{i}", test=f"examples/test_add.py::test_add[{i}]", source=f"examples/kernels/add.py::add{i}"
+        )
+        for i in range(30)
+    ]
+    bench = variant(test="bench_softmax.py::softmax[64x128]")
+    save(project, (make_info("b"), others), (make_info("c"), [bench]))
+    r = kperf_compare()
+    out = one_line(r.output)
+    assert r.exit_code == 0, r.output
+    assert "not run: 30 baseline variants, all of other tests (--format json lists them)" in out
+    assert "test_add[" not in out and "and 10 more" not in out  # no listing of them
+    assert "the baseline holds none of these tests" in out
+    assert "nothing was judged; store a baseline from a run of these tests (kperf baseline update" in out
+    assert len(json.loads(kperf_compare("--format", "json").output)["not_run"]) == 30
+
+
 def test_a_removed_variant_stays_removed_in_the_comment(project):
     bwd = variant("softmax_bwd", source="examples/kernels/softmax.py::softmax_bwd", registers=30)
     save(project, (make_info("b"), [variant(registers=34), bwd]), (make_info("c"), [variant(registers=34)]))

@@ -170,17 +170,23 @@ class Comparison:
         return COMPARED
 
     @property
+    def of_other_tests(self) -> bool:
+        """The baseline holds none of this run's tests (a bench script's run against the suite's
+        baseline, a baseline of another project): nothing of it could be compared."""
+        return bool(
+            self.shared_tests == 0
+            and self.current_variants
+            and not self.compared_variants
+            and not self.rematched
+        )
+
+    @property
     def no_verdict_reason(self) -> str:
         """Why there is no verdict, in a few words ("" when compared): the baseline holds none of
         this run's tests, or it holds them for another machine class (GPU, Triton, mode)."""
         if self.status == COMPARED:
             return ""
-        if (
-            self.shared_tests == 0
-            and self.current_variants
-            and not self.compared_variants
-            and not self.rematched
-        ):
+        if self.of_other_tests:
             return "no comparable baseline: the baseline holds none of these tests"
         return OTHER_MACHINE_CLASS
 

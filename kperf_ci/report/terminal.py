@@ -125,7 +125,12 @@ def print_table(comparison: Any, *, show_all: bool = False) -> None:
             + _s(_listing([k.label() + f" ({k.test})" for k in removed])),
             highlight=False,
         )
-    if comparison.not_run:
+    if comparison.not_run and comparison.of_other_tests:
+        # every baseline variant is of another test: a list of them is no news (walk 2 of
+        # issue 38, finding 3: a bench run listed 20 of the suite's 78 on four lines)
+        text = f"not run: {plural(len(comparison.not_run), 'baseline variant')}, all of other tests"
+        out.print(_s(text + " (--format json lists them)"), highlight=False)
+    elif comparison.not_run:
         by_reason: dict[str, list[str]] = {}
         for n in comparison.not_run:
             by_reason.setdefault(n.reason, []).append(n.variant.label())
@@ -183,7 +188,12 @@ def verdict_line(comparison) -> str:
         tail = "" if comparison.status == COMPARED else f"; {_s(comparison.status_line)}"
         return f"[bold red]{count_words(n, removed)}[/]{rows}, {improvements}{tail}"
     if comparison.status != COMPARED:
-        return f"[bold yellow]{_s(comparison.status_line)}[/]; nothing was judged"
+        fix = (
+            "; store a baseline from a run of these tests (kperf baseline update --baseline FILE)"
+            if comparison.of_other_tests
+            else ""
+        )
+        return f"[bold yellow]{_s(comparison.status_line)}[/]; nothing was judged{fix}"
     return f"[green]no regressions[/], {improvements} ({_s(comparison.status_line)})"
 
 
