@@ -360,6 +360,23 @@ def test_a_base_beyond_a_repository_without_remote_says_how_far_head_goes(tmp_pa
     assert "no remote to fetch it from and 2 commits on HEAD" in p.stderr and "git fetch" not in p.stderr
 
 
+def test_a_base_that_is_head_with_no_change_is_said_up_front(tmp_path):
+    """Walk 2 of issue 38, finding 21: `--base origin/master` where origin/master was HEAD, on a
+    clean tree, started minutes of static passes without a word."""
+    from kperf_ci.capture.launches.base_tree import resolve_rev, same_code_note
+
+    repo = make_repo(tmp_path / "r", {"a.txt": "a"}, {"a.txt": "b"})
+    head, parent = resolve_rev("HEAD", repo), resolve_rev("HEAD~1", repo)
+    note = same_code_note("origin/master", head, head, repo)
+    assert note is not None and "the base (origin/master) is HEAD" in note and "same code" in note
+    assert same_code_note("HEAD~1", parent, head, repo) is None  # another commit
+    (repo / "new.py").write_text("x = 1\n")  # an untracked file is a change of the working tree
+    assert same_code_note("HEAD", head, head, repo) is None
+    (repo / "new.py").unlink()
+    (repo / "a.txt").write_text("edited\n")
+    assert same_code_note("HEAD", head, head, repo) is None
+
+
 def test_shallow_clone_and_non_repository_say_what_to_do(tmp_path):
     """CI checks out one commit by default: the base is missing, and the error says how to fetch it."""
     repo = make_repo(tmp_path / "r", {"a.txt": "a"}, {"a.txt": "b"})

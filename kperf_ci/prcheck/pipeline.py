@@ -15,7 +15,7 @@ from typing import Any
 
 from kperf_ci import store
 from kperf_ci.capture.launches.ab_launch import plan_from_tests, results_path
-from kperf_ci.capture.launches.base_tree import materialize, resolve_rev
+from kperf_ci.capture.launches.base_tree import materialize, resolve_rev, same_code_note
 from kperf_ci.capture.static.repo import ABError, repo_root
 from kperf_ci.config import ABPolicy, load_settings
 from kperf_ci.device import cuda_available
@@ -154,6 +154,9 @@ def run_ab(
     # the policy its launches are judged by, stored with the document
     report = ABReport(base_rev=base, base_sha=sha, head_sha=head_sha, policy=ABPolicy.from_settings(settings))
     echo(f"kperf ab: head = working tree of {root}, base = {base} ({sha[:10]})")
+    if (note := same_code_note(base, sha, head_sha, root)) is not None:
+        echo(note)
+        report.messages.append(note)
     with tempfile.TemporaryDirectory(prefix="kperf-ab-") as tmp, materialize(sha, root) as base_root:
         check_bench_script(list(args), base_root / rel_cwd)
         given, passes = passes, resolve_order(passes)

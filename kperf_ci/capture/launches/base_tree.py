@@ -42,6 +42,24 @@ def _known_text(remote: str, names: list[str]) -> str:
     return f"{remote}'s branches known here: {listed}; " if names else ""
 
 
+def same_code_note(rev: str, sha: str, head_sha: str, root: Path) -> str | None:
+    """One line when the base is HEAD itself and the working tree has no change (a push to the
+    default branch, `--base origin/main` on main): both sides are the same code, and the static
+    passes still take minutes (walk 2 of issue 38, finding 21). None otherwise, or when git
+    cannot say."""
+    if sha != head_sha:
+        return None
+    try:
+        if run_git(root, "status", "--porcelain"):
+            return None
+    except ABError:
+        return None
+    return (
+        f"kperf ab: note: the base ({rev}) is HEAD and the working tree has no change: both sides "
+        "are the same code, every launch will read identical (--time-all times them as an A/A)"
+    )
+
+
 def resolve_rev(rev: str, repo: str | os.PathLike[str] = ".") -> str:
     """Full commit sha of ``rev`` (branch, tag, sha, ``HEAD~1`` ...)."""
     try:
