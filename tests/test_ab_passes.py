@@ -225,3 +225,25 @@ def test_the_heartbeat_never_reaps_a_pass_so_its_peak_memory_is_kept(tmp_path, m
         time.sleep(0.6)  # the pass ends while the heartbeat looks at it many times
         rc, _ = p.wait()
     assert rc == 0 and p.peak_rss_mb is not None and p.peak_rss_mb > 1
+
+
+def test_the_progress_line_names_a_test_running_past_the_slow_mark():
+    """Walk 2 of issue 38, finding 16: the progress sat at "head static pass 41% of its tests" for
+    over a minute without naming the slow test, which the pass's own output had named."""
+    from kperf_ci.prcheck.pass_process import _how_far
+
+    slow = (
+        "kperf: tests/test_x.py::test_big[a] is still running after 30 s under Triton's interpreter "
+        "(static mode); --kperf-test-budget SECONDS skips such tests\n"
+    )
+    head = "." * 72 + " [ 41%]\n.."
+    assert (
+        _how_far(head + "\n" + slow) == "41% of its tests, tests/test_x.py::test_big[a] running for over 30 s"
+    )
+    assert _how_far("..\n" + slow) == "running its tests, tests/test_x.py::test_big[a] running for over 30 s"
+    assert _how_far(head + "\n" + slow.replace("kperf: ", "kperf: [gw1] ")).endswith(
+        "test_big[a] running for over 30 s"
+    )
+    # it ended: its result follows the line, and the progress is the marks again
+    assert _how_far(head + "\n" + slow + ".") == "41% of its tests"
+    assert _how_far(head) == "41% of its tests" and _how_far("") == "collecting"
