@@ -278,6 +278,22 @@ def test_a_baseline_of_other_tests_is_one_count_and_names_the_fix(project):
     assert len(json.loads(kperf_compare("--format", "json").output)["not_run"]) == 30
 
 
+def test_labels_that_read_alike_are_listed_once_with_their_count(project):
+    """Walk 2 of issue 38, finding 4: `block/matmul_kernel sm_80 num_warps=4,...` five times in one
+    "not run" list read as duplicates (the variants differ in their specialization)."""
+    adds = [
+        variant(
+            "add", test="examples/test_add.py::test_add", source="examples/kernels/add.py::add", spec=f"n:{i}"
+        )
+        for i in range(5)
+    ]
+    save(project, (make_info("b"), [variant(registers=34), *adds]), (make_info("c"), [variant(registers=34)]))
+    out = one_line(kperf_compare().output)
+    assert "not run: 5 baseline variant(s), its test did not run" in out
+    assert f": add sm_90 {CFG4} (5 variants)" in out
+    assert out.count(f"add sm_90 {CFG4}") == 1
+
+
 def test_a_removed_variant_stays_removed_in_the_comment(project):
     bwd = variant("softmax_bwd", source="examples/kernels/softmax.py::softmax_bwd", registers=30)
     save(project, (make_info("b"), [variant(registers=34), bwd]), (make_info("c"), [variant(registers=34)]))

@@ -135,10 +135,10 @@ def print_table(comparison: Any, *, show_all: bool = False) -> None:
         for n in comparison.not_run:
             by_reason.setdefault(n.reason, []).append(n.variant.label())
         for reason, labels in by_reason.items():
-            text = f"not run: {len(labels)} baseline variant(s), {reason}: {_listing(labels)}"
+            text = f"not run: {len(labels)} baseline variant(s), {reason}: {_listing(_counted(labels))}"
             out.print(_s(text), highlight=False)
     if comparison.added:
-        out.print(_s("added: " + _listing([k.label() for k in comparison.added])), highlight=False)
+        out.print(_s("added: " + _listing(_counted([k.label() for k in comparison.added]))), highlight=False)
     if comparison.incomparable:
         seen = sorted({(i.kind, i.reason) for i in comparison.incomparable})
         for kind, reason in seen:
@@ -149,6 +149,15 @@ def print_table(comparison: Any, *, show_all: bool = False) -> None:
 
 #: Names listed per line of the summary; the JSON output lists all of them.
 MAX_LISTED = 20
+
+
+def _counted(labels: list[str]) -> list[str]:
+    """Equal labels once, with how many variants read so (other specializations or tests): the
+    same label five times in one list read as duplicates (walk 2 of issue 38, finding 4)."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return [label if n == 1 else f"{label} ({n} variants)" for label, n in counts.items()]
 
 
 def _listing(labels: list[str]) -> str:
