@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,16 @@ def test_show(project):
     # --details alone is the latest run's details (issue 35's walk: it listed the runs instead)
     r = invoke("show", "--details")
     assert r.exit_code == 0 and "regions" in r.output and "loop0" in r.output, r.output
+    # each run's variants and tests counted: a suite's run and a bench script's, both without a
+    # label, were two alike rows (walk 2 of issue 38, finding 8)
+    bench = make_result("softmax", registers=32)
+    bench.key = replace(bench.key, test="bench_softmax.py::softmax[64x128]")
+    store.save_run(db, make_info("r2"), [bench])
+    rows = {ln.split("│")[1].strip(): ln for ln in invoke("show").output.splitlines() if ln.count("│") > 5}
+    assert (
+        rows["r1"].split("│")[5].strip() == "2" and rows["r2"].split("│")[5:7] != rows["r1"].split("│")[5:7]
+    )
+    assert [c.strip() for c in rows["r2"].split("│")[5:7]] == ["1", "1"]
 
 
 def test_baseline_update(project):

@@ -446,7 +446,7 @@ def test_a_crash_in_a_real_process_exits_3(tmp_path):
     """The exit status CI sees, from the installed entry point's code path (no CliRunner)."""
     code = (
         "import sys, kperf_ci.commands.show as s\n"
-        "s.print_runs = lambda runs: 1 / 0\n"
+        "s.print_runs = lambda runs, sizes=None: 1 / 0\n"
         "from kperf_ci.cli import main\n"
         "main(['show', '--db', sys.argv[1]])\n"
     )

@@ -46,7 +46,7 @@ def show_cmd(
     headline metrics, the costliest flagged findings); --details for every variant's metrics."""
     settings = load_settings(db=db, baseline=baseline)
     if run_id is None and kernel is None and not details:
-        print_runs(read_runs(settings.db))
+        print_runs(read_runs(settings.db), store.run_sizes(settings.db))
         return
     # Only the small findings artifact: a kernel author sees what the analyses flagged and why.
     record = read_run(settings.db, None if run_id in (None, "latest") else run_id, artifacts=(ARTIFACT,))
@@ -152,14 +152,17 @@ def _kernel_cells(line: dict[str, Any], label: str) -> list[str]:
     ]
 
 
-def print_runs(runs: list[RunInfo]) -> None:
+def print_runs(runs: list[RunInfo], sizes: dict[str, tuple[int, int]] | None = None) -> None:
+    """One row per run; its variants and tests counted (``sizes``: :func:`kperf_ci.store.run_sizes`)
+    so that a suite's run and a bench script's, both without a label, are told apart."""
     from rich.table import Table
 
     t = Table(header_style="bold")
-    for col in ("run", "started", "mode", "label", "git", "branch", "gpu", "triton"):
-        t.add_column(col)
+    for col in ("run", "started", "mode", "label", "variants", "tests", "git", "branch", "gpu", "triton"):
+        t.add_column(col, justify="right" if col in ("variants", "tests") else "left")
     for r in runs:
         fp = r.fingerprint
+        n, tests = (sizes or {}).get(r.run_id, (0, 0))
         t.add_row(
             *map(
                 rich_safe,
@@ -168,6 +171,8 @@ def print_runs(runs: list[RunInfo]) -> None:
                     r.started_at,
                     r.mode,
                     r.label or "",
+                    str(n),
+                    str(tests),
                     (r.git_sha or "")[:10],
                     r.git_branch or "",
                     fp.gpu or "-",
