@@ -114,6 +114,9 @@ def test_sequential_never_runs_the_passes_side_by_side(tmp_path):
     assert "one after the other" in p.stdout
     assert "killed" not in p.stdout
     assert len(list(room.iterdir())) == 2  # both passes ran their test, neither beside the other
+    # between the two, what the second will about take (walk 2 of issue 38, finding 17)
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("kperf ab: head static pass took ")]
+    assert len(said) == 1 and said[0].endswith("; the base static pass, about as long, starts now"), p.stderr
     assert [t["status"] for t in json.loads((repo / "ab.json").read_text())["tests"]] == ["identical"]
 
 

@@ -140,11 +140,27 @@ def _elapsed(s: float) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
 
 
+def _progress_on() -> bool:
+    return os.environ.get(ENV_PROGRESS, "").strip().lower() not in FALSE_WORDS
+
+
+def say_next_pass(done_label: str, took_s: float, next_label: str) -> None:
+    """Between passes run one after the other: how long the first took, which is what the next
+    will about take (the same tests in the other tree), where the progress clock starts anew
+    (walk 2 of issue 38, finding 17: no estimate anywhere); none with KPERF_PROGRESS=0."""
+    if _progress_on():
+        print(
+            f"kperf ab: {done_label} took {_elapsed(took_s)}; the {next_label}, about as long, starts now",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 @contextlib.contextmanager
 def heartbeat(passes: list[_Pass], every: float | None = None) -> Iterator[None]:
     """Every ``every`` seconds (:data:`HEARTBEAT_S`) while the block runs, one line on stderr
     naming each pass still running and how far its tests got; none with KPERF_PROGRESS=0."""
-    if os.environ.get(ENV_PROGRESS, "").strip().lower() in FALSE_WORDS:
+    if not _progress_on():
         yield
         return
     period = HEARTBEAT_S if every is None else every

@@ -16,7 +16,7 @@ from kperf_ci.capture.static.manifest import BLOB as MANIFEST_BLOB
 from kperf_ci.capture.static.repo import ABError
 from kperf_ci.judge.launch_diff import diff_static, diff_tests, tests_from_variants
 
-from .pass_process import _Pass, _start, heartbeat
+from .pass_process import _Pass, _start, heartbeat, say_next_pass
 
 
 class PassFailed(ABError):
@@ -357,6 +357,7 @@ def static_pass(
             done[side], peaks[side] = _run_passes([start(side)])[0]
             if side == "head":
                 _refuse_head_usage_error(*done[side])
+                say_next_pass("head static pass", time.monotonic() - t0, "base static pass")
     else:
         # Both trees at once: a static pass times nothing, so the two share the machine (and
         # the GPU, on a GPU runner) without harm, and the check waits for the slower one only.
