@@ -30,7 +30,7 @@ from .errors import (
     StoreError,
 )
 from .locks import RunDivertedError, pending_path, retry_locked, write_or_divert
-from .queries import OperationalError, fold_wal, metric_values
+from .queries import OperationalError, fold_wal, metric_values, run_sizes
 from .runs import (
     RunsUpdate,
     add_results,
@@ -40,7 +40,6 @@ from .runs import (
     load_run,
     metric_history,
     rows_typed,
-    run_sizes,
     run_statuses,
     save_run,
     save_runs,

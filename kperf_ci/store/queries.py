@@ -9,7 +9,7 @@ import os
 import sqlite3
 from collections.abc import Iterable
 
-from .db import open_db
+from .db import _opened, open_db
 
 __all__ = ["OperationalError", "fold_wal", "metric_values"]
 
@@ -49,3 +49,11 @@ def fold_wal(path: str | os.PathLike[str]) -> None:
         db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         db.close()
+
+
+def run_sizes(path: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
+    """{run id: (variants, tests)} for every run that stored any: what tells a suite's run from a
+    bench script's in `kperf show`, where both may carry no label."""
+    sql = "SELECT run_id, COUNT(*), COUNT(DISTINCT test) FROM run_variants GROUP BY run_id"
+    with _opened(path) as db:
+        return {r: (int(n), int(t)) for r, n, t in db.conn.execute(sql).fetchall()}

@@ -387,14 +387,6 @@ def list_runs(path: str | os.PathLike[str], *, include_incomplete: bool = False)
         return [_info(r) for r in db.query(sql + " ORDER BY started_at, rowid")]
 
 
-def run_sizes(path: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
-    """{run id: (variants, tests)} for every run that stored any: what tells a suite's run from a
-    bench script's in `kperf show`, where both may carry no label."""
-    sql = "SELECT run_id, COUNT(*), COUNT(DISTINCT test) FROM run_variants GROUP BY run_id"
-    with _opened(path) as db:
-        return {r: (int(n), int(t)) for r, n, t in db.conn.execute(sql).fetchall()}
-
-
 def run_statuses(path: str | os.PathLike[str]) -> dict[str, str]:
     """{run id: status} for every run in the database."""
     with _opened(path) as db:
