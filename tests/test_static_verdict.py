@@ -301,3 +301,15 @@ def test_a_changed_call_no_metric_moved_is_listed_as_changed_with_its_own_cause(
     lc.changes = [cause]
     (moved,) = _verdict(lc).changed
     assert moved["reason"] == "SASS instructions 100 -> 115 (+15.0%)"
+
+
+def test_a_cause_names_an_option_change_once():
+    """Issue 38's third walk: the new 'changed' row of a dropped autotune config read its cause
+    twice, the launch's change and the same change as the reason."""
+    from kperf_ci.report.ab_words import options_first
+
+    dropped = "autotune configs: num_warps=32 dropped, 5 unchanged"
+    assert options_first([dropped], [dropped]) == [dropped]
+    assert options_first([dropped], [f"{dropped}; grid 1 -> 2"]) == [dropped, "grid 1 -> 2"]
+    # nothing named twice: the reasons as they were, each one element
+    assert options_first(["num_warps 4 -> 1"], ["a; b", "c"]) == ["num_warps 4 -> 1", "a; b", "c"]

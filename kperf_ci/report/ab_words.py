@@ -73,8 +73,11 @@ def options_first(options: list[str], reasons: list[str]) -> list[str]:
     the option and argument changes ("num_warps 4 -> 1"), then the reasons. An option a reason
     names too ("num_warps 4 -> 1: at most 32 blocks per SM") still leads: the terminal's launch
     diff says it first, and a cause that dropped it read differently there (issue 36's third
-    walk, item 5)."""
-    return [*options, *reasons]
+    walk, item 5). A part of a reason ("a; b") that is one of the options is not said again: a
+    changed call no metric moved has its launch's own change as its reason (issue 38's third
+    walk: "autotune configs: num_warps=32 dropped, ...; autotune configs: ..." twice)."""
+    kept = ("; ".join(part for part in r.split("; ") if part not in options) for r in reasons)
+    return [*options, *(r for r in kept if r)]
 
 
 def cause_order(changes: list[Any]) -> list[str]:
