@@ -102,6 +102,10 @@ MIN_COMPARED_FRACTION = 0.5
 
 #: the words for a baseline that holds this run's tests but compared too few of them
 OTHER_MACHINE_CLASS = "no comparable baseline for this machine class"
+# Why every baseline variant is "not run" when the baseline holds none of this run's tests: the
+# per-variant "deselected, renamed or deleted" guessed wrong for a bench script's run against the
+# suite's baseline (walk 3 of issue 38, finding J1-5).
+OTHER_TESTS = "none of the baseline's tests ran (this run is a bench script's, or another suite's)"
 
 
 @dataclass
@@ -179,6 +183,15 @@ class Comparison:
             and not self.compared_variants
             and not self.rematched
         )
+
+    def not_run_reasons(self) -> dict[str, int]:
+        """How many baseline variants did not run here, by reason, for every consumer's count."""
+        if self.of_other_tests and self.not_run:
+            return {OTHER_TESTS: len(self.not_run)}
+        out: dict[str, int] = {}
+        for n in self.not_run:
+            out[n.reason] = out.get(n.reason, 0) + 1
+        return out
 
     @property
     def no_verdict_reason(self) -> str:

@@ -256,10 +256,7 @@ def build_report(
     status = getattr(comparison, "status", None)
     if status is not None and status != "compared":
         notes.insert(0, f"{comparison.status_line[:1].upper()}{comparison.status_line[1:]}.")
-    not_run: dict[str, int] = {}
-    for n in getattr(comparison, "not_run", []):
-        not_run[n.reason] = not_run.get(n.reason, 0) + 1
-    for why, count in not_run.items():
+    for why, count in (comparison.not_run_reasons() if comparison is not None else {}).items():
         notes.append(f"{count} baseline variant(s) not run here: {why}.")
     return Report(
         current=current.info,

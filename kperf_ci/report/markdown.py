@@ -121,8 +121,10 @@ def _counts_line(report: Report) -> str:
     # "0 slower, 0 faster" would read as timed and clean
     timed = report.current.mode != "static"
     always = ("slower", "faster", "unchanged", "inconclusive") if timed else ()
-    parts = [f"{c[k]} {k.replace('-', ' ')}" for k in c if c[k] or k in always]
-    return f"{report.size_words}: " + ", ".join(parts)
+    # rows not run are the baseline's, counted after this run's in their own words and unit
+    parts = [f"{c[k]} {k.replace('-', ' ')}" for k in c if (c[k] or k in always) and k != "not-run"]
+    gone = f"; {report.not_run_words}" if report.not_run_words else ""
+    return f"{report.ran_words}: " + (", ".join(parts) or "none") + gone
 
 
 def _headline(report: Report) -> str:

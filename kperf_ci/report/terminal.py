@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
-from kperf_ci.judge.comparison import COMPARED
+from kperf_ci.judge.comparison import COMPARED, OTHER_TESTS
 from kperf_ci.judge.group import count_words, plural, triton_kernels
 from kperf_ci.judge.verdict import is_regression, regression
 from kperf_ci.metrics import key_metrics, moved_text
@@ -128,7 +128,7 @@ def print_table(comparison: Any, *, show_all: bool = False) -> None:
     if comparison.not_run and comparison.of_other_tests:
         # every baseline variant is of another test: a list of them is no news (walk 2 of
         # issue 38, finding 3: a bench run listed 20 of the suite's 78 on four lines)
-        text = f"not run: {plural(len(comparison.not_run), 'baseline variant')}, all of other tests"
+        text = f"not run: {plural(len(comparison.not_run), 'baseline variant')}, {OTHER_TESTS}"
         out.print(_s(text + " (--format json lists them)"), highlight=False)
     elif comparison.not_run:
         by_reason: dict[str, list[str]] = {}
@@ -198,7 +198,10 @@ def verdict_line(comparison) -> str:
         return f"[bold red]{count_words(n, removed)}[/]{rows}, {improvements}{tail}"
     if comparison.status != COMPARED:
         fix = (
-            "; store a baseline from a run of these tests (kperf baseline update --baseline FILE)"
+            # a file of its own: into the suite's baseline it would become the run the suite is
+            # compared with (walk 3 of issue 38, J1-5, risky)
+            "; keep a baseline of these tests in a new file "
+            "(kperf baseline update --baseline NEW.db), never in the suite's"
             if comparison.of_other_tests
             else ""
         )
@@ -290,10 +293,9 @@ def write_summary(ks: Any, tr: Any) -> None:
         tr.write_line(f"kperf ERROR {t(nodeids[0])}{more}: {t(reason)}", red=True)
     if ks.comparison is not None:
         tr.write_line(f"kperf: compared with baseline {t(ks.settings.baseline)}")
-        print_table(ks.comparison)  # its last line is the verdict
-        if ks.comparison.status != "compared" and not ks.comparison.exit_code:
-            # Said again in plain words after the table: a run with nothing to judge is not green.
-            tr.write_line(f"kperf: {t(ks.comparison.status_line)}; no verdict", yellow=True)
+        # its last line is the verdict, "...; nothing was judged" where nothing was: said once
+        # (a second "; no verdict" line repeated it, walk 3 of issue 38, J1-6)
+        print_table(ks.comparison)
 
 
 def write_status(ks: Any, tr: Any) -> None:

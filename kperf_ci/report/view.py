@@ -217,11 +217,22 @@ class Report:
         return self.regression.removed
 
     @property
+    def ran_words(self) -> str:
+        """ "6 variants of 1 kernel" (in N rows where tests share a compiled variant) of this run,
+        counted as the pytest summary and `kperf show` count them."""
+        return _size([v for v in self.variants if v.verdict != "not-run"])
+
+    @property
+    def not_run_words(self) -> str:
+        """ "not run here: 78 variants of 5 kernels in 66 rows of the baseline", or "": never counted
+        into this run's size (a bench run's 4 read "82 variants", walk 3 of issue 38, J1-4)."""
+        gone = [v for v in self.variants if v.verdict == "not-run"]
+        return f"not run here: {_size(gone)} of the baseline" if gone else ""
+
+    @property
     def size_words(self) -> str:
-        """ "6 variants of 1 kernel" (in N rows where tests share a compiled variant), counted as
-        the pytest summary and `kperf show` count them."""
-        stored = sum(v.members for v in self.variants)
-        return size_words(stored, triton_kernels(v.key for v in self.variants), len(self.variants))
+        """This run's size, then the baseline's variants that did not run here, if any."""
+        return "; ".join(w for w in (self.ran_words, self.not_run_words) if w)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -352,3 +363,7 @@ def threshold_text(f: Finding) -> str:
     if f.better == "lower":
         return f"flagged above {th}"
     return f"threshold {th}"
+
+
+def _size(views: list[VariantView]) -> str:
+    return size_words(sum(v.members for v in views), triton_kernels(v.key for v in views), len(views))
