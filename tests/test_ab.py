@@ -476,6 +476,10 @@ def test_kperf_ab_static_pass_on_cpu(repo, tmp_path, monkeypatch):
 
     data = json.loads(out_json.read_text())
     assert data["untimed"] == "--no-gpu"  # the headline's reason (issue 36's third walk)
+    # and the comment says it too, among its notes (walk 3 of issue 38, J2-9: only the terminal did)
+    from kperf_ci.report.ab import render_markdown
+
+    assert f"> {verdict.strip()} needs a GPU run" in render_markdown(data)
     assert data["static"]["identical_tests"] == ["tests/test_k.py::test_copy"]
     assert data["static"]["tests_to_time"] == ["tests/test_k.py::test_scale"]
     assert len(git(repo, "worktree", "list").splitlines()) == 1  # the base worktree is gone

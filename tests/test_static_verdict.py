@@ -313,3 +313,29 @@ def test_a_cause_names_an_option_change_once():
     assert options_first([dropped], [f"{dropped}; grid 1 -> 2"]) == [dropped, "grid 1 -> 2"]
     # nothing named twice: the reasons as they were, each one element
     assert options_first(["num_warps 4 -> 1"], ["a; b", "c"]) == ["num_warps 4 -> 1", "a; b", "c"]
+
+
+def test_a_changed_autotune_set_is_one_entry_of_no_named_config():
+    """Walk 3 of issue 38, J2-4 and J2-5: attorch's dropped config read "num_warps=1, num_stages=3
+    (worst of 5 autotune configs, 1 changed)" beside "5 unchanged", and its kernel row "8 of 8
+    changed launches changed"."""
+    from kperf_ci.judge.group import static_launch_text
+    from kperf_ci.report.ab_static_view import _count
+
+    cause = "autotune configs: num_warps=32 dropped, 5 unchanged"
+    calls = []
+    for i in range(5):  # five configs compiled alike on both sides, one call
+        lc = _lc(_code(), _code(), autotune={"index": i, "count": 5})
+        lc.head["code"]["sm_90"]["sass"] = "a"
+        lc.changes = [cause]
+        calls.append(lc)
+    (moved,) = _verdict(*calls).changed
+    assert moved["reason"] == cause and moved["config"] == "" and "autotune" not in moved
+    text = static_launch_text(moved, "changed")
+    assert "worst of" not in text and "num_warps" not in text and text == "n=4096; grid 4096"
+    # a call of one config keeps its options
+    (one,) = _verdict(calls[0]).changed
+    assert one["config"] == "num_warps=4"
+    assert _count(8, 8, "changed") == "8 changed launches"
+    assert _count(1, 3, "changed") == "1 changed launch of 3"
+    assert _count(2, 3, "regress") == "2 of 3 changed launches regress"

@@ -13,11 +13,10 @@ user named it:
   moved too ("num_warps 4 -> 1: at most 32 blocks per SM; registers 40 -> 128"); otherwise
   they are shown as changed;
 * an occupancy change of a launch whose grid is at most the arch's SM count
-  (:func:`kperf_ci.occupancy.grid_within_sms`) is judged all the same, as what it does at production sizes (a
-  static pass runs the tests' small shapes), and says so: "..., judged for a grid that fills
-  the GPU (this test's 37 blocks put at most one on each of its 132 SMs)" (issue 36's third
-  walk: the reason read as if the test's own launch were occupancy-bound; the fourth: "at a
-  grid that fills the GPU (this test's: 16 blocks < 132 SMs)" read as contradicting itself);
+  (:func:`kperf_ci.occupancy.grid_within_sms`) is judged all the same, as what it does at production
+  sizes (a static pass runs the tests' small shapes), and says so: "..., judged for a grid that
+  fills the GPU (this test's 37 blocks put at most one on each of its 132 SMs)" (issue 36's
+  third and fourth walks: other words read as occupancy-bound, or as contradicting themselves);
 * instruction counts are shown as changed, never failed.
 
 What moved the other way is "improved": a gated metric that got better (fewer spills; a named
@@ -360,11 +359,13 @@ def _entry(t: TestDiff, lc: LaunchChange, arch: str, reason: str) -> dict[str, A
 
 
 def _unmeasured(t: TestDiff, lc: LaunchChange, call: int, configs: int) -> list[Any]:
-    """A changed call no static metric moved nor timing judged (a dropped autotune config, a grid):
-    "changed" for its own change, per arch; it had no kernel row at all (issue 38 walk 2, 11)."""
+    """A changed call no metric moved nor timing judged (a dropped autotune config, a grid): "changed"
+    for its own change, per arch (issue 38 walk 2, 11), as the whole call: no config of it named as
+    its "worst of 5 autotune configs, 1 changed" beside "5 unchanged" (walk 3, J2-4)."""
     assert lc.head is not None
     arches = sorted(a for a, c in (lc.head.get("code") or {}).items() if isinstance(c, dict)) or [""]
-    return [((t.test, call, a), 0.0, _entry(t, lc, a, "; ".join(lc.changes)), configs) for a in arches]
+    reason, whole = "; ".join(lc.changes), {"config": ""} if configs > 1 else {}
+    return [((t.test, call, a), 0.0, {**_entry(t, lc, a, reason), **whole}, 1) for a in arches]
 
 
 def _collapse(found: list[tuple[tuple[str, int, str], float, dict[str, Any], int]]) -> list[dict[str, Any]]:
@@ -390,7 +391,6 @@ def _collapse(found: list[tuple[tuple[str, int, str], float, dict[str, Any], int
 
 def judge(tests: list[TestDiff], policy: Any, *, timed: set[tuple[str, str]] | None = None) -> StaticVerdict:
     """The static verdict of every changed launch pair in ``tests`` (see the module docstring).
-
     ``timed``: (test, kernel qualname) of launches timed A/B on a GPU: time decides for them, and
     a static metric fails one only when the user named it."""
     bad: list[tuple[tuple[str, int, str], float, dict[str, Any], int]] = []

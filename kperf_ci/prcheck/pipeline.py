@@ -53,6 +53,14 @@ def timing_skipped_text(n_tests: int, *, no_gpu_asked: bool, unknown: int = 0) -
     return f"timing: {why}: {which} would be timed A/B on a GPU; judged here by the static verdict alone"
 
 
+#: the verdict of a run whose changed launches went untimed and no static metric failed; the
+#: comment says it too, among its notes (walk 3 of issue 38, J2-9: only the terminal did)
+UNTIMED_VERDICT = (
+    "static verdict: no regression; what only timing can judge (an autotune config, a launch "
+    "option) needs a GPU run"
+)
+
+
 def _static_regressions(
     settings: Any, tests: list[Any], timed: set[tuple[str, str]] | None = None
 ) -> StaticVerdict:
@@ -198,6 +206,8 @@ def run_ab(
         report.static_regressions = verdict.regressions
         report.static_improved, report.static_changed = verdict.improved, verdict.changed
         _echo_static_regressions(verdict, echo, untimed=bool(report.untimed))
+        if report.untimed and not verdict.regressions:
+            report.messages.append(UNTIMED_VERDICT)
         report.wall_s = time.monotonic() - t_start
         echo(
             f"kperf ab: {report.wall_s:.1f} s ("
@@ -344,10 +354,7 @@ def _echo_static_regressions(verdict: StaticVerdict, echo: Any, *, untimed: bool
     if untimed and not verdict.regressions:
         # said in words: a newcomer's walk found the untimed run ended on the timing line, with
         # no verdict printed (docs/walks/issue38-walk2-2026-12-02.md, finding 12)
-        echo(
-            "  static verdict: no regression; what only timing can judge (an autotune config, a "
-            "launch option) needs a GPU run"
-        )
+        echo(f"  {UNTIMED_VERDICT}")
 
 
 def _store_document(report: ABReport, sides: dict[str, StaticSide], timed_db: Path | None, db: Path) -> None:

@@ -103,13 +103,20 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "shape": shape_text(w),
                 "file": kernel_where(k)[1],
                 "cause": w["reason"] or "-",
-                # only the launches whose code changed are listed: said, never "1 of 1" for a
-                # kernel whose other launch is identical
-                "count": f"{n} of {len(k['launches'])} changed "
-                f"{'launch' if len(k['launches']) == 1 else 'launches'} {k['gate']}",
+                "count": _count(n, len(k["launches"]), k["gate"]),
             }
         )
     return sorted(out, key=lambda k: GATE_WORDS.index(k["gate"]))
+
+
+def _count(n: int, of: int, gate: str) -> str:
+    """ "2 of 3 changed launches regress"; only the launches whose code changed are listed, so
+    never "1 of 1" for a kernel whose other launch is identical; a "changed" gate's launches are
+    just counted ("8 of 8 changed launches changed" said nothing, walk 3 of issue 38, J2-5)."""
+    launches = "launch" if of == 1 else "launches"
+    if gate == "changed":
+        return f"{n} changed {'launch' if n == 1 else 'launches'}" + (f" of {of}" if n != of else "")
+    return f"{n} of {of} changed {launches} {gate}"
 
 
 def static_summary(g: dict[str, Any]) -> str:
