@@ -115,6 +115,28 @@ def test_a_decompression_bomb_is_refused_naming_the_blob(tmp_path):
         one_line_error(r, "'findings'", "decompresses to more than", "run.db")
 
 
+def test_an_integer_where_a_blob_belongs_sizes_nothing(tmp_path):
+    """``bytes(n)`` of an INTEGER cell is n zero bytes: 2**33 of them once took a worker to 23 GB
+    (found by tests/test_fuzz_cli.py). The cell is refused, naming the blob, under 2 GiB; and
+    ``kperf merge`` of such a shard copies it, not expands it."""
+    cur = tmp_path / "run.db"
+    store.save_run(cur, info("cur"), [variant("k", 40, findings="[]")])
+    vid = store.load_run(cur).results[0].key.id
+    plant_blob(cur, "cur", vid, "findings", 2**33)
+    for args in (("show", "--db", "run.db", "--run", "cur"), ("report", "--db", "run.db", "-o", "rep")):
+        one_line_error(kperf(tmp_path, *args), "'findings'", "holds int, not zlib bytes", "run.db")
+    for name, run in (("a.db", "a"), ("b.db", "b")):
+        store.save_run(tmp_path / name, info(run), [variant("k")])
+        store.save_blob(tmp_path / name, run, "", "manifest", "m")
+    plant_blob(tmp_path / "b.db", "b", "", "manifest", 2**33)
+    r = kperf(tmp_path, "merge", "--shards", "-o", "all.db", "a.db", "b.db")
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    with sqlite3.connect(tmp_path / "all.db") as conn:
+        kept = conn.execute("SELECT data FROM blobs WHERE name LIKE 'manifest%' ORDER BY name").fetchall()
+    conn.close()
+    assert sorted(kept, key=repr) == sorted([(2**33,), (zlib.compress(b"m", 6),)], key=repr)
+
+
 def test_blobs_below_the_cap_still_read(tmp_path):
     db = tmp_path / "run.db"
     store.save_run(db, info("cur"), [variant("k", findings="[]")])

@@ -29,6 +29,13 @@ def _mib(n: int) -> str:
 def unpack(data: bytes, path: str | os.PathLike[str], what: str, limit: int = MAX_BLOB_BYTES) -> bytes:
     """Decompress a stored blob, streaming, never past ``limit`` bytes: a bigger one (a
     decompression bomb) raises :class:`CorruptDatabaseError` naming the blob (exit 2)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        # bytes() of an INTEGER cell allocates that many zero bytes: a cell never sizes anything
+        raise CorruptDatabaseError(
+            path,
+            f"{what} holds {type(data).__name__}, not zlib bytes",
+            "delete that run or restore the file from git",
+        )
     d = zlib.decompressobj()
     out = bytearray()
     buf = bytes(data)

@@ -170,10 +170,11 @@ class _Writer:
             "AND (name = ? OR substr(name, 1, length(?) + 1) = ? || ':')",
             (out_id, name, name, name),
         ).fetchall()
-        if any(bytes(d) == bytes(data) for (d,) in held):
+        if any(d == data for (d,) in held):
             return
-        if held:
-            name = f"{name}:{hashlib.sha256(bytes(data)).hexdigest()[:12]}"
+        if held:  # a shard's cell is any SQLite value: bytes() of an INTEGER would allocate that many
+            raw = data if isinstance(data, bytes) else repr(data).encode()
+            name = f"{name}:{hashlib.sha256(raw).hexdigest()[:12]}"
         self.conn.execute(
             "INSERT OR IGNORE INTO blobs(run_id, variant_id, name, data) VALUES (?, '', ?, ?)",
             (out_id, name, data),
