@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -138,6 +139,18 @@ class ABPolicy:
             ab_floor_ms=float(settings.ab_floor_ms),
             ab_precision=float(settings.ab_precision),
         )
+
+
+def slow_test_line(who: str, nodeid: str, after_s: float) -> str:
+    """The line the plugin writes for a test past ``slow_test_s`` (``who``: "[gw0] " or "")."""
+    return (
+        f"kperf: {who}{nodeid} is still running after {after_s:g} s under "
+        "Triton's interpreter (static mode); --kperf-test-budget SECONDS skips such tests"
+    )
+
+
+#: that line read back: `kperf ab` names the slow test from a pass's output (prcheck/pass_process)
+SLOW_TEST_LINE = re.compile(r"kperf: (?:\[\w+\] )?(\S+) is still running after (\S+) s")
 
 
 _KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("sources", "pyproject"))

@@ -239,12 +239,15 @@ def test_the_progress_line_names_a_test_running_past_the_slow_mark():
         "kperf: tests/test_x.py::test_big[a] is still running after 30 s under Triton's interpreter "
         "(static mode); --kperf-test-budget SECONDS skips such tests\n"
     )
+    from kperf_ci.config import slow_test_line
+
+    assert slow == slow_test_line("", "tests/test_x.py::test_big[a]", 30.0) + "\n"  # the plugin's line
     head = "." * 72 + " [ 41%]\n.."
     assert (
         _how_far(head + "\n" + slow) == "41% of its tests, tests/test_x.py::test_big[a] running for over 30 s"
     )
     assert _how_far("..\n" + slow) == "running its tests, tests/test_x.py::test_big[a] running for over 30 s"
-    assert _how_far(head + "\n" + slow.replace("kperf: ", "kperf: [gw1] ")).endswith(
+    assert _how_far(head + "\n" + slow_test_line("[gw1] ", "tests/test_x.py::test_big[a]", 30.0)).endswith(
         "test_big[a] running for over 30 s"
     )
     # it ended: its result follows the line, and the progress is the marks again

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from kperf_ci.config import slow_test_line
+
 
 class OverBudget(pytest.skip.Exception):
     """Raised in the test's thread when its budget is spent: a skip, with the reason."""
@@ -86,10 +88,7 @@ def _say_slow(config: Any, nodeid: str, after_s: float) -> None:
     # thread). An xdist worker has no terminal of its own: its line goes to its stderr.
     worker = getattr(config, "workerinput", None)
     who = f"[{worker.get('workerid', '?')}] " if isinstance(worker, dict) else ""
-    line = (
-        f"kperf: {who}{nodeid} is still running after {after_s:g} s under "
-        "Triton's interpreter (static mode); --kperf-test-budget SECONDS skips such tests"
-    )
+    line = slow_test_line(who, nodeid, after_s)
     writer = None if who else _writer(config)
     capman = config.pluginmanager.getplugin("capturemanager") if config is not None else None
     with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kperf_ci.config import ENV_FREEZE_AT_EXIT, ENV_PROFILE_DIR, ENV_PROGRESS, env_name
+from kperf_ci.config import ENV_FREEZE_AT_EXIT, ENV_PROFILE_DIR, ENV_PROGRESS, SLOW_TEST_LINE, env_name
 from kperf_ci.config_values import FALSE_WORDS
 
 #: while passes run, one line on stderr this often: a CI log (no terminal, so no progress bar)
@@ -114,17 +114,13 @@ class _Pass:
         return _how_far(tail)
 
 
-#: the line the plugin writes for a test past slow_test_s (kperf_ci.plugin.test_budget)
-_SLOW = re.compile(r"kperf: (?:\[\w+\] )?(\S+) is still running after (\S+) s")
-
-
 def _how_far(tail: str) -> str:
     """``_Pass.progress`` of the end of a pass's output. A test named as slow with nothing written
     after it is running still, and is named: the progress sat at "41% of its tests" for minutes
     without saying which (walk 2 of issue 38, finding 16)."""
     marks = re.findall(r"\[\s*(\d+)%\]", tail)
     line = tail.rstrip("\n").rsplit("\n", 1)[-1]
-    slow = _SLOW.search(line)
+    slow = SLOW_TEST_LINE.search(line)
     if slow:
         now = f"{marks[-1]}% of its tests" if marks else "running its tests"
         return f"{now}, {slow.group(1)} running for over {slow.group(2)} s"
