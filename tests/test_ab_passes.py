@@ -217,6 +217,21 @@ def test_a_pass_is_named_by_its_side_and_mode():
     assert _label(["--kperf-mode", "gpu", "--kperf-label", "head"]) == "head timing pass"
 
 
+def test_the_progress_lines_count_one_clock_across_passes(tmp_path, capfd, monkeypatch):
+    """Walk 3 of issue 38, J2-7: the lines read "1m00s: head ...", "2m00s: head ...", then
+    "1m00s: base ..." again; docs/pr-check.md shows one clock since kperf ab started."""
+    from kperf_ci.prcheck import pass_process
+
+    monkeypatch.delenv("KPERF_PROGRESS", raising=False)
+    monkeypatch.setattr(pass_process, "_clock_start", None)
+    pass_process.start_clock(time.monotonic() - 125)  # kperf ab started 2 min ago; this pass now
+    p = _fake_pass(tmp_path, "import time; time.sleep(0.5)", "base static pass")
+    with pass_process.heartbeat([p], every=0.2):
+        p.wait()
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("kperf ab: ")]
+    assert lines and all(ln.startswith("kperf ab: 2m0") for ln in lines), lines
+
+
 def test_the_heartbeat_never_reaps_a_pass_so_its_peak_memory_is_kept(tmp_path, monkeypatch):
     """Popen.poll from the heartbeat's thread would reap the pass before _reap's wait4, and the
     peak memory that a killed pass's message gives would be lost."""

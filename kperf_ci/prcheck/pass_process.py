@@ -132,6 +132,17 @@ def _how_far(tail: str) -> str:
     return "collecting"
 
 
+#: when the command that runs the passes started: every progress line counts from it, one clock
+#: for the whole of ``kperf ab`` (walk 3 of issue 38, J2-7: each pass restarted it at 0)
+_clock_start: float | None = None
+
+
+def start_clock(at: float | None = None) -> None:
+    """Count the progress lines from ``at`` (a ``time.monotonic()``; now when None)."""
+    global _clock_start
+    _clock_start = time.monotonic() if at is None else at
+
+
 def _elapsed(s: float) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
 
@@ -161,7 +172,7 @@ def heartbeat(passes: list[_Pass], every: float | None = None) -> Iterator[None]
         return
     period = HEARTBEAT_S if every is None else every
     stop = threading.Event()
-    t0 = time.monotonic()
+    t0 = _clock_start if _clock_start is not None else time.monotonic()
 
     def beat() -> None:
         while not stop.wait(period):

@@ -30,7 +30,7 @@ from kperf_ci.report.safe_text import terminal_safe as safe
 
 from .document import AB_BLOB, ABReport, _ab_rows, gpu_seconds, gpu_seconds_text, identical_elsewhere
 from .pass_order import SIDE_BY_SIDE_MIN_CORES, resolve_order
-from .pass_process import _pytest
+from .pass_process import _pytest, start_clock
 from .passes import StaticSide, _fail, _tail, check_bench_script, skipped_count, static_pass
 
 
@@ -148,6 +148,7 @@ def run_ab(
     ``resolved`` is called once both revisions resolve, before anything is written (the command
     checks and makes its output paths there: a refused base leaves nothing behind)."""
     t_start = time.monotonic()
+    start_clock(t_start)
     try:
         root = repo_root(repo)
         sha = resolve_rev(base, root)
