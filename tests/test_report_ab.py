@@ -547,3 +547,21 @@ def test_a_static_check_that_timed_nothing_never_reads_as_a_timed_result():
     assert headline(unknown).startswith("🟡 3 tests could not be compared (compiled on neither side)")
     timed = {"counts": {"unchanged": 1}, "timed": [{"verdict": "unchanged"}], "kernels": [{}]}
     assert headline(timed).startswith("🟢 no kernel slower than the base")
+
+
+def test_launches_all_alike_show_no_worst_one_but_the_largest():
+    """Walk 3 of issue 38, J2-6: attorch's cut autotune config changed 8 launches alike, untimed,
+    and the "worst launch" cell showed the first and smallest, a 1x96 input on grid 1x1x1."""
+
+    def entry(test: str, n: int, grid: int, reason: str = "autotune configs: num_warps=32 dropped") -> dict:
+        return {**static_entry("k", reason, test=test, n=n), "grid": [grid, 1, 1]}
+
+    tests = [("t.py::test_a[96]", 96, 1), ("t.py::test_a[4096]", 4096, 32), ("t.py::test_a[1024]", 1024, 8)]
+    doc = document([])
+    doc["static_kernels"] = None
+    doc["static_changed"] = [entry(*t) for t in tests]
+    row_of = next(line for line in ab.render_markdown(doc).splitlines() if line.startswith("| ⚪ changed"))
+    assert r"all 3 alike; largest: x=fp32\[4096\]; grid 32x1x1" in row_of, row_of
+    doc["static_changed"][2] = entry(*tests[2], reason="sass.instructions 100 -> 120 (+20.0%)")
+    row_of = next(line for line in ab.render_markdown(doc).splitlines() if line.startswith("| ⚪ changed"))
+    assert "alike" not in row_of and r"x=fp32\[96\]; grid 1x1x1" in row_of, row_of

@@ -5,6 +5,8 @@ escapes."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -100,13 +102,29 @@ def static_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 **k,
-                "shape": shape_text(w),
+                "shape": _shape_cell(k["launches"]),
                 "file": kernel_where(k)[1],
                 "cause": w["reason"] or "-",
                 "count": _count(n, len(k["launches"]), k["gate"]),
             }
         )
     return sorted(out, key=lambda k: GATE_WORDS.index(k["gate"]))
+
+
+def _grid_size(x: dict[str, Any]) -> int:
+    m = re.search(r"grid ([0-9x]+)", str(x.get("launch") or ""))
+    return math.prod(int(d) for d in m.group(1).split("x") if d) if m else 0
+
+
+def _shape_cell(launches: list[dict[str, Any]]) -> str:
+    """The worst launch's shapes; when every launch has the same word, cause and severity none is
+    worst, and the cell says so and shows the largest grid's (attorch's cut autotune config: the
+    1x96 first of 8 launches read as the worst, walk 3 of issue 38, J2-6)."""
+    w = launches[0]
+    same = {(x["gate"], x["reason"], x.get("severity")) for x in launches}
+    if len(launches) < 2 or len(same) > 1:
+        return shape_text(w)
+    return f"all {len(launches)} alike; largest: {shape_text(max(launches, key=_grid_size))}"
 
 
 def _count(n: int, of: int, gate: str) -> str:
