@@ -23,6 +23,8 @@ DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
 #: at which sizes (``canonical_json``); written by the plugin and the CSV import, read by the
 #: report's sweep plots.
 BENCH_CALL = "bench_call"
+#: The tag of every variant measured from a benchmark script's do_bench calls.
+SCRIPT_TAG = "script"
 
 
 def canonical_json(obj: Any) -> str:

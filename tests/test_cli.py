@@ -115,14 +115,22 @@ def test_show(project):
     assert r.exit_code == 0 and "regions" in r.output and "loop0" in r.output, r.output
     # each run's variants and tests counted: a suite's run and a bench script's, both without a
     # label, were two alike rows (walk 2 of issue 38, finding 8)
-    bench = make_result("softmax", registers=32)
-    bench.key = replace(bench.key, test="bench_softmax.py::softmax[64x128]")
-    store.save_run(db, make_info("r2"), [bench])
-    rows = {ln.split("│")[1].strip(): ln for ln in invoke("show").output.splitlines() if ln.count("│") > 5}
-    assert (
-        rows["r1"].split("│")[5].strip() == "2" and rows["r2"].split("│")[5:7] != rows["r1"].split("│")[5:7]
-    )
-    assert [c.strip() for c in rows["r2"].split("│")[5:7]] == ["1", "1"]
+    bench = [make_result("softmax", registers=32, config=f"num_warps={w}") for w in (4, 8)]
+    for i, b in enumerate(bench):
+        b.key, b.tags = replace(b.key, test=f"benchmarks/bench_softmax.py::softmax[64x{i}]"), ["script"]
+    store.save_run(db, make_info("r2"), bench)
+    # and what each run ran (walk 3 of issue 38, J1-8: nothing named the bench script)
+    suite = [make_result(k, registers=8) for k in ("a", "b", "c")]
+    files = ("tests/ops/test_a.py", "tests/ops/test_b.py", "tests/ops/x/test_c.py")
+    for r, f in zip(suite, files, strict=True):
+        r.key = replace(r.key, test=f"{f}::test_{r.key.kernel}")
+    store.save_run(db, make_info("r3"), suite)
+    out = CliRunner().invoke(main, ["show"], env={"COLUMNS": "250"}, catch_exceptions=False).output
+    rows = {ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[5:8]] for ln in out.splitlines()
+            if ln.count("│") > 5}  # fmt: skip
+    assert rows["r1"] == ["tests/t.py", "2", "2"], rows
+    assert rows["r2"] == ["bench benchmarks/bench_softmax.py", "2", "2 calls"], rows
+    assert rows["r3"] == ["3 files in tests/ops/", "3", "3"], rows
 
 
 def test_baseline_update(project):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -152,35 +153,49 @@ def _kernel_cells(line: dict[str, Any], label: str) -> list[str]:
     ]
 
 
-def print_runs(runs: list[RunInfo], sizes: dict[str, tuple[int, int]] | None = None) -> None:
-    """One row per run; its variants and tests counted (``sizes``: :func:`kperf_ci.store.run_sizes`)
-    so that a suite's run and a bench script's, both without a label, are told apart."""
+_RUN_COLUMNS = (
+    *("run", "started", "mode", "label", "ran", "variants", "tests"),
+    *("git", "branch", "gpu", "triton"),
+)
+
+
+def print_runs(runs: list[RunInfo], sizes: dict[str, store.RunSize] | None = None) -> None:
+    """One row per run: what it ran, its variants and tests counted (``sizes``:
+    :func:`kperf_ci.store.run_sizes`), so that a suite's run and a bench script's, both without a
+    label, are told apart (walk 3 of issue 38, J1-8: only their counts differed)."""
     from rich.table import Table
 
     t = Table(header_style="bold")
-    for col in ("run", "started", "mode", "label", "variants", "tests", "git", "branch", "gpu", "triton"):
+    for col in _RUN_COLUMNS:
         t.add_column(col, justify="right" if col in ("variants", "tests") else "left")
     for r in runs:
         fp = r.fingerprint
-        n, tests = (sizes or {}).get(r.run_id, (0, 0))
-        t.add_row(
-            *map(
-                rich_safe,
-                (
-                    r.run_id,
-                    r.started_at,
-                    r.mode,
-                    r.label or "",
-                    str(n),
-                    str(tests),
-                    (r.git_sha or "")[:10],
-                    r.git_branch or "",
-                    fp.gpu or "-",
-                    fp.triton or "-",
-                ),
-            )
+        size = (sizes or {}).get(r.run_id)
+        cells = (
+            (r.run_id, r.started_at, r.mode, r.label or "", ran_text(size))
+            + (str(size.variants if size else 0), _tests_cell(size))
+            + ((r.git_sha or "")[:10], r.git_branch or "", fp.gpu or "-", fp.triton or "-")
         )
+        t.add_row(*map(rich_safe, cells))
     console().print(t if runs else "no runs")
+
+
+def ran_text(size: store.RunSize | None) -> str:
+    """ "bench examples/benchmarks/bench_softmax.py", "examples/tests/test_softmax.py",
+    "3 files in examples/tests/": the files of a run's tests (their common folder)."""
+    if size is None:
+        return "-"
+    what = "bench " if size.bench else ""
+    if size.files <= 1:
+        return f"{what}{size.first_file or '-'}"
+    common = os.path.commonprefix([size.first_file, size.last_file]).rpartition("/")[0]
+    return f"{what}{size.files} files" + (f" in {common}/" if common else "")
+
+
+def _tests_cell(size: store.RunSize | None) -> str:
+    # a bench run's "tests" are its do_bench calls: "2 calls" where pytest collected 1 item
+    n = size.tests if size else 0
+    return f"{n} {'call' if n == 1 else 'calls'}" if size and size.bench else str(n)
 
 
 def _run_line(info: RunInfo) -> None:

@@ -48,7 +48,7 @@ from kperf_ci.capture.timing.engine import TimingConfig
 from kperf_ci.config import ABPolicy
 from kperf_ci.error_text import error_text
 from kperf_ci.measure import measure, measure_replay
-from kperf_ci.model import BENCH_CALL, canonical_json
+from kperf_ci.model import BENCH_CALL, SCRIPT_TAG, canonical_json
 from kperf_ci.plugin import SESSION_KEY
 from kperf_ci.plugin.gpu_bench import keep, plan_of, plan_path
 from kperf_ci.plugin.script_main import ScriptExit, run_script
@@ -58,8 +58,7 @@ if TYPE_CHECKING:
 
 #: where a script's list of do_bench calls is stored in its run (one blob per script)
 CALLS_BLOB = "bench_calls"
-#: tags of every variant measured from a script
-TAG = "script"
+TAG = SCRIPT_TAG  # tags every variant measured from a script
 NO_LAUNCH = "launched no Triton kernel (a reference implementation?)"
 
 

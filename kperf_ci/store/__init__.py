@@ -30,7 +30,7 @@ from .errors import (
     StoreError,
 )
 from .locks import RunDivertedError, pending_path, retry_locked, write_or_divert
-from .queries import OperationalError, fold_wal, metric_values, run_sizes
+from .queries import OperationalError, RunSize, fold_wal, metric_values, run_sizes
 from .runs import (
     RunsUpdate,
     add_results,
@@ -80,6 +80,7 @@ __all__ = [
     "load_run",
     "list_runs",
     "run_sizes",
+    "RunSize",
     "run_statuses",
     "metric_history",
     "save_blob",

@@ -4,14 +4,18 @@ that the commands hold no SQL."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kperf_ci.model import SCRIPT_TAG
 
 from .db import _opened, open_db
 
-__all__ = ["OperationalError", "fold_wal", "metric_values"]
+__all__ = ["OperationalError", "RunSize", "fold_wal", "metric_values", "run_sizes"]
 
 #: What SQLite raises when a crafted file lacks a table or column a reader asks for: callers that
 #: read untrusted databases catch it as bad input.
@@ -51,9 +55,30 @@ def fold_wal(path: str | os.PathLike[str]) -> None:
         db.close()
 
 
-def run_sizes(path: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
-    """{run id: (variants, tests)} for every run that stored any: what tells a suite's run from a
-    bench script's in `kperf show`, where both may carry no label."""
-    sql = "SELECT run_id, COUNT(*), COUNT(DISTINCT test) FROM run_variants GROUP BY run_id"
+@dataclass(frozen=True)
+class RunSize:
+    """What one run measured, counted: what tells a suite's run from a bench script's in `kperf
+    show`, where both may carry no label."""
+
+    variants: int
+    tests: int  # distinct test ids (a bench script's: its do_bench calls)
+    files: int  # distinct files of those tests (a bench script's: the script)
+    first_file: str  # the files' first and last in order: their common prefix is every file's
+    last_file: str
+    bench: bool  # measured from a benchmark script's do_bench calls
+
+
+def run_sizes(path: str | os.PathLike[str]) -> dict[str, RunSize]:
+    """{run id: :class:`RunSize`} for every run that stored any variant; one bounded row per run,
+    however many tests a (crafted) run holds."""
+    file = "CASE WHEN instr(test, '::') > 0 THEN substr(test, 1, instr(test, '::') - 1) ELSE test END"
+    sql = (
+        "SELECT run_id, COUNT(*), COUNT(DISTINCT test), COUNT(DISTINCT f), MIN(f), MAX(f), MAX(b) "
+        f"FROM (SELECT run_id, test, {file} AS f, instr(tags, ?) > 0 AS b FROM run_variants) GROUP BY run_id"
+    )
     with _opened(path) as db:
-        return {r: (int(n), int(t)) for r, n, t in db.conn.execute(sql).fetchall()}
+        rows = db.conn.execute(sql, (json.dumps(SCRIPT_TAG),)).fetchall()
+    return {
+        r: RunSize(int(n), int(t), int(nf), str(lo or ""), str(hi or ""), bool(b))
+        for r, n, t, nf, lo, hi, b in rows
+    }
