@@ -279,6 +279,12 @@ def test_a_baseline_of_other_tests_is_one_count_and_names_the_fix(project):
     fix = "keep a baseline of these tests in a new file (kperf baseline update --baseline NEW.db)"
     assert f"nothing was judged; {fix}, never in the suite" in out
     assert len(json.loads(kperf_compare("--format", "json").output)["not_run"]) == 30
+    # the comment counts them per kernel, not in 30 rows that each say "not run" (walk 3 of
+    # issue 38, J1-7: 66 rows, 11,497 characters, were almost all of a bench run's comment)
+    cur, base = store.load_run(project / "run.db"), store.load_run(project / "base.db")
+    text = render_markdown(build_report(cur, base, compare_runs(base, cur)))
+    assert "<b>Not run here</b> (30 variants of 30 kernels)" in text, text
+    assert "- add0: 1 variant (sm\\_90)" in text and "| ⏭️ |" not in text, text
 
 
 def test_labels_that_read_alike_are_listed_once_with_their_count(project):

@@ -5,7 +5,7 @@ plain JSON, treated as data. What it says is read by report/ab_view.py (one row 
 each distinct launch once, why a launch was not called slower); the HTML page is
 report/ab_html.py. Every string is escaped for its medium: markdown gets no links, no HTML and
 no table breaks (safe_text.markdown_safe); the comment is cut by the run comment's budget
-(markdown.CommentBudget), so every fold is closed and the notice stays outside them.
+(report/comment_budget.CommentBudget), so every fold is closed and the notice stays outside them.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from kperf_ci.report.ab_view import (
     why_not_called,
 )
 from kperf_ci.report.ab_words import readable
-from kperf_ci.report.markdown import FIELD_CHARS, CommentBudget, md_field, table_lines
+from kperf_ci.report.comment_budget import CommentBudget
+from kperf_ci.report.markdown import FIELD_CHARS, md_field, table_lines
 
 #: what other modules import from here (the comment's module was the A/B reports' only one)
 __all__ = [
@@ -323,7 +324,7 @@ def _static_sections(out: CommentBudget, doc: dict[str, Any], cut: _Cut) -> None
 
 def render_markdown(doc: dict[str, Any], *, max_chars: int = MAX_CHARS, link: str | None = None) -> str:
     """The PR comment, at most ``max_chars`` characters. Cut by the run comment's rules
-    (markdown.CommentBudget): every fold closed, and the timing note, the link and the
+    (report/comment_budget.CommentBudget): every fold closed, and the timing note, the link and the
     truncation notice outside every fold."""
     doc = readable(doc)  # an older document's metric ids in today's words
     base_sha, base_rev, head_sha, same = sides(doc)

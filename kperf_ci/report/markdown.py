@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from ..metrics import VERDICT_RANK
 from ..units import clip, fmt_value
+from .comment_budget import CommentBudget
 from .safe_text import markdown_safe
 from .view import Report, VariantView, threshold_text
 
@@ -227,71 +228,6 @@ def findings_lines(report: Report, max_rows: int = MAX_FINDINGS) -> list[str]:
     return out + ([""] + [untouched] if untouched else []) + [""]
 
 
-class CommentBudget:
-    """Lines of a comment that must stay under ``limit`` characters: the one home of the rule
-    for both comments (the run's and `kperf ab`'s).
-
-    ``reserve`` characters are kept back for the notes that close a cut section and for the final
-    truncation notice. Every ``<details>`` opened with :meth:`open_fold` is counted: what
-    :meth:`fits` allows leaves room to close all open folds, and :meth:`text` closes any left
-    open, so a cut never leaves a fold open and a notice that follows is never inside one.
-    """
-
-    CLOSE = "</details>"
-
-    def __init__(self, limit: int, reserve: int = 0):
-        self.limit = limit
-        self.reserve = reserve
-        self.used = 0
-        self.lines: list[str] = []
-        self.depth = 0  # <details> opened and not yet closed
-
-    def _closing(self) -> int:
-        return self.depth * (len(self.CLOSE) + 2)
-
-    def fits(self, text: str, reserve: int | None = None) -> bool:
-        keep = self.reserve if reserve is None else reserve
-        return self.used + len(text) + 1 + keep + self._closing() <= self.limit
-
-    def add(self, text: str) -> None:
-        self.lines.append(text)
-        self.used += len(text) + 1
-
-    def add_if_fits(self, text: str) -> bool:
-        if not self.fits(text):
-            return False
-        self.add(text)
-        return True
-
-    def open_fold(self, opening: str, first: str = "") -> bool:
-        """``opening`` (a ``<details>...<summary>`` line) when it, its closing and ``first``
-        (its first item, added by the caller) fit: a fold with nothing in it is never opened."""
-        if not self.fits(opening + "\n\n" + (first + "\n" if first else "") + self.CLOSE):
-            return False
-        self.add(opening)
-        self.add("")
-        self.depth += 1
-        return True
-
-    def close_fold(self) -> None:
-        self.depth -= 1  # counted before adding: the closing was reserved all along
-        self.add(self.CLOSE)
-        self.add("")
-
-    def text(self, notice: str | None = None) -> str:
-        """The comment: open folds closed, then ``notice`` (one line) after the last fold."""
-        while self.depth:
-            self.close_fold()
-        lines = list(self.lines)
-        if notice:
-            while lines and not lines[-1]:
-                lines.pop()
-            lines += ["", notice]
-        text = "\n".join(lines).rstrip() + "\n"
-        assert len(text) <= self.limit, (len(text), self.limit)
-        return text
-
-
 # Room kept for the note that closes a cut table and the final truncation note.
 _RESERVE = 400
 
@@ -368,11 +304,22 @@ def _add_verdict_sections(
         vs = [v for v in report.variants if v.verdict == verdict and id(v) not in shown]
         if not vs:
             continue
-        opening = f"<details{' open' if is_open else ''}><summary><b>{title}</b> ({len(vs)})</summary>"
+        kernels = report.not_run_kernels if verdict == "not-run" else None
+        count = (
+            f"{sum(n for _k, n, _a in kernels)} variants of {len(kernels)} kernels" if kernels else len(vs)
+        )
+        opening = f"<details{' open' if is_open else ''}><summary><b>{title}</b> ({count})</summary>"
         if not out.open_fold(opening):
-            omitted.append(f"{title.lower()} ({len(vs)})")
+            omitted.append(f"{title.lower()} ({count})")
             continue
-        left = _add_variant_table(out, vs, link, lambda v: v.summary or "; ".join(v.notes))
+        if kernels is None:
+            left = _add_variant_table(out, vs, link, lambda v: v.summary or "; ".join(v.notes))
+        else:  # none of this run's variants compared: the baseline's per kernel, not row by row
+            lines = [
+                f"- {md_field(k)}: {n} variant{'s' * (n != 1)} ({md_field(', '.join(a))})"
+                for k, n, a in kernels
+            ]
+            left = next((len(lines) - i for i, ln in enumerate(lines) if not out.add_if_fits(ln)), 0)
         out.add("")
         if left:
             out.add(f"_… {left} more not shown (comment size limit); see the full report._")

@@ -230,6 +230,21 @@ class Report:
         return f"not run here: {_size(gone)} of the baseline" if gone else ""
 
     @property
+    def not_run_kernels(self) -> list[tuple[str, int, list[str]]] | None:
+        """(kernel, variants, archs) of the baseline's not-run rows, per kernel, when no variant of
+        this run was compared (each is new: a bench run against a suite's baseline), where one row
+        each said nothing (66 rows of a comment, walk 3 of issue 38, J1-7); None when some were:
+        then each row says what did not run."""
+        if any(v.verdict not in ("new", "not-run") for v in self.variants):
+            return None
+        out: dict[str, tuple[int, set[str]]] = {}
+        for v in self.variants:
+            if v.verdict == "not-run":
+                n, archs = out.get(v.key.kernel, (0, set()))
+                out[v.key.kernel] = (n + v.members, archs | {v.key.arch})
+        return [(k, n, sorted(a)) for k, (n, a) in out.items()]
+
+    @property
     def size_words(self) -> str:
         """This run's size, then the baseline's variants that did not run here, if any."""
         return "; ".join(w for w in (self.ran_words, self.not_run_words) if w)
