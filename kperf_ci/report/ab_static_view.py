@@ -118,12 +118,15 @@ def _grid_size(x: dict[str, Any]) -> int:
 
 def _shape_cell(launches: list[dict[str, Any]]) -> str:
     """The worst launch's shapes; when every launch has the same word, cause and severity none is
-    worst, and the cell says so and shows the largest grid's (attorch's cut autotune config: the
-    1x96 first of 8 launches read as the worst, walk 3 of issue 38, J2-6)."""
+    worst, and the cell says so and shows the largest grid's, or the first where the grids are
+    equal (attorch's cut autotune config: the 1x96 first of 8 launches read as the worst, walk 3
+    of issue 38, J2-6)."""
     w = launches[0]
     same = {(x["gate"], x["reason"], x.get("severity")) for x in launches}
     if len(launches) < 2 or len(same) > 1:
         return shape_text(w)
+    if len({_grid_size(x) for x in launches}) == 1:
+        return f"all {len(launches)} alike, e.g. {shape_text(w)}"
     return f"all {len(launches)} alike; largest: {shape_text(max(launches, key=_grid_size))}"
 
 

@@ -32,14 +32,15 @@ def test_static_regressions_are_counted_in_kernels():
     # one launch that regressed on two archs is one kernel and one launch
     assert ab.headline(doc("c" * 40, regs)).startswith("🔴 1 kernel regressed (static)")
     assert ab.headline(doc("c" * 40, regs[:1])).startswith("🔴 1 kernel regressed (static)")
-    # the same kernel launched at two sizes by two tests: one kernel, two launches, one row
+    # the same kernel launched at two sizes by two tests: one kernel, two launches, one row; they
+    # read alike and no grid tells them apart, so none is called the worst
     two = [{**regs[0], "test": t, "args": {"n": n}} for t, n in (("t1", "1024"), ("t2", "4096"))]
     assert ab.headline(doc("c" * 40, two)).startswith("🔴 1 kernel regressed (static, 2 launches)")
     text = ab.render_markdown(doc("c" * 40, two))
     rows = [
         line
         for line in text.splitlines()
-        if line.startswith("| 🔴 regressed | scale\\_kernel | n=1024 | sm\\_80 |")
+        if line.startswith("| 🔴 regressed | scale\\_kernel | all 2 alike, e.g. n=1024 | sm\\_80 |")
     ]
     assert len(rows) == 1 and rows[0].endswith("| 2 of 2 changed launches regressed |"), text
     assert "- **scale\\_kernel**: sm\\_80: registers +20%" in text
