@@ -15,6 +15,8 @@ from conftest import make_info, make_result
 from kperf_ci import store
 from kperf_ci.model import Metric, VariantResult
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 def test_round_trip(db_path):
     info = make_info("r1", label="base")
@@ -495,3 +497,29 @@ def test_lock_released_during_backoff_writes_to_the_database(db_path, short_lock
     assert got == db_path and waits == [0.01]
     assert store.load_run(db_path, "new").status == store.COMPLETE
     assert not store.pending_path(db_path, "new").exists()
+
+
+def test_an_older_file_read_again_is_migrated_once(tmp_path, monkeypatch):
+    # Each reader's connection to a WAL database touches its empty -wal; that changed the file's
+    # signature, so every open copied and migrated it again (27 times in one `kperf report -o`).
+    from kperf_ci.store import db as store_db
+
+    monkeypatch.setattr(store_db, "_COPIES", {})
+    monkeypatch.setattr(store_db, "_VALIDATED", {})
+    path = tmp_path / "old.db"
+    shutil.copy(REPO / "tests/data/gpu/h100_examples.db", path)  # schema 1, in WAL mode
+    copies = []
+    real = store_db._migrated_copy
+    monkeypatch.setattr(store_db, "_migrated_copy", lambda p, c: copies.append(real(p, c)) or copies[-1])
+    run_id = store.list_runs(path)[0].run_id
+    for _ in range(3):
+        # another reader of the file open meanwhile, as a report's history is: its -wal exists,
+        # empty, a new one (another inode and time) each time
+        held = sqlite3.connect(path)
+        held.execute("SELECT 1 FROM meta").fetchall()
+        try:
+            assert Path(str(path) + "-wal").stat().st_size == 0
+            store.load_run(path, run_id)
+        finally:
+            held.close()
+    assert len(store_db._COPIES) == 1 and len(set(copies)) == 1, copies
