@@ -324,3 +324,31 @@ def test_a_command_imports_its_own_module_only():
 
     for name in COMMANDS:
         assert f"\n  {name} " in listed, name
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2, reason="2 cores")
+def test_kperf_starts_no_blas_thread_pool_and_passes_none_on(project):
+    """numpy's OpenBLAS started a thread per core in each `kperf` process (0.15 s of CPU for a
+    2-core runner's import), for medians and intervals that never use it. The command's own
+    children (the tests `kperf run` starts) get the environment the user gave."""
+    code = (
+        "import atexit, os\n"
+        "threads = lambda: len(os.listdir('/proc/self/task'))\n"
+        "atexit.register(lambda: print(threads(), os.environ.get('OPENBLAS_NUM_THREADS')))\n"
+        "from kperf_ci.cli import main\n"
+        "main(['show', '--db', 'missing.db'])\n"
+    )
+    env = {k: v for k, v in clean_env().items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2, r.stderr  # the command ran, and refused the missing file
+    assert r.stdout.split() == ["1", "None"], r.stdout + r.stderr
+    (project / "test_env.py").write_text(
+        "import os\n\ndef test_env():\n    assert 'OPENBLAS_NUM_THREADS' not in os.environ\n"
+    )
+    args = [*KPERF, "run", "-q", "-p", "no:cacheprovider", "test_env.py"]
+    env.update(KPERF_SAVE="0", KPERF_MODE="static")
+    ran = subprocess.run(args, capture_output=True, text=True, cwd=project, env=env, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    mine = {**env, "OPENBLAS_NUM_THREADS": "2"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=mine, timeout=120)
+    assert r.stdout.split() == ["2", "2"], r.stdout + r.stderr  # the user's own setting is theirs
