@@ -11,6 +11,7 @@ given. With ``per_warp=True`` every CTA also gets its own process with one threa
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -155,11 +156,11 @@ def _document(events: list[dict], kernels: list[str]) -> dict[str, Any]:
 
 def _trace_parts(
     timelines: Timeline | Sequence[Timeline],
-    findings: Sequence[FindingLike] = (),
-    records: Sequence[KernelRecord] = (),
-    per_warp: bool = False,
-    counter_bins: int = 200,
-    busy_series: BusySeries | None = None,
+    findings: Sequence[FindingLike],
+    records: Sequence[KernelRecord],
+    per_warp: bool,
+    counter_bins: int,
+    busy_series: BusySeries | None,
 ) -> tuple[list[_Part], list[str]]:
     """The trace's events in order, in parts, and its kernels (see :func:`to_chrome_trace`)."""
     tls = [timelines] if isinstance(timelines, Timeline) else list(timelines)
@@ -428,6 +429,10 @@ def _stream_events(records: Sequence[KernelRecord]) -> list[dict]:
     return _meta(_STREAM_PID, "GPU stream", 1, 0, "kernels") + slices
 
 
+_PARAMS = inspect.signature(to_chrome_trace).parameters.values()  # its defaults' one home:
+_DEFAULTS = {p.name: p.default for p in _PARAMS if p.default is not p.empty}  # write_chrome_trace's too
+
+
 def write_chrome_trace(
     path: str | os.PathLike[str], timelines: Timeline | Sequence[Timeline], **kw: Any
 ) -> None:
@@ -435,11 +440,10 @@ def write_chrome_trace(
     SM slices written straight from their columns (:meth:`_SmSlices.json`)."""
     # json.dumps, not json.dump: dump streams through the pure-Python encoder (json's C
     # encoder serves one-shot dumps only); the text written is the same
-    parts, kernels = _trace_parts(timelines, **kw)
+    parts, kernels = _trace_parts(timelines, **{**_DEFAULTS, **kw})
     texts = [json.dumps(p, separators=_SEP)[1:-1] if isinstance(p, list) else p.json() for p in parts]
     events = ",".join(t for t in texts if t)
-    # the document without its events, then its events in the place of [] (the first "[]"
-    # in the text: only "displayTimeUnit" comes before the events)
+    # the document without its events, its events put in its "traceEvents":[] (the only one)
     shell = json.dumps(_document([], kernels), separators=_SEP)
     text = shell.replace('"traceEvents":[]', f'"traceEvents":[{events}]', 1)
     with open(path, "w", encoding="utf-8") as f:
