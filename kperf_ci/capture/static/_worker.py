@@ -365,7 +365,12 @@ def main() -> int:
     _capture_ptxas_log()
     triton_key_memo.install()  # Triton's hash of its own ~400 MB, read from the memo once computed
     if not env_switch(ENV_NO_PREWARM):
+        # torch's import makes ~165k objects that live as long as the worker: collecting while they
+        # are made, and walking them again in every later full collection, is wasted work
+        gc.disable()
         prewarm()
+        gc.freeze()
+        gc.enable()
     proto.write(json.dumps({"ready": True, "pid": os.getpid(), "triton": triton.__version__}) + "\n")
     for line in sys.stdin:
         line = line.strip()
