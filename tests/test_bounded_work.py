@@ -18,6 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import zeros_packed
 
 from kperf_ci import store
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
@@ -71,13 +72,6 @@ def one_line_error(r: subprocess.CompletedProcess, *needles: str) -> None:
 # --------------------------------------------------------------------------- 2: decompression bombs
 
 
-def bomb(size: int) -> bytes:
-    """zlib data of ``size`` zero bytes, made without holding them: ~1000x smaller."""
-    c, chunk = zlib.compressobj(9), bytes(1 << 20)
-    parts = [c.compress(chunk) for _ in range(size >> 20)]
-    return b"".join(parts) + c.flush()
-
-
 def plant_blob(db: Path, run_id: str, variant_id: str, name: str, packed: bytes) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute(
@@ -87,12 +81,23 @@ def plant_blob(db: Path, run_id: str, variant_id: str, name: str, packed: bytes)
     conn.close()
 
 
+@pytest.mark.parametrize("size", [0, 5, 1 << 20, 7 << 20])
+def test_the_planted_zeros_are_one_zlib_stream_of_that_many_zero_bytes(size):
+    """The bomb below is built without compressing its 3 GiB (that took 23 s of CPU): the stream
+    must still be one valid zlib stream of exactly that many zeros, or the refusal it provokes
+    would be for another reason."""
+    d = zlib.decompressobj()
+    out = d.decompress(zeros_packed(size))
+    assert d.eof and not d.unused_data
+    assert len(out) == size and out.count(0) == size
+
+
 def test_a_decompression_bomb_is_refused_naming_the_blob(tmp_path):
     base, cur = tmp_path / "base.db", tmp_path / "run.db"
     store.save_run(base, info("base"), [variant("k")])
     store.save_run(cur, info("cur", "2026-01-02T00:00:00+00:00"), [variant("k", 40, findings="[]")])
     vid = store.load_run(cur).results[0].key.id
-    plant_blob(cur, "cur", vid, "findings", bomb(3 * 1024**3))  # 3 GiB of zeros in ~3 MB
+    plant_blob(cur, "cur", vid, "findings", zeros_packed(3 * 1024**3))  # 3 GiB of zeros in ~3 MB
     for args in (
         ("show", "--db", "run.db", "--run", "cur"),
         ("report", "--db", "run.db", "--baseline", "base.db", "--format", "markdown"),

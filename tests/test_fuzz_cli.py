@@ -15,12 +15,10 @@ each run explores new ones.
 from __future__ import annotations
 
 import atexit
-import functools
 import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import fuzz_settings
+from conftest import fuzz_settings, zeros_packed
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
@@ -678,23 +676,6 @@ def test_fuzz_hostile_numbers_in_a_database_are_bounded(run_, tmp_path_factory):
         event(f"db {args[0]} exit {r.returncode}")
 
 
-@functools.cache
-def _zeros_packed(size: int) -> bytes:
-    """``size`` zero bytes, one valid zlib stream, built in milliseconds: compressing 3 GiB took
-    ~9 s. After a full flush the compressor starts afresh, so each further 1 MiB chunk of zeros
-    compresses to the same bytes: those are repeated, and the trailer's Adler-32 of n zeros is
-    (n mod 65521) << 16 | 1."""
-    c, chunk = zlib.compressobj(9), bytes(min(size, 1 << 20))
-    n = size // max(len(chunk), 1)
-    if n < 3:
-        return b"".join(c.compress(chunk) for _ in range(n)) + c.flush()
-    first = c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)  # the zlib header, then a chunk
-    again = c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)
-    assert again == c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)
-    end = c.flush()[:-4]  # the final block; its Adler-32 counted three chunks only
-    return first + again * (n - 1) + end + struct.pack(">I", ((n * len(chunk)) % 65521) << 16 | 1)
-
-
 @BOUND
 @given(
     size=st.sampled_from([0, 1, 4096, 60 * 2**20, 65 * 2**20, 300 * 2**20, 3 * 2**30]),
@@ -714,7 +695,7 @@ def test_fuzz_blob_sizes_are_bounded(size, name, tmp_path_factory):
         work / "base.db", replace(info, run_id="base1"), [VariantResult(key, [Metric("registers", 32)])]
     )
     with sqlite3.connect(work / "run.db") as conn:
-        conn.execute("UPDATE blobs SET data = ? WHERE name = ?", (_zeros_packed(size), name))
+        conn.execute("UPDATE blobs SET data = ? WHERE name = ?", (zeros_packed(size), name))
     conn.close()
     for args in (
         ("show", "--db", "run.db", "--run", "cur1"),
