@@ -138,6 +138,9 @@ class _Writer:
         for table, table_rows in rows.items():
             for r in table_rows:
                 by_variant.setdefault(r["variant_id"], {}).setdefault(table, []).append(r)
+        # the rows to copy, per table and column list, in the order they were met: one executemany
+        # each (an execute per row was a third of a merge's time), each table's rowids as before
+        batches: dict[tuple[str, tuple[str, ...]], list[tuple[Any, ...]]] = {}
         for vid in sorted(by_variant):
             per_table = by_variant[vid]
             if vid == "":
@@ -156,8 +159,12 @@ class _Writer:
             self.stats.variants += 1
             for table in _RUN_TABLES:
                 for r in per_table.get(table, []):
-                    _insert(self.conn, table, {**r, "run_id": out_id})
+                    row = {**r, "run_id": out_id}
+                    batches.setdefault((table, tuple(row)), []).append(tuple(row.values()))
                     self.stats.rows += 1
+        for (table, cols), values in batches.items():
+            marks = ", ".join("?" * len(cols))
+            self.conn.executemany(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({marks})", values)
 
     def _run_blob(self, out_id: str, name: str, data: bytes) -> None:
         """A run-level blob. Shards of one run each write their own launch manifest under the same
