@@ -173,8 +173,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @functools.cache
 def zeros_packed(size: int) -> bytes:
-    """``size`` zero bytes, one valid zlib stream, built in milliseconds: compressing 3 GiB took
-    ~9 s. After a full flush the compressor starts afresh, so each further 1 MiB chunk of zeros
+    """``size`` zero bytes (a size below 1 MiB or a multiple of it: a larger one's remainder is
+    dropped), one valid zlib stream, built in milliseconds: compressing 3 GiB took 9-23 s.
+    After a full flush the compressor starts afresh, so each further 1 MiB chunk of zeros
     compresses to the same bytes: those are repeated, and the trailer's Adler-32 of n zeros is
     (n mod 65521) << 16 | 1."""
     c, chunk = zlib.compressobj(9), bytes(min(size, 1 << 20))

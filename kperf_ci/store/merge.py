@@ -72,9 +72,15 @@ def _rows(conn: sqlite3.Connection, sql: str, args: tuple = ()) -> list[dict[str
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
+def _insert_many(
+    conn: sqlite3.Connection, table: str, cols: tuple[str, ...], values: list[tuple[Any, ...]]
+) -> None:
+    marks = ", ".join("?" * len(cols))
+    conn.executemany(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({marks})", values)
+
+
 def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
-    cols = ", ".join(row)
-    conn.execute(f"INSERT INTO {table}({cols}) VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
+    _insert_many(conn, table, tuple(row), [tuple(row.values())])
 
 
 class _Writer:
@@ -163,8 +169,7 @@ class _Writer:
                     batches.setdefault((table, tuple(row)), []).append(tuple(row.values()))
                     self.stats.rows += 1
         for (table, cols), values in batches.items():
-            marks = ", ".join("?" * len(cols))
-            self.conn.executemany(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({marks})", values)
+            _insert_many(self.conn, table, cols, values)
 
     def _run_blob(self, out_id: str, name: str, data: bytes) -> None:
         """A run-level blob. Shards of one run each write their own launch manifest under the same
