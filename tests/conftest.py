@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -169,6 +171,22 @@ def pytest_configure(config: pytest.Config) -> None:
             filter(None, (os.environ.get("PYTEST_ADDOPTS", ""), "-p no:hypothesispytest"))
         )
         os.environ.setdefault("KPERF_FREEZE_AT_EXIT", "1")
+    if not hasattr(config, "workerinput"):
+        _share_one_triton_cache(config)
+
+
+def _share_one_triton_cache(config: pytest.Config) -> None:
+    """One Triton cache (and so one kperf metrics cache, ``<triton cache>/kperf-static``) for every
+    process this session starts, fresh for the session. pytester points HOME at each test's own
+    directory, so each of its runs, and every compile worker under it, compiled every kernel cold:
+    33 CPU-s for `pytest examples --kperf`, 6.7 s with its kernels in the cache. Triton's cache is
+    keyed by the kernel's source, signature and compiler, and written by rename, so sharing it is
+    what a runner with a warm cache does; the suite starts cold, so the first test to compile a
+    kernel takes the cold path. The xdist controller sets it before it starts its workers, which
+    inherit it. A test that needs a cold or its own cache sets TRITON_CACHE_DIR itself."""
+    path = tempfile.mkdtemp(prefix="kperf-suite-triton-cache-")
+    os.environ["TRITON_CACHE_DIR"] = path
+    config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
 
 
 @functools.cache
