@@ -189,6 +189,16 @@ def _share_one_triton_cache(config: pytest.Config) -> None:
     config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a test marked ``slow`` run first, each file's tests together and in their
+    order (so a module-scoped fixture is still built once a worker). xdist deals tests out in file
+    order, and a 30-50 s test dealt last kept one core busy while the other had nothing left to run;
+    the suite's short tests now fill the end instead. Every worker sorts the same collection the
+    same way, as xdist requires."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @functools.cache
 def zeros_packed(size: int) -> bytes:
     """``size`` zero bytes (a size below 1 MiB or a multiple of it: a larger one's remainder is

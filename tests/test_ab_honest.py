@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import checkout_path
 from test_pr_check import kperf, make_repo
 
@@ -56,6 +57,7 @@ def _repo(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_ab_where_every_compile_failed_is_exit_2_with_count_and_first_error(tmp_path):
     p = kperf("ab", "--base", "HEAD~1", "--no-gpu", cwd=_repo(tmp_path))
     assert p.returncode == 2, p.stdout + p.stderr

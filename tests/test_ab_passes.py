@@ -19,6 +19,7 @@ import json
 import subprocess
 import time
 
+import pytest
 from test_pr_check import kperf, make_repo
 
 KERNEL = """
@@ -80,6 +81,7 @@ def _repo(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_auto_runs_a_pass_killed_side_by_side_again_alone(tmp_path):
     repo = _repo(tmp_path)
     room = tmp_path / "room"
@@ -102,6 +104,7 @@ def test_auto_runs_a_pass_killed_side_by_side_again_alone(tmp_path):
     assert [t["status"] for t in doc["tests"]] == ["identical"]
 
 
+@pytest.mark.slow
 def test_sequential_never_runs_the_passes_side_by_side(tmp_path):
     repo = _repo(tmp_path)
     room = tmp_path / "room"
@@ -120,6 +123,7 @@ def test_sequential_never_runs_the_passes_side_by_side(tmp_path):
     assert [t["status"] for t in json.loads((repo / "ab.json").read_text())["tests"]] == ["identical"]
 
 
+@pytest.mark.slow
 def test_parallel_reports_the_kill_in_one_line_exit_2(tmp_path):
     repo = _repo(tmp_path)
     room = tmp_path / "room"
@@ -148,6 +152,7 @@ def test_an_unknown_pass_order_is_a_usage_error(tmp_path):
     assert "--passes" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_auto_runs_the_passes_one_after_the_other_on_fewer_than_four_cores(tmp_path, monkeypatch):
     """Two static passes side by side on a 2-core runner were slower than one after the other
     (118 s against 102 s, docs/walks/issue33-2026-11-27.md item 7): there `auto` is sequential,

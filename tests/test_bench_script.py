@@ -154,6 +154,7 @@ def test_a_script_outside_the_project_runs_under_the_projects_settings(tmp_path)
     assert f"rootdir: {project}" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_the_projects_pytest_configuration_decides_not_the_scripts_folders(tmp_path):
     """Found by the second fresh walk of issue 37: with the rootdir pinned, pytest still took its
     configuration file from the script's folder upward. A pytest configuration beside the script

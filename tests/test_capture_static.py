@@ -46,6 +46,7 @@ def m(r, name):
     return metric.value
 
 
+@pytest.mark.slow
 def test_one_result_per_unique_variant_and_arch(env):
     launches, results = env["launches"], env["results"]
     unique = {(ls.identity, ls.display_name) for ls in launches}

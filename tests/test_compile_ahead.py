@@ -212,6 +212,7 @@ def _compile_all(launches, cache: str, ahead: CompileAhead | None):
     return results, pruned, warnings, [(s["id"], s["arch"], s["ok"], s["error"]) for s in stats], manifest
 
 
+@pytest.mark.slow
 def test_compiled_ahead_in_pieces_is_what_the_end_of_session_compile_gives(recorded) -> None:
     """The recorded suite (autotune configs, a compile error, a closure, parametrized duplicates)
     sent in two pieces as if by two tests and the rest at the end, against all compiled at the
@@ -298,6 +299,7 @@ def _dump(db: Path) -> list:
     return rows
 
 
+@pytest.mark.slow
 def test_examples_store_the_same_run_compiled_ahead_or_at_the_end(tmp_path: Path) -> None:
     """Three example files, static mode, with and without compiling ahead (one Triton cache, so
     the second run's compile is short): the same variants, metrics, manifest and kperf lines."""

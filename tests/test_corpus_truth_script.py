@@ -246,6 +246,7 @@ def _launch_arg(launch: dict, name: str):
     return next(a["value"] for a in launch["args"] if a["name"] == name)
 
 
+@pytest.mark.slow
 def test_record_autotuned_kernel_keeps_each_surviving_config(runs):
     base = _by_n(runs["rec"]["gather_kernel", "base"])
     head = _by_n(runs["rec"]["gather_kernel", "head"])

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_pr_check import kperf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,7 @@ def pytest_run(repo: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_pytest_show_and_the_report_count_variants_and_kernels_alike(tmp_path):
     repo = tmp_path / "p"
     repo.mkdir()
@@ -77,6 +79,7 @@ def test_pytest_show_and_the_report_count_variants_and_kernels_alike(tmp_path):
         assert "3 kernels" not in text
 
 
+@pytest.mark.slow
 def test_a_session_with_no_marked_test_says_how_to_mark_them(tmp_path):
     """`pytest --kperf` on a suite nobody marked said "0 variant(s) captured" and nothing more."""
     repo = tmp_path / "p"

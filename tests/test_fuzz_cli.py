@@ -279,6 +279,7 @@ def _env(monkeypatch):
 
 @FUZZ
 @given(pair=database_pair())
+@pytest.mark.slow
 def test_fuzz_databases_through_show_compare_report_analyze(pair, monkeypatch):
     (base_info, base_results), (cur_info, cur_results) = pair
     work = Path(tempfile.mkdtemp(prefix="kperf-fuzz-"))
@@ -657,6 +658,7 @@ def hostile_run(draw) -> tuple[RunInfo, list[VariantResult]]:
 
 @BOUND
 @given(run_=hostile_run())
+@pytest.mark.slow
 def test_fuzz_hostile_numbers_in_a_database_are_bounded(run_, tmp_path_factory):
     work = tmp_path_factory.mktemp("fuzz-db")
     info, results = run_
@@ -681,6 +683,7 @@ def test_fuzz_hostile_numbers_in_a_database_are_bounded(run_, tmp_path_factory):
     size=st.sampled_from([0, 1, 4096, 60 * 2**20, 65 * 2**20, 300 * 2**20, 3 * 2**30]),
     name=st.sampled_from(ARTIFACT_NAMES),
 )
+@pytest.mark.slow
 def test_fuzz_blob_sizes_are_bounded(size, name, tmp_path_factory):
     """A blob of any decompressed size, up to a 3 GiB bomb (3 MB stored) under a 2 GiB limit."""
     import sqlite3

@@ -116,6 +116,7 @@ def test_ctrl_c_while_compiling_stops_cleanly_and_stores_nothing_as_complete(sam
     assert not [pid for pid, _ in workers if _alive(pid)], "a compile worker outlived the session"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_xdist_tests_marks_the_run_interrupted(sample: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     sample.makepyfile(test_block=PASS_THEN_BLOCK)

@@ -115,6 +115,7 @@ def _cache_warnings(out: str) -> list[str]:
     return [ln for ln in out.splitlines() if "static-metrics cache" in ln]
 
 
+@pytest.mark.slow
 def test_poisoned_entries_are_recomputed_end_to_end(project: pytest.Pytester) -> None:
     ret, out = _static_run(project, "truth.db")
     assert ret == 0, out
@@ -137,6 +138,7 @@ def test_poisoned_entries_are_recomputed_end_to_end(project: pytest.Pytester) ->
     assert len(_cache_warnings(out)) == 4, out  # one line per refused entry
 
 
+@pytest.mark.slow
 def test_an_entry_missing_metrics_is_recomputed_end_to_end(project: pytest.Pytester) -> None:
     """Found by the fresh walk of issue 37: an entry holding only ``registers`` (sealed again, so
     its hash matched) was used, and the run stored no other static metric for those kernels."""
@@ -154,6 +156,7 @@ def test_an_entry_missing_metrics_is_recomputed_end_to_end(project: pytest.Pytes
     assert _static_values(project.path / "run.db") == _static_values(project.path / "truth.db")
 
 
+@pytest.mark.slow
 def test_a_cache_directory_that_is_a_file_is_said_once_end_to_end(project: pytest.Pytester) -> None:
     """Found by the fresh walk of issue 37: one warning per entry (each read failed with "Not a
     directory"); now one line for the session, and the run is whole."""
@@ -166,6 +169,7 @@ def test_a_cache_directory_that_is_a_file_is_said_once_end_to_end(project: pytes
     assert len(_registers(project.path / "run.db")) == 4
 
 
+@pytest.mark.slow
 def test_a_directory_at_an_entrys_name_is_recomputed_end_to_end(project: pytest.Pytester) -> None:
     """Found by the second fresh walk of issue 37: a directory planted at an entry's path was
     opened, then refused by os.fdopen with a raw ``IsADirectoryError ... : 4``, and the kernel

@@ -90,6 +90,7 @@ def test_collect_only_without_optional_plugins(blocked: tuple[str, ...]) -> None
 
 
 @pytest.mark.parametrize("blocked", BLOCKED_SETS[:2], ids="+".join)
+@pytest.mark.slow
 def test_kperf_run_without_one_optional_plugin(blocked: tuple[str, ...], tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     r = _pytest(*_blocking(blocked), "examples/test_vector_add.py", "--kperf", "--kperf-db", str(db))
@@ -97,6 +98,7 @@ def test_kperf_run_without_one_optional_plugin(blocked: tuple[str, ...], tmp_pat
     assert "variant(s) captured" in r.stdout and db.exists()
 
 
+@pytest.mark.slow
 def test_the_main_job_without_xdist_or_pytest_benchmark(tmp_path: Path) -> None:
     """`python -m pytest -p no:xdist examples --kperf`, the issue's own command, with pytest-benchmark
     blocked as well: every example runs, is captured and stored."""

@@ -255,6 +255,7 @@ def test_compile_failure_is_reported_per_test(sample: pytest.Pytester) -> None:
     assert "add_kernel" in kernels  # named by its Triton kernel: the marker names none
 
 
+@pytest.mark.slow
 def test_xdist_workers_write_one_run_without_losing_rows(sample: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     sample.makepyfile(
@@ -384,6 +385,7 @@ def test_missing_baseline_is_one_error_line(sample: pytest.Pytester) -> None:
     assert not (sample.path / "run.db").exists() and "passed" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_regression_against_baseline_fails_the_session(sample: pytest.Pytester) -> None:
     sample.makepyfile(
         test_one="""
@@ -409,6 +411,7 @@ def test_regression_against_baseline_fails_the_session(sample: pytest.Pytester) 
     worse.stdout.fnmatch_lines(["*REGRESSION*"])
 
 
+@pytest.mark.slow
 def test_compile_failure_under_xdist_fails_the_session(sample: pytest.Pytester) -> None:
     """A worker's exit status does not reach the controller; its kperf errors must (they were
     lost before: exit 0 with a kernel that does not compile)."""

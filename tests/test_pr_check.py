@@ -223,6 +223,7 @@ def _test(doc: dict, name: str) -> dict:
     return t
 
 
+@pytest.mark.slow
 def test_exit_code_is_1_for_the_spilling_tile(planted):
     p, doc, _ = planted
     assert doc is not None, p.stdout + p.stderr
@@ -257,6 +258,7 @@ def test_comment_only_change_is_identical_and_costs_no_gpu_time(planted):
         ("test_kernel_removed", ["launched in base only"]),
     ],
 )
+@pytest.mark.slow
 def test_changed_tests_say_what_changed(planted, name, expected):
     _, doc, _ = planted
     t = _test(doc, name)
@@ -310,6 +312,7 @@ def test_the_database_holds_both_static_runs_and_the_document(planted):
     assert load_ab_document(repo / "reports/ab.db")["tests"]
 
 
+@pytest.mark.slow
 def test_no_fail_reports_but_exits_0(tmp_path):
     """A comment-only change: identical, no GPU time even where one would be there, exit 0."""
     kernels_head = KERNELS_HEAD.replace("tl.exp(x) * x + 1.0", "x + 1.0")  # only the comments differ
@@ -390,6 +393,7 @@ def test_shallow_clone_and_non_repository_say_what_to_do(tmp_path):
     assert p.returncode == 2 and "not inside a git repository" in p.stderr
 
 
+@pytest.mark.slow
 def test_failing_head_tests_are_one_error_line_after_the_pytest_tail(tmp_path):
     tests = (
         "import pytest\nimport torch\nfrom kernels import copy_kernel\n\n\n@pytest.mark.kperf\n"

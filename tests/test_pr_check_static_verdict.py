@@ -117,6 +117,7 @@ def benign(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_instruction_counts_and_registers_that_keep_the_occupancy_are_changed_not_failed(benign):
     p, doc, _ = benign
     assert p.returncode == 0, p.stdout + p.stderr
@@ -165,6 +166,7 @@ def _regressions(doc: dict, test: str) -> list[dict]:
     return [r for r in doc["static_regressions"] if r["test"].endswith("::" + test)]
 
 
+@pytest.mark.slow
 def test_registers_that_lower_the_occupancy_fail_with_the_occupancy_line(harmful):
     p, doc, _ = harmful
     assert p.returncode == 1, p.stdout + p.stderr

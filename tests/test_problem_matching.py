@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kperf_ci import store
 from kperf_ci.judge.matching import match_variants, same_problem
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
@@ -156,6 +158,7 @@ def test_a_crafted_first_gpu_run_is_no_false_red(tmp_path):
     _no_false_red(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_committed_h100_run_against_the_committed_baseline_is_no_false_red(tmp_path):
     shutil.copy(REPO / "tests/data/gpu/h100_examples.db", tmp_path / "run.db")
     shutil.copy(REPO / "baselines/main.db", tmp_path / "base.db")

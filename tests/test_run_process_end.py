@@ -225,6 +225,7 @@ def test_overwrites_the_run_database(benchmark):
 """
 
 
+@pytest.mark.slow
 def test_a_store_that_fails_mid_run_diverts_the_run_to_a_pending_file(tmp_path):
     """Item 5. Was: the run lost (a locked database already diverted it to a side file).
     Found by the walk after: exit 1, which the README keeps for a regression, and "report not

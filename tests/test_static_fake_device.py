@@ -190,6 +190,7 @@ def fake_device_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subproces
     return proc, d / "run.db"
 
 
+@pytest.mark.slow
 def test_import_time_gpu_probe_compiles(fake_device_run) -> None:
     """The worker imports the probe module with the same fakes the test side has: every variant
     compiles (the user's repository: 0 of 724 did, AssertionError: Torch not compiled with CUDA)."""

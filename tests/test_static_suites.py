@@ -181,6 +181,7 @@ def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     return proc, d / "run.db"
 
 
+@pytest.mark.slow
 def test_kperf_all_captures_tests_that_never_call_the_fixture(suite_run) -> None:
     proc, db = suite_run
     out = proc.stdout + proc.stderr
@@ -254,6 +255,7 @@ def test_mark_globs_select_tests(pytester: pytest.Pytester) -> None:
     assert {t.split("::")[-1] for _, t, _ in rows} == {"test_add"}, result.stdout.str()
 
 
+@pytest.mark.slow
 def test_pruned_autotune_config_is_never_stored_or_flagged(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_at=AUTOTUNE)
     result = run(
@@ -388,6 +390,7 @@ def test_fake_cuda_puts_cuda_tensors_on_the_cpu_and_restores() -> None:
             torch.zeros(1, device="cuda")
 
 
+@pytest.mark.slow
 def test_no_save_with_a_baseline_still_judges_the_run(tmp_path: Path) -> None:
     """--kperf-no-save stores nothing, yet a baseline given with it still decides the exit code
     (a new user's walkthrough found the comparison silently skipped: a regression exited 0)."""

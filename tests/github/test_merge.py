@@ -84,6 +84,7 @@ def digest(p: Path) -> str:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
+@pytest.mark.slow
 def test_random_splits_merge_back_to_the_whole(whole, tmp_path_factory, data):
     tmp = tmp_path_factory.mktemp("split")
     ids = variant_ids(whole)

@@ -135,6 +135,7 @@ def _run_post(fake_gh, tmp_path: Path, head_sha: str) -> subprocess.CompletedPro
     return p
 
 
+@pytest.mark.slow
 def test_fork_pr_data_path_posts_from_artifacts(fake_gh, tmp_path, artifacts) -> None:
     p = _run_post(fake_gh, tmp_path, "a" * 40)
     assert p.returncode == 0, p.stdout + p.stderr
