@@ -112,10 +112,11 @@ class Settings:
 
 @dataclass(frozen=True)
 class ABPolicy:
-    """The A/B verdict's three knobs (`kperf ab`, ``--kperf-ab``, the agent's candidate check),
-    named as the settings they come from. Built once, by :meth:`from_settings`, and carried whole:
-    in the measurement's request, to the judge's stop rule (:func:`kperf_ci.judge.ab.stop_rule`,
-    handed to the timing loop as a callable), in the agent's job."""
+    """The A/B verdict's three knobs (`kperf ab`'s timing pass, a pytest run with
+    ``--kperf-ab-plan``; the agent's candidate check), named as the settings they come from. Built
+    once, by :meth:`from_settings`, and carried whole: in the measurement's request, to the judge's
+    stop rule (:func:`kperf_ci.judge.ab.stop_rule`, handed to the timing loop as a callable), in
+    the agent's job."""
 
     ab_threshold: float  # the relative band a change must leave
     ab_floor_ms: float  # the absolute band in ms; the larger band wins

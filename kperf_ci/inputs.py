@@ -19,9 +19,10 @@ from kperf_ci.errors import KperfError
 from kperf_ci.hardware import MAX_SMS
 
 
-def load_settings(**cli: Any) -> Any:
-    """Settings for the current directory; options given on the command line win."""
-    return config.load_settings(Path.cwd(), {k: v for k, v in cli.items() if v is not None})
+def load_settings(root: Path | None = None, **cli: Any) -> Any:
+    """Settings for ``root`` (the project a command works on; default the current directory);
+    options given on the command line win."""
+    return config.load_settings(root or Path.cwd(), {k: v for k, v in cli.items() if v is not None})
 
 
 # --------------------------------------------------------------------------- reading runs

@@ -62,8 +62,10 @@ class Delivery:
 
 def loop_config(req: Request) -> LoopConfig:
     """The loop's settings; its A/B verdict uses the project's own kperf ab settings
-    ([tool.kperf] ab_threshold, ab_floor_ms, ab_precision), as `kperf ab` would."""
-    s = load_settings()
+    ([tool.kperf] ab_threshold, ab_floor_ms, ab_precision), as `kperf ab` would: those of the
+    project --root names, wherever the command runs (a fresh walk found the current directory's
+    read instead)."""
+    s = load_settings(req.root)
     return LoopConfig(
         req.device,
         req.seeds,

@@ -1,5 +1,5 @@
 """The A/B verdict: a head version against its base, timed in interleaved pairs in one process
-(``kperf ab``'s timing pass, ``--kperf-ab``, the agent's candidate check).
+(``kperf ab``'s timing pass, a pytest run with ``--kperf-ab-plan``; the agent's candidate check).
 
 Capture measures (:func:`kperf_ci.capture.timing.interleaved.adaptive_ab` runs the pairs and asks after
 every round whether it may stop, through the :func:`stop_rule` the measurement stage hands it);

@@ -184,3 +184,39 @@ def test_the_session_request_is_built_by_keyword_only():
     assert Request(**values).trigger == "by hand"
     with pytest.raises(TypeError):
         Request(*values.values())  # type: ignore[misc]
+
+
+def test_the_loop_reads_the_ab_settings_of_the_root_not_of_where_it_runs(tmp_path, monkeypatch):
+    """A fresh walk of issue 38: with a bad ab_floor_ms in the current directory's pyproject.toml
+    and --root naming another project, `kperf agent run` said the current directory's was bad."""
+    import dataclasses
+
+    from kperf_ci.agent.loop import Budget
+    from kperf_ci.agent.session import Request, loop_config
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "pyproject.toml").write_text("[tool.kperf]\nab_floor_ms = 0.125\nab_precision = 0.002\n")
+    (elsewhere / "pyproject.toml").write_text('[tool.kperf]\nab_floor_ms = "not a number"\n')
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("KPERF_AB_FLOOR_MS", raising=False)
+    monkeypatch.delenv("KPERF_AB_PRECISION", raising=False)
+    req = Request(
+        root=project,
+        endpoint=None,
+        device="cpu",
+        ab_db=None,
+        run_db=None,
+        seeds=[1],
+        timeout_s=1.0,
+        bench_budget_s=1.0,
+        value_check=True,
+        budget=Budget(),
+        out=tmp_path / "o",
+        open_pr=False,
+        repo=None,
+        base="main",
+    )
+    ab = dataclasses.asdict(loop_config(req).ab)
+    assert ab["ab_floor_ms"] == 0.125 and ab["ab_precision"] == 0.002, ab
