@@ -64,6 +64,21 @@ def _commit() -> str:
     return r.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
+def machine_speed(times: int = 3) -> float:
+    """CPU seconds of ``python -c "import torch"``, the median of ``times``: what most of the
+    suite's processes pay first. On one 2-core machine here it read 1.45 s at 01:08 UTC and 2.0 s
+    at 02:49 (2026-12-04) with nothing else running, and the suite's CPU moved with it (each
+    test's by about a fifth); the reading before and after the run says which machine the
+    numbers were taken on."""
+    cpu = []
+    for _ in range(times):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return round(sorted(cpu)[len(cpu) // 2], 2)
+
+
 def run(extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         per_test = Path(tmp) / "tests.jsonl"
@@ -118,8 +133,15 @@ def markdown(doc: dict) -> str:
         f"- wall {r['wall_s']:.0f} s ({r['wall_s'] / 60:.1f} min), {within} the {TARGET_S // 60} min target;",
         f"- CPU {cpu:.0f} s (user {r['user_s']:.0f} s, system {r['sys_s']:.0f} s), the whole process tree;",
         f"- {len(r['tests'])} tests account for {tests_cpu:.0f} CPU-s of it (theirs and their children's).",
-        "",
     ]
+    if "import_torch_cpu_s" in doc:
+        speed = doc["import_torch_cpu_s"]
+        out.append(
+            f"- the machine's speed: `import torch` took {speed['before']:.2f} CPU-s before the run and "
+            f"{speed['after']:.2f} after (the median of 3 each); the same code's suite costs more "
+            "where it is slower."
+        )
+    out.append("")
     if r["failed"]:
         out += ["Failed:", "", *[f"- `{ln}`" for ln in r["failed"]], ""]
     by_file, by_test = _tops(r["tests"])
@@ -150,8 +172,10 @@ def main() -> int:
         "machine": {"cores": os.cpu_count(), "cpu": _cpu_model(), "python": platform.python_version()},
         "versions": {d: _version(d) for d in ("torch", "triton", "pytest", "pytest-xdist")},
         "target_s": TARGET_S,
-        "result": run(args.extra),
     }
+    before = machine_speed()
+    doc["result"] = run(args.extra)
+    doc["import_torch_cpu_s"] = {"before": before, "after": machine_speed()}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{args.label}.json").write_text(json.dumps(doc, indent=1) + "\n")
     (OUT / f"{args.label}.md").write_text(markdown(doc))
