@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 TARGET_S = 8 * 60
 TOP = 15
+SPEED_RUNS = 3  # `import torch` runs for the machine's speed, before the suite and after it
 
 
 def _version(dist: str) -> str:
@@ -64,7 +65,7 @@ def _commit() -> str:
     return r.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
-def machine_speed(times: int = 3) -> float:
+def machine_speed(times: int = SPEED_RUNS) -> float:
     """CPU seconds of ``python -c "import torch"``, the median of ``times``: what most of the
     suite's processes pay first. On one 2-core machine here it read 1.45 s at 01:08 UTC and 2.0 s
     at 02:49 (2026-12-04) with nothing else running, and the suite's CPU moved with it (each
@@ -138,7 +139,7 @@ def markdown(doc: dict) -> str:
         speed = doc["import_torch_cpu_s"]
         out.append(
             f"- the machine's speed: `import torch` took {speed['before']:.2f} CPU-s before the run and "
-            f"{speed['after']:.2f} after (the median of 3 each); the same code's suite costs more "
+            f"{speed['after']:.2f} after (the median of {SPEED_RUNS} each); the same code's suite costs more "
             "where it is slower."
         )
     out.append("")

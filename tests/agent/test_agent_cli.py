@@ -156,13 +156,9 @@ def test_a_wrong_root_leaves_no_database_and_show_says_empty(tmp_path):
     assert len(shown.stderr.strip().splitlines()) == 1 and "holds no agent sessions" in shown.stderr
 
 
-def test_the_session_request_is_built_by_keyword_only():
-    """Fourteen fields, several of one type (ab_db / run_db / repo, timeout_s / bench_budget_s):
-    a positional call that swaps two of them would still run, so none is accepted."""
-    import dataclasses
-
+def _request_fields(**changes) -> dict:
+    """Every field of a `kperf agent run` request, in the dataclass's order, for a run by hand."""
     from kperf_ci.agent.loop import Budget
-    from kperf_ci.agent.session import Request
 
     values = dict(
         root=Path("."),
@@ -180,6 +176,17 @@ def test_the_session_request_is_built_by_keyword_only():
         repo=None,
         base="main",
     )
+    return {**values, **changes}
+
+
+def test_the_session_request_is_built_by_keyword_only():
+    """Fourteen fields, several of one type (ab_db / run_db / repo, timeout_s / bench_budget_s):
+    a positional call that swaps two of them would still run, so none is accepted."""
+    import dataclasses
+
+    from kperf_ci.agent.session import Request
+
+    values = _request_fields()
     assert [f.name for f in dataclasses.fields(Request)] == list(values)
     assert Request(**values).trigger == "by hand"
     with pytest.raises(TypeError):
@@ -191,7 +198,6 @@ def test_the_loop_reads_the_ab_settings_of_the_root_not_of_where_it_runs(tmp_pat
     and --root naming another project, `kperf agent run` said the current directory's was bad."""
     import dataclasses
 
-    from kperf_ci.agent.loop import Budget
     from kperf_ci.agent.session import Request, loop_config
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
@@ -202,21 +208,6 @@ def test_the_loop_reads_the_ab_settings_of_the_root_not_of_where_it_runs(tmp_pat
     monkeypatch.chdir(elsewhere)
     monkeypatch.delenv("KPERF_AB_FLOOR_MS", raising=False)
     monkeypatch.delenv("KPERF_AB_PRECISION", raising=False)
-    req = Request(
-        root=project,
-        endpoint=None,
-        device="cpu",
-        ab_db=None,
-        run_db=None,
-        seeds=[1],
-        timeout_s=1.0,
-        bench_budget_s=1.0,
-        value_check=True,
-        budget=Budget(),
-        out=tmp_path / "o",
-        open_pr=False,
-        repo=None,
-        base="main",
-    )
+    req = Request(**_request_fields(root=project, out=tmp_path / "o"))
     ab = dataclasses.asdict(loop_config(req).ab)
     assert ab["ab_floor_ms"] == 0.125 and ab["ab_precision"] == 0.002, ab
