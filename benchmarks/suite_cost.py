@@ -7,7 +7,8 @@ Runs ``python -m pytest -q -n auto`` (the README's test command, which `.ci/run`
 seconds: its own process's and those of the subprocesses it waited for. Writes
 ``benchmarks/results/suite_cost.json`` and ``.md``: the machine, the versions, the wall and CPU
 seconds of the whole command (``getrusage`` of its process tree), pytest's summary line, and the
-files and tests that cost the most CPU. Issue 38 asks for at most 8 minutes on 2 cores.
+files and tests that cost the most CPU, and the CPU of every Python process the run started, by
+kind (``benchmarks/_suite_census.py``). Issue 38 asks for at most 8 minutes on 2 cores.
 
 Run it alone on the machine: anything beside it is counted in its wall time. Started from a
 shell without job control (``(cmd &)``), SIGINT is ignored in the whole tree and the Ctrl-C tests
@@ -30,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _suite_census
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
@@ -82,17 +85,20 @@ def machine_speed(times: int = SPEED_RUNS) -> float:
 
 def run(extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        per_test = Path(tmp) / "tests.jsonl"
-        env = dict(os.environ, KPERF_SUITE_COST_OUT=str(per_test))
+        per_test, log_dir = Path(tmp) / "tests.jsonl", Path(tmp) / "census"
+        log_dir.mkdir()
+        env = dict(os.environ, KPERF_SUITE_COST_OUT=str(per_test), **{_suite_census.ENV: str(log_dir)})
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), env.get("PYTHONPATH")]))
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as .ci/run does
         cmd = [sys.executable, "-m", "pytest", "-q", "-n", "auto", "-p", "_suite_cost_plugin", *extra]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        with _suite_census.logging_processes(log_dir) as counted:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         wall = time.monotonic() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         tests = [json.loads(x) for x in per_test.read_text().splitlines()] if per_test.exists() else []
+        processes = _suite_census.census(log_dir) if counted else None
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed)", ln)), "")
     return {
@@ -104,6 +110,7 @@ def run(extra: list[str]) -> dict:
         "user_s": round(after.ru_utime - before.ru_utime, 1),
         "sys_s": round(after.ru_stime - before.ru_stime, 1),
         "tests": tests,
+        "processes": processes,
     }
 
 
@@ -145,6 +152,8 @@ def markdown(doc: dict) -> str:
     out.append("")
     if r["failed"]:
         out += ["Failed:", "", *[f"- `{ln}`" for ln in r["failed"]], ""]
+    if r.get("processes"):
+        out += _suite_census.markdown(r["processes"], cpu) + [""]
     by_file, by_test = _tops(r["tests"])
     out += [f"## The {TOP} files that cost the most CPU", "", "| file | tests | CPU s |", "|---|---:|---:|"]
     out += [f"| {f['file']} | {f['tests']} | {f['cpu_s']:.1f} |" for f in by_file[:TOP]]
