@@ -2,9 +2,10 @@
 
 Used by ``benchmarks/suite_cost.py``. For the length of one run, a ``.pth`` file in the running
 interpreter's site-packages makes every Python process of that environment that sees
-``KPERF_CENSUS_DIR`` write, at exit, one JSON line: its argv, its own CPU seconds, the CPU seconds
-of the children it waited for, and whether it imported torch and pytest. The ``.pth`` file is
-removed when the run ends, whatever the outcome; without the variable it does nothing.
+``SUITE_CENSUS_DIR`` set to this census's directory write, at exit, one JSON line: its argv, its
+own CPU seconds, the CPU seconds of the children it waited for, and whether it imported torch and
+pytest. The ``.pth`` file is removed when the run ends, whatever the outcome; without the variable
+it does nothing.
 
 A process's children that are not Python processes of this environment (git, ptxas, cuobjdump,
 nvdisasm, Chromium) are counted as the part of its children's CPU that its Python children do not
@@ -21,7 +22,8 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-ENV = "KPERF_CENSUS_DIR"
+#: not a KPERF_ name: many tests start their subprocesses with the KPERF_ variables removed
+ENV = "SUITE_CENSUS_DIR"
 
 # the logger each process runs at exit (kept to the standard library; a plain string, no template)
 _LOGGER = """
@@ -60,11 +62,17 @@ def pth_file() -> Path:
 
 @contextlib.contextmanager
 def logging_processes(log_dir: Path) -> Iterator[bool]:
-    """While inside, every Python process of this environment started with ``KPERF_CENSUS_DIR``
-    set logs itself at exit. Yields False (and logs nothing) where site-packages cannot be written."""
+    """While inside, every Python process of this environment started with ``SUITE_CENSUS_DIR`` set
+    to ``log_dir`` logs itself at exit. Yields False (and logs nothing) where site-packages cannot
+    be written."""
     logger, pth = log_dir / "_census_logger.py", pth_file()
     logger.write_text(_LOGGER)
-    line = f"import os; exec(open({str(logger)!r}).read(), {{}}) if os.environ.get({ENV!r}) else None\n"
+    # only for this census's directory: a census inside a census (this module's test, in a counted
+    # suite run) neither logs into the other's directory nor removes the other's file
+    line = (
+        f"import os; exec(open({str(logger)!r}).read(), {{}}) "
+        f"if os.environ.get({ENV!r}) == {str(log_dir)!r} else None\n"
+    )
     try:
         pth.write_text(line)
     except OSError:
@@ -143,7 +151,8 @@ def markdown(c: dict, tree_cpu_s: float) -> list[str]:
         "",
         "Every Python process the run started, counted at its exit (`benchmarks/_suite_census.py`); "
         "*tools* are the non-Python programs each kind started and waited for (git, ptxas, cuobjdump, "
-        f"nvdisasm, Chromium). Counted: {logged:.0f} of the tree's {tree_cpu_s:.0f} CPU-s.",
+        f"nvdisasm, Chromium) and any Python process that did not log itself. Together: {logged:.0f} of "
+        f"the tree's {tree_cpu_s:.0f} CPU-s.",
         "",
         "| process | count | own CPU s | CPU s each | tools' CPU s |",
         "|---|---:|---:|---:|---:|",
