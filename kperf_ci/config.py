@@ -326,6 +326,7 @@ ENV_HOST_SALT = "KPERF_HOST_SALT"  # key of the host-name hash (fingerprint.host
 ENV_TRACEBACK = "KPERF_TRACEBACK"  # show the traceback of an internal error (exit 3)
 ENV_NO_REPORT = "KPERF_NO_REPORT"  # `kperf run`: do not write the reports after pytest
 ENV_NO_PREWARM = "KPERF_NO_PREWARM"  # compile workers: do not import torch/Triton before the first job
+ENV_WORKER_NO_FORK = "KPERF_WORKER_NO_FORK"  # static mode: spawn every compile worker, fork none
 ENV_NO_METRICS_CACHE = "KPERF_NO_METRICS_CACHE"  # compile workers: recompute static metrics every time
 ENV_METRICS_CACHE_DIR = "KPERF_METRICS_CACHE_DIR"  # where compile workers cache static metrics
 ENV_REGION_CACHE_DIR = "KPERF_REGION_CACHE_DIR"  # Triton cache of region-instrumented builds

@@ -256,7 +256,7 @@ def test_a_passed_tests_launch_compiles_while_the_next_runs_and_ctrl_c_stays_int
 ) -> None:
     pytest.importorskip("triton")
     pytest.importorskip("torch")
-    from test_integrity import _alive, _children, _start
+    from test_integrity import _alive, _children, _is_compile_worker, _start
     from test_plugin import ADD_KERNEL
 
     from kperf_ci import store
@@ -267,7 +267,7 @@ def test_a_passed_tests_launch_compiles_while_the_next_runs_and_ctrl_c_stays_int
     workers: list[tuple[int, str]] = []
 
     def compiling() -> bool:
-        workers[:] = [c for c in _children(proc.pid) if "kperf_ci.capture.static._worker" in c[1]]
+        workers[:] = [c for c in _children(proc.pid) if _is_compile_worker(c[1])]
         return bool(workers)
 
     wait_for(lambda: (pytester.path / "started").exists(), "the second test to start", proc)

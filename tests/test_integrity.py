@@ -60,8 +60,15 @@ def _start(where: Path, *args: str, env: dict[str, str] | None = None) -> subpro
     )
 
 
+def _is_compile_worker(cmd: str) -> bool:
+    """A spawned compile worker, or the spare forked from the session once it became one."""
+    return "kperf_ci.capture.static._worker" in cmd or cmd.endswith("[kperf-worker]")
+
+
 def _children(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the direct children of ``pid``, from /proc."""
+    """(pid, command line) of the direct children of ``pid``, from /proc. A compile worker forked
+    from the session (kperf_ci.capture.static.spare) has the session's command line and names
+    itself in its comm, which ends the line in brackets: use :func:`_is_compile_worker`."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -70,6 +77,7 @@ def _children(pid: int) -> list[tuple[int, str]]:
             stat = (entry / "stat").read_text()
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cmd += f" [{(entry / 'comm').read_text().strip()}]"
         except (OSError, ValueError, IndexError):
             continue
         if ppid == pid:
@@ -101,7 +109,7 @@ def test_ctrl_c_while_compiling_stops_cleanly_and_stores_nothing_as_complete(sam
     workers: list[tuple[int, str]] = []
 
     def compiling() -> bool:
-        workers[:] = [c for c in _children(proc.pid) if "kperf_ci.capture.static._worker" in c[1]]
+        workers[:] = [c for c in _children(proc.pid) if _is_compile_worker(c[1])]
         return bool(workers)
 
     wait_for(compiling, "a compile worker to start", proc)

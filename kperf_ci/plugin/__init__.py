@@ -60,6 +60,9 @@ def pytest_load_initial_conftests(
     # static mode on a GPU runs the tests for real and captures their launches on the way
     if mode != "gpu" and not cuda_available():
         os.environ["TRITON_INTERPRET"] = "1"
+        from kperf_ci.capture.static import spare
+
+        spare.arm()  # the first compile worker shares this process's import of torch
 
 
 _freeze_registered = False

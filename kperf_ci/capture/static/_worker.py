@@ -349,7 +349,9 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": False, "error": f"unknown op {op!r}"}
 
 
-def main() -> int:
+def main(forked: bool = False) -> int:
+    """``forked``: this process is a spare forked from the test process (:mod:`.spare`), torch
+    already imported."""
     os.environ.pop("TRITON_INTERPRET", None)
     proto_fd = os.dup(1)
     os.dup2(2, 1)  # user prints go to stderr
@@ -371,7 +373,8 @@ def main() -> int:
         prewarm()
         gc.freeze()
         gc.enable()
-    proto.write(json.dumps({"ready": True, "pid": os.getpid(), "triton": triton.__version__}) + "\n")
+    hello = {"ready": True, "pid": os.getpid(), "triton": triton.__version__, "forked": forked}
+    proto.write(json.dumps(hello) + "\n")
     for line in sys.stdin:
         line = line.strip()
         if not line:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from kperf_ci.capture.static import spare as spare_worker
 from kperf_ci.capture.static.start_gate import DEFAULT_START_S, StartGate
 from kperf_ci.config import ENV_WORKER_PATH
 
@@ -65,17 +66,23 @@ class Worker:
     ) -> None:
         """``on_spawn(self)``: called once the process exists, before its start is waited for
         (a pool that is stopped meanwhile must be able to kill it)."""
-        self._stderr = tempfile.TemporaryFile(prefix="kperf-worker-")
-        self.proc = subprocess.Popen(
-            [python, "-m", "kperf_ci.capture.static._worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-            cwd=cwd or os.getcwd(),
-            bufsize=0,
-            start_new_session=True,  # its own process group: a kill also ends ptxas & co.
-        )
+        spare = spare_worker.claim() if python == sys.executable else None
+        self.proc: subprocess.Popen[bytes] | spare_worker.Spare
+        if spare is not None:  # forked from this process once torch was imported (.spare)
+            self._stderr = spare.stderr
+            self.proc = spare.start(env, cwd or os.getcwd())
+        else:
+            self._stderr = tempfile.TemporaryFile(prefix="kperf-worker-")
+            self.proc = subprocess.Popen(
+                [python, "-m", "kperf_ci.capture.static._worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=env,
+                cwd=cwd or os.getcwd(),
+                bufsize=0,
+                start_new_session=True,  # its own process group: a kill also ends ptxas & co.
+            )
         self._buf = b""
         self._exit_sent = False
         self._sel = selectors.DefaultSelector()

@@ -233,7 +233,7 @@ class FakeCuda:
         self._on_unfaked = on_unfaked
         self._mode: Any = None
         self._saved: dict[str, Any] = {}
-        self._waiting: _AfterImport | None = None  # applies the fakes once torch is imported
+        self._waiting: AfterImport | None = None  # applies the fakes once torch is imported
         self._depth = threading.local()  # nesting of reported torch.cuda calls, per thread
 
     def _fakes(self) -> dict[str, Any]:
@@ -280,7 +280,7 @@ class FakeCuda:
         else:
             # torch is not imported yet: the fakes go in when it is, if it is, before the importer
             # sees the module (a session whose tests never import torch never pays for it)
-            self._waiting = _AfterImport(self._apply)
+            self._waiting = AfterImport(self._apply)
             sys.meta_path.insert(0, self._waiting)
         return self
 
@@ -337,7 +337,7 @@ class FakeCuda:
             self._mode = None
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
+class AfterImport(importlib.abc.MetaPathFinder):
     """On ``sys.meta_path`` while a :class:`FakeCuda` waits for torch: ``torch`` is found and
     loaded as it would be without it, then ``then()`` runs before the import statement returns."""
 
