@@ -131,15 +131,23 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("how", ["exits", "killed"])
+@pytest.mark.parametrize("how", ["exits", "killed", "forked-again"])
 def test_a_spare_nobody_claimed_ends_with_its_parent(tmp_path: Path, how: str) -> None:
-    """Its pipe from the parent reads end-of-file: at the parent's exit (atexit closes it) and
-    when the parent is killed."""
+    """Its pipe from the parent reads end-of-file: at the parent's exit (atexit closes it), when
+    the parent is killed, and while a process the parent forked later (a multiprocessing pool,
+    say) still lives: that one closed its copy of the pipe."""
     script = SPARE_AFTER.format(before="") + textwrap.dedent(
         """
         print(spare._spare.pid, flush=True)
         if sys.argv[1] == "killed":
             os.kill(os.getpid(), 9)
+        if sys.argv[1] == "forked-again" and os.fork() == 0:
+            import time
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)  # the test reads the parent's output to its end, not this one's
+            os.dup2(quiet, 2)
+            time.sleep(30)
+            os._exit(0)
         """
     )
     r = _python(tmp_path, script, how)

@@ -62,7 +62,8 @@ def pytest_load_initial_conftests(
         os.environ["TRITON_INTERPRET"] = "1"
         from kperf_ci.capture.static import spare
 
-        spare.arm()  # the first compile worker shares this process's import of torch
+        if not getattr(ns, "numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
+            spare.arm()  # the first compile worker shares this process's import of torch
 
 
 _freeze_registered = False

@@ -388,7 +388,8 @@ def main(forked: bool = False) -> int:
     # The interpreter's shutdown collections walk every object torch and the user's modules
     # created (~165k after `import torch`): 0.4-0.5 s of a core per worker on the 2-core CPU, and
     # the session waits for its workers to exit. Nothing of ours is left to collect; atexit
-    # handlers and module teardown still run.
+    # handlers and module teardown still run (in a spawned worker: a forked one ends in os._exit,
+    # its parent's handlers not being its own).
     gc.freeze()
     return 0
 

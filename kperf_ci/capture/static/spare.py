@@ -20,17 +20,22 @@ on, and nothing a user module did after that is in the child.
 No spare, and every worker spawned, where forking is not safe or not asked for: not Linux, other
 threads running at that moment, triton imported before torch (under the interpreter: see
 :func:`_fork`), torch imported before :func:`arm`, a GPU session (no interpreter), or
-``KPERF_WORKER_NO_FORK`` set. A spare never claimed reads end-of-file when its
-parent exits or calls :func:`release`, and exits.
+``KPERF_WORKER_NO_FORK`` set; under xdist, the controller never arms (its workers do, and there
+execnet's thread prevents the fork). A spare never claimed reads end-of-file, and exits, when its
+parent exits, is killed or calls :func:`release` (a process the parent forks later closes its
+copy of the pipe at once).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import faulthandler
+import importlib
 import json
 import os
 import signal
+import site
 import subprocess
 import sys
 import sysconfig
@@ -39,6 +44,7 @@ import threading
 import time
 import traceback
 import types
+import warnings
 from typing import IO, Any
 
 from kperf_ci.capture.static import _worker
@@ -56,16 +62,30 @@ _armed_path: list[str] = []
 def arm() -> None:
     """Fork a spare when torch has been imported (static mode, interpreter on; see module doc)."""
     global _finder, _armed_modules, _armed_path
-    if _finder is not None or "torch" in sys.modules or env_switch(ENV_WORKER_NO_FORK):
+    if _finder is not None or _spare is not None or "torch" in sys.modules or env_switch(ENV_WORKER_NO_FORK):
         return
     if not sys.platform.startswith("linux") or os.environ.get("TRITON_INTERPRET") != "1":
         return
     _armed_modules, _armed_path = frozenset(sys.modules), list(sys.path[1:])
-    _finder = AfterImport(_fork)
+    _finder = _TorchWatch(_fork)
     atexit.register(release)
     # last on the path to torch's loader: its callback runs before that of any finder inserted
     # later (a FakeCuda waiting for torch), so the spare has torch as it is, without the fakes
     sys.meta_path.insert(0, _finder)
+
+
+class _TorchWatch(AfterImport):
+    """:class:`AfterImport` that also notes the modules present when torch's import began: those
+    imported during it (sympy, numpy, ...) are torch's, and the spare keeps them."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        global _before_torch
+        if fullname == "torch":
+            _before_torch = frozenset(sys.modules)
+        return super().find_spec(fullname, path, target)
+
+
+_before_torch: frozenset[str] = frozenset()
 
 
 def _fork() -> None:
@@ -83,8 +103,12 @@ def _fork() -> None:
 
 def _fork_spare() -> None:
     global _spare
-    if threading.active_count() != 1:
-        return  # a fork copies one thread: another's locks could be held forever in the child
+    if len(sys._current_frames()) != 1:
+        # A fork copies one thread: another's locks could be held forever in the child. Every
+        # thread running Python counts, those `threading` does not list too (execnet's, in an
+        # xdist worker). Native threads do not: OpenBLAS's pool, which numpy starts as torch
+        # imports it, stops and restarts around a fork by its own pthread_atfork handlers.
+        return
     if any(name == "triton" or name.startswith("triton.") for name in sys.modules):
         # imported under the interpreter: its own @jit functions (tl.sum, tl.cdiv, ...) are
         # interpreted ones, which a compile cannot call, and triton does not import twice
@@ -109,6 +133,16 @@ def _fork_spare() -> None:
     _spare = Spare(
         pid, os.fdopen(to_child, "wb", buffering=0), os.fdopen(from_child, "rb", buffering=0), stderr
     )
+    # a later fork of this process (a multiprocessing pool, a DataLoader worker) must not hold the
+    # spare's pipe open: the spare reads end-of-file only when every copy of it is closed
+    os.register_at_fork(after_in_child=_forget_spare)
+
+
+def _forget_spare() -> None:
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        spare.close()
 
 
 def claim() -> Spare | None:
@@ -149,8 +183,11 @@ class Spare:
 
     def poll(self) -> int | None:
         if self.returncode is None and os.getpid() == self.parent:
-            with contextlib.suppress(ChildProcessError):
+            try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): as Popen says, 0
+                self.returncode = 0
+            else:
                 if pid:
                     self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
@@ -164,8 +201,9 @@ class Spare:
         return self.returncode  # type: ignore[return-value]
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        if self.poll() is None:  # never a pid that may already be another process's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
 
     def close(self) -> None:
         for f in (self.stdin, self.stdout):
@@ -180,22 +218,21 @@ class Spare:
 def _spare_main(from_parent: int, to_parent: int, stderr_fd: int) -> int:
     os.setsid()  # its own process group, as a spawned worker's: a kill also ends ptxas & co.
     os.chdir("/")  # while it waits, it holds no directory of the session (kperf ab removes its trees)
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
+    # as a spawned Python has them: SIGPIPE ignored (a broken pipe is an exception), Ctrl-C raises
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     _name("kperf-spare")
-    # The parent's stream objects are kept alive, never flushed: what they buffered is the parent's
-    # to write, and a flush from here would put it into the protocol pipe.
-    _inherited.extend([sys.stdin, sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__])
-    os.dup2(from_parent, 0)
-    os.dup2(to_parent, 1)
-    os.dup2(stderr_fd, 2)
-    for fd in (from_parent, to_parent, stderr_fd):
-        if fd > 2:
-            os.close(fd)
-    sys.stdin = os.fdopen(0, "r", closefd=False)
-    sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1, closefd=False)
-    sys.stderr = sys.__stderr__ = os.fdopen(2, "w", buffering=1, closefd=False)
+    _own_stdio(from_parent, to_parent, stderr_fd)
+    # pytest's warning filters and recorder (the fork came inside its catch_warnings) are not a
+    # worker's: a reload gives the interpreter's own, with -W and PYTHONWARNINGS applied
+    importlib.reload(warnings)
+    if faulthandler.is_enabled():
+        faulthandler.enable(file=sys.stderr)  # a crash is told on the worker's stderr
+    torch_spec = getattr(sys.modules.get("torch"), "__spec__", None)
+    if torch_spec is not None:
+        torch_spec._initializing = False  # its import ended; this process never returns into it
     line = sys.stdin.readline()
     if not line:
         return 0  # never claimed: the parent is done
@@ -213,7 +250,25 @@ def _spare_main(from_parent: int, to_parent: int, stderr_fd: int) -> int:
     return _worker.main(forked=True)
 
 
+#: objects of the parent the spare keeps alive: streams whose buffers are the parent's to write,
+#: modules it dropped (their finalizers would remove the parent's temporary files)
 _inherited: list[Any] = []
+
+
+def _own_stdio(from_parent: int, to_parent: int, stderr_fd: int) -> None:
+    """fd 0 and 1 the pipes from and to the parent, fd 2 the worker's stderr file, and new stream
+    objects on them. The parent's are kept alive, never flushed: a flush from here would put
+    what the parent buffered into the protocol pipe."""
+    _inherited.extend([sys.stdin, sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__])
+    os.dup2(from_parent, 0)
+    os.dup2(to_parent, 1)
+    os.dup2(stderr_fd, 2)
+    for fd in (from_parent, to_parent, stderr_fd):
+        if fd > 2:
+            os.close(fd)
+    sys.stdin = os.fdopen(0, "r", closefd=False)
+    sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = sys.__stderr__ = os.fdopen(2, "w", buffering=1, closefd=False)
 
 
 def _name(name: str) -> None:
@@ -231,17 +286,30 @@ def _ours_or_pytests(module: str) -> bool:
 def _interpreter_dirs() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
+    with contextlib.suppress(AttributeError):  # the venv's base, dist-packages, the user's site
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
 
 
 def _forget_user_modules() -> None:
-    """Drop what a spawned worker would import for itself (see the module doc)."""
+    """Drop what a spawned worker would import for itself (see the module doc): never what torch's
+    import brought in, and a dropped package with its submodules (a fresh package object would
+    lack the attribute of a submodule kept). The dropped modules stay alive in the spare."""
     own = _interpreter_dirs()
-    for name, mod in list(sys.modules.items()):
-        if name in _armed_modules or name == "__main__" or name.split(".")[0] in ("torch", "kperf_ci"):
-            continue
-        if mod is None or _must_reimport(mod, own):
-            del sys.modules[name]
+    torchs = set(sys.modules) - _before_torch  # the fork came at the end of torch's import
+    drop = {
+        name
+        for name, mod in list(sys.modules.items())
+        if name not in _armed_modules
+        and name not in torchs
+        and name != "__main__"
+        and name.split(".")[0] not in ("torch", "kperf_ci")
+        and (mod is None or _must_reimport(mod, own))
+    }
+    drop |= {name for name in list(sys.modules) if any(name.startswith(d + ".") for d in drop)}
+    for name in drop:
+        _inherited.append(sys.modules.pop(name, None))
 
 
 def _must_reimport(mod: types.ModuleType, own: tuple[str, ...]) -> bool:
