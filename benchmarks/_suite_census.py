@@ -92,7 +92,7 @@ def kind(rec: dict) -> str:
         return "xdist worker"
     if rec["pytest"]:
         return "pytest session, imports torch" if rec["torch"] else "pytest session, no torch"
-    if "kperf_ci" in argv or argv.split(" ")[1:2] and argv.split(" ")[1].endswith("/kperf"):
+    if "kperf_ci" in argv or rec["argv"][1:2] and rec["argv"][1].endswith("/kperf"):
         return "kperf command"
     return "other Python"
 

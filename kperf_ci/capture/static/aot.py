@@ -66,11 +66,12 @@ class Worker:
     ) -> None:
         """``on_spawn(self)``: called once the process exists, before its start is waited for
         (a pool that is stopped meanwhile must be able to kill it)."""
+        cwd = cwd or os.getcwd()
         spare = spare_worker.claim() if python == sys.executable else None
         self.proc: subprocess.Popen[bytes] | spare_worker.Spare
         if spare is not None:  # forked from this process once torch was imported (.spare)
             self._stderr = spare.stderr
-            self.proc = spare.start(env, cwd or os.getcwd())
+            self.proc = spare.start(env, cwd)
         else:
             self._stderr = tempfile.TemporaryFile(prefix="kperf-worker-")
             self.proc = subprocess.Popen(
@@ -79,7 +80,7 @@ class Worker:
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
                 env=env,
-                cwd=cwd or os.getcwd(),
+                cwd=cwd,
                 bufsize=0,
                 start_new_session=True,  # its own process group: a kill also ends ptxas & co.
             )

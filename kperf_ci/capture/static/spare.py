@@ -109,7 +109,7 @@ def _fork_spare() -> None:
         # xdist worker). Native threads do not: OpenBLAS's pool, which numpy starts as torch
         # imports it, stops and restarts around a fork by its own pthread_atfork handlers.
         return
-    if any(name == "triton" or name.startswith("triton.") for name in sys.modules):
+    if "triton" in sys.modules:
         # imported under the interpreter: its own @jit functions (tl.sum, tl.cdiv, ...) are
         # interpreted ones, which a compile cannot call, and triton does not import twice
         return
@@ -297,15 +297,14 @@ def _forget_user_modules() -> None:
     import brought in, and a dropped package with its submodules (a fresh package object would
     lack the attribute of a submodule kept). The dropped modules stay alive in the spare."""
     own = _interpreter_dirs()
-    torchs = set(sys.modules) - _before_torch  # the fork came at the end of torch's import
+    # the candidates: what came between arming and torch's import; all that came later is torch's
+    # (the fork came at the end of that import)
     drop = {
         name
-        for name, mod in list(sys.modules.items())
-        if name not in _armed_modules
-        and name not in torchs
-        and name != "__main__"
-        and name.split(".")[0] not in ("torch", "kperf_ci")
-        and (mod is None or _must_reimport(mod, own))
+        for name in _before_torch - _armed_modules
+        if name != "__main__"
+        and name.split(".")[0] != "kperf_ci"
+        and ((mod := sys.modules.get(name)) is None or _must_reimport(mod, own))
     }
     drop |= {name for name in list(sys.modules) if any(name.startswith(d + ".") for d in drop)}
     for name in drop:
