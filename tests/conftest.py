@@ -165,6 +165,7 @@ def pytest_configure(config: pytest.Config) -> None:
     xdist controller starts its workers after this hook and would pass it on to them, so only a
     worker, or a session that does not distribute, sets it. A test that needs the variables as a
     user would have them sets or removes them itself."""
+    _deliverable_ctrl_c()
     controller = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
     if not controller:
         os.environ["PYTEST_ADDOPTS"] = " ".join(
@@ -173,6 +174,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("KPERF_FREEZE_AT_EXIT", "1")
     if not hasattr(config, "workerinput"):
         _share_one_triton_cache(config)
+
+
+def _deliverable_ctrl_c() -> None:
+    """Ctrl-C reaches the processes this suite starts, as a terminal gives it to a user's. A shell
+    that starts a command in the background (``bash .ci/run &``, a runner's own script) starts it
+    with SIGINT ignored, and an ignored signal stays ignored through every fork and exec: each
+    test that interrupts a run then saw a child that never heard it (four timed out, this suite
+    run that way). A handled signal is reset to the default at exec, so handling it here gives
+    every child Python's own KeyboardInterrupt again."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _share_one_triton_cache(config: pytest.Config) -> None:
