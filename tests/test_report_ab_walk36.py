@@ -133,3 +133,14 @@ def test_the_real_gpu_page_wraps_only_where_it_must_at_1400_px(wide_browser, tmp
         ".map(d => d.firstElementChild.id || d.firstElementChild.className)"
     )
     assert wide == []
+
+
+def test_a_launch_without_its_own_threshold_is_drawn_with_the_documents():
+    """The plot's fallback band was the setting's default (0.5%) whatever the run was judged by:
+    a project with ab_threshold = 0.05 saw its launches drawn against ±0.50%."""
+    doc = json.loads(GPU_DOC.read_text(encoding="utf-8"))
+    for t in doc["timed"]:
+        t.pop("threshold", None)
+    doc["ab_policy"] = {"ab_threshold": 0.05, "ab_floor_ms": 0.0001, "ab_precision": 0.005}
+    svg = ab.render_html(doc).split('class="chart ab-intervals"', 1)[1].split("</svg>", 1)[0]
+    assert "threshold ±5.00% for this launch" in svg and "threshold ±0.50%" not in svg

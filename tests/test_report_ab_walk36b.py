@@ -26,7 +26,7 @@ def test_a_worst_launch_writes_its_shapes_as_the_launch_lines_do():
     assert shape_text(k["launches"][0]) == "a=bf16[369x4231]; grid 369x1x1"
     comment = ab.render_markdown(doc)
     assert "a=bf16\\[369x4231\\]; grid 369x1x1" in comment and "a bf16" not in comment
-    svg = str(_plot(k, 1e-4))
+    svg = str(_plot(k, 1e-4, 0.005))
     assert "#1 a=bf16[369x4231]; grid 369x1x1" in svg and "a bf16" not in svg
     assert "a bf16" not in text_of(ab.render_html(doc))
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from kperf_ci.config import Settings
 from kperf_ci.judge.group import severity, static_groups
 from kperf_ci.judge.launch_diff import stopped_early_text
 from kperf_ci.judge.verdict import regression
@@ -28,6 +27,7 @@ from kperf_ci.report.ab_view import (
     kernels_of,
     largest_abs_text,
     number,
+    run_threshold,
     shape_text,
     slower_count,
     static_kernels_of,
@@ -151,7 +151,7 @@ def _state(kernels: list[dict[str, Any]], doc: dict[str, Any]) -> str:
     return "good"
 
 
-def _plot(k: dict[str, Any], floor: float) -> Any:
+def _plot(k: dict[str, Any], floor: float, threshold: float) -> Any:
     rows = []
     for i, x in enumerate(k["launches"], 1):
         ratio, lo, hi, base = (number(x.get(f)) for f in ("ratio", "ci_low", "ci_high", "base_ms"))
@@ -168,7 +168,7 @@ def _plot(k: dict[str, Any], floor: float) -> Any:
                 number(x.get("threshold")),
             )
         )
-    return ab_intervals_svg(rows, Settings.ab_threshold, f"{k['kernel']}: change per launch")
+    return ab_intervals_svg(rows, threshold, f"{k['kernel']}: change per launch")
 
 
 def _static(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -218,7 +218,7 @@ def render_html(doc: dict[str, Any]) -> str:
     gate = static_gate(doc)
     kernels = []
     for k in kernels_of(doc):
-        svg = _plot(k, floor)
+        svg = _plot(k, floor, run_threshold(doc))
         w = (k.get("launches") or [{}])[0]
         name, path = kernel_where(k)  # one kernel cell for the timed and the static tables
         kernels.append(

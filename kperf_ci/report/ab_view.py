@@ -47,6 +47,15 @@ def floor_ms(doc: dict[str, Any]) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else Settings.ab_floor_ms
 
 
+def run_threshold(doc: dict[str, Any]) -> float:
+    """The run's relative threshold (``ab_threshold``) the document was judged with, for a launch
+    that does not carry its own (each timed launch stores the one it was judged by, a marker's
+    included): the document's policy when it says, else the setting's default."""
+    policy = doc.get("ab_policy")
+    v = policy.get("ab_threshold") if isinstance(policy, dict) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else Settings.ab_threshold
+
+
 def number(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
