@@ -11,8 +11,12 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 if ! python -c "import torch" 2>/dev/null; then
-  # CPU build for static mode and the tests; Triton's interpreter needs numpy < 2.4.
-  python -m pip install -q "torch==${KPERF_TORCH_VERSION:-2.13.0}"
+  # From the default index unless KPERF_TORCH_INDEX names another: PyPI's Linux wheel is the
+  # multi-GB CUDA build, so a machine without a GPU wants PyTorch's CPU index
+  # (KPERF_TORCH_INDEX=https://download.pytorch.org/whl/cpu); some machines keep a CPU wheel of
+  # the pinned version locally and pip takes that. Triton's interpreter needs numpy < 2.4 (below).
+  python -m pip install -q ${KPERF_TORCH_INDEX:+--index-url "$KPERF_TORCH_INDEX"} \
+    "torch==${KPERF_TORCH_VERSION:-2.13.0}"
 fi
 # Triton is pinned where this script installs it: static metrics (and baselines/main.db) are
 # comparable only within one Triton version. A runner that already has Triton keeps its own.
