@@ -200,3 +200,16 @@ def test_the_document_records_the_floor_it_was_judged_by():
     assert doc["ab_policy"] == {"ab_threshold": 0.005, "ab_floor_ms": 0.002, "ab_precision": 0.01}
     assert floor_ms(doc) == 0.002
     assert floor_ms({}) == 0.0001  # an older document: the setting's default, as before
+
+
+def test_the_comment_lists_each_static_launch_whole_with_its_autotune_note():
+    """This stop's newcomer walk on attorch: the folded list cut each launch at the comment's field
+    limit, inside the arguments, so "(worst of 6 autotune configs, 5 regress)" and the grid
+    the terminal and the page show never reached the pull request."""
+    r = _reg("spills +412 B > 0 B allowed (default)", 1.0, 1)
+    r["args"] = {f"ARG_{i}": f"fp32[4x{2000 + i}]" for i in range(20)}
+    r["arg_order"] = list(r["args"])
+    r["autotune"] = {"configs": 6, "regressed": 5}
+    doc = {"tests": [], "timed": [], "static_regressions": [r], "static_kernels": static_groups([r])}
+    fold = ab.render_markdown(doc).split("Each launch not timed", 1)[1].split("</details>", 1)[0]
+    assert "grid 16384x1x1; num\\_warps=4, num\\_stages=3 (worst of 6 autotune configs, 5 regress)" in fold

@@ -242,9 +242,12 @@ def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> 
                 break
         out.add("")
     n = sum(len(k["launches"]) for k in rows)
+    # room for the whole launch, as the timed launches have (_launch_line): cut at the comment's
+    # field limit, each lost its grid, options and "(worst of 6 autotune configs, 5 regress)"
     lines = [
         f"- {md(k['kernel'])} {md(k['arch'])}: {_GATE_ICON.get(x['gate'], '')} {md(x['gate'])}: "
-        f"{md(x.get('reason'))}; {md(x['launch']) or '-'} ({md(', '.join(x.get('tests') or []))})"
+        f"{md(x.get('reason'))}; {md_field(x['launch'], 2 * FIELD_CHARS) or '-'} "
+        f"({md(', '.join(x.get('tests') or []))})"
         for k in rows
         for x in k["launches"]
     ]
