@@ -29,8 +29,7 @@ READERS = {
     "judge/ab.py": "the verdict and its stop rule read the policy they are handed",
     "agent/loop.py": "a new best beats the best so far by the policy's threshold",
     # a stored document is rendered with what it was judged by, the default where it says none
-    "report/ab_view.py": "a document's floor, else the setting's default",
-    "report/ab_html.py": "the band drawn on a document's chart",
+    "report/ab_view.py": "a document's floor and threshold, else the setting's defaults",
 }
 
 
