@@ -124,6 +124,22 @@ def test_sequential_never_runs_the_passes_side_by_side(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_failing_head_ends_the_check_before_the_base_pass_runs(tmp_path):
+    """A newcomer's walk on attorch waited 51 s for "fix them first" where the head's own pass
+    took 25 s: a head that fails its tests is judged as its pass ends, the base never runs."""
+    broken = TEST + "    assert False, 'the pull request broke this test'\n"
+    repo = make_repo(tmp_path / "r", {"kernels.py": KERNEL, "test_k.py": TEST}, {"test_k.py": broken})
+    room = tmp_path / "room"
+    room.mkdir()
+    env = {"KPERF_TEST_ROOM": str(room)}
+    p = kperf("ab", "--base", "HEAD~1", "--no-gpu", "--passes", "sequential", cwd=repo, env=env)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "static pass in the head tree: 1 test(s) failed (pytest exit 1); fix them first" in p.stderr
+    assert len(list(room.iterdir())) == 1  # the head's test ran; no base pass started
+    assert "the base static pass" not in p.stderr
+
+
+@pytest.mark.slow
 def test_parallel_reports_the_kill_in_one_line_exit_2(tmp_path):
     repo = _repo(tmp_path)
     room = tmp_path / "room"

@@ -348,15 +348,29 @@ def static_pass(
     def start(side: str) -> _Pass:
         return _static_start(side, roots[side], rel_cwd, side_args[side], workdir, python)
 
+    marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
+    sides: dict[str, StaticSide] = {}
+
+    def judge(side: str) -> None:
+        # "parallel" never runs a killed pass again alone; "auto" does, "sequential" always is
+        rc, out = done[side]
+        sides[side] = _static_side(
+            side, roots[side], rc, out, workdir, rel_cwd, messages, marked_all, peaks[side],
+            side_args[side], alone=order != "parallel",
+        )  # fmt: skip
+
     t0 = time.monotonic()
     done: dict[str, tuple[int, str]] = {}
     peaks: dict[str, float | None] = {}
     if order == "sequential":
-        # head first: arguments pytest refuses end the check before the base's pass, not after it
+        # head first: arguments pytest refuses, failing tests or nothing captured end the check
+        # before the base's pass, not after it (a newcomer waited 51 s for a failing head's
+        # verdict where its own pass took 25 s)
         for side in ("head", "base"):
             done[side], peaks[side] = _run_passes([start(side)])[0]
             if side == "head":
                 _refuse_head_usage_error(*done[side])
+                judge("head")
                 say_next_pass("head static pass", time.monotonic() - t0, "base static pass")
     else:
         # Both trees at once: a static pass times nothing, so the two share the machine (and
@@ -372,24 +386,9 @@ def static_pass(
                 messages.append(note)  # printed with the pass's other notes
                 done[side], peaks[side] = _run_passes([start(side)])[0]
     wall_s = time.monotonic() - t0
-    sides = {}
-    for side, root in roots.items():
-        rc, out = done[side]
-        marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
-        # "parallel" never runs a killed pass again alone; "auto" does, "sequential" always is
-        sides[side] = _static_side(
-            side,
-            root,
-            rc,
-            out,
-            workdir,
-            rel_cwd,
-            messages,
-            marked_all,
-            peaks[side],
-            side_args[side],
-            alone=order != "parallel",
-        )
+    for side in roots:  # the head first, as the passes: its messages come first
+        if side not in sides:
+            judge(side)
         sides[side].wall_s = wall_s
     diff = diff_static(sides["base"].run.results, sides["head"].run.results)
     if sides["base"].manifest is not None and sides["head"].manifest is not None:
