@@ -190,6 +190,8 @@ def test_an_occupancy_drop_on_a_grid_that_does_not_fill_the_gpu_is_judged_and_sa
     )
     (reg,) = _verdict(pair([132])).regressions
     assert reg["reason"].endswith("(this test's 132 blocks put at most one on each of its 132 SMs)")
+    (reg,) = _verdict(pair([1])).regressions  # one block, said as one (attorch's 1x768 softmax)
+    assert reg["reason"].endswith("(this test's 1 block put at most one on each of its 132 SMs)")
     (reg,) = _verdict(pair([133])).regressions
     assert reg["reason"] == chain  # a second block shares an SM: nothing to add
     b = {"config": "num_warps=4", "code": {"sm_90": _code(registers=128)}, "grid": [8]}

@@ -196,8 +196,8 @@ def _small_grid_note(fits: tuple[int, int] | None) -> str:
         return ""
     blocks, sms = fits
     return (
-        f", judged for a grid that fills the GPU (this test's {blocks} blocks put at most one on each "
-        f"of its {sms} SMs)"
+        f", judged for a grid that fills the GPU (this test's {blocks} block{'s' if blocks != 1 else ''} "
+        f"put at most one on each of its {sms} SMs)"
     )
 
 
