@@ -109,7 +109,9 @@ print("spare" if spare._spare is not None else "none")
     [
         ("", {}, "spare"),
         ("import triton", {}, "none"),  # triton's own @jit functions would be interpreted ones
-        ("threading.Thread(target=__import__('time').sleep, args=(2,), daemon=True).start()", {}, "none"),
+        # a thread alive until the process ends: one that slept 2 s had ended before a slow
+        # machine's `import torch` did (n=3 workers on 2 cores), and the spare was rightly made
+        ("threading.Thread(target=threading.Event().wait, daemon=True).start()", {}, "none"),
         ("", {"KPERF_WORKER_NO_FORK": "1"}, "none"),
     ],
     ids=["forked", "triton-first", "another-thread", "switched-off"],
