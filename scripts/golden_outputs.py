@@ -171,7 +171,12 @@ def _scrub(text: str, work: Path, run_ids: set[str], is_json: bool = False) -> s
         text = text.replace(rid, f"<run-{i}>")
     for pattern, repl in _VOLATILE:
         text = pattern.sub(repl, text)
-    return text
+    # pytest's header lists the environment's plugins in the order importlib.metadata finds their
+    # distributions, which a rebuilt venv changes: the same plugins read alike in any order
+    return _PLUGINS_LINE.sub(lambda m: "plugins: " + ", ".join(sorted(m.group(1).split(", "))), text)
+
+
+_PLUGINS_LINE = re.compile(r"^plugins: (.+)$", re.M)
 
 
 def produce_journeys(source_root: Path, out: Path, env: dict[str, str]) -> None:
