@@ -214,11 +214,11 @@ def render_html(doc: dict[str, Any]) -> str:
         }
         for t in sorted(doc.get("timed") or [], key=severity)
     ]
-    floor = floor_ms(doc)
+    floor, threshold = floor_ms(doc), run_threshold(doc)
     gate = static_gate(doc)
     kernels = []
     for k in kernels_of(doc):
-        svg = _plot(k, floor, run_threshold(doc))
+        svg = _plot(k, floor, threshold)
         w = (k.get("launches") or [{}])[0]
         name, path = kernel_where(k)  # one kernel cell for the timed and the static tables
         kernels.append(

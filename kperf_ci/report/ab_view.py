@@ -39,21 +39,25 @@ def change_text(t: dict[str, Any]) -> str:
     return f"{pct(t['ratio'])}{ci}"
 
 
-def floor_ms(doc: dict[str, Any]) -> float:
-    """The absolute floor the document was judged with (``ab_floor_ms``): the document's own
-    when it says, else the setting's default (kperf_ci.config, its one home)."""
+def _judged_by(doc: dict[str, Any], knob: str, default: float, older_key: str | None = None) -> float:
+    """One A/B knob the document was judged with: its ``ab_policy``'s, or where it has none the
+    top-level key an older document wrote; else ``default``, the setting's (kperf_ci.config)."""
     policy = doc.get("ab_policy")
-    v = policy.get("ab_floor_ms") if isinstance(policy, dict) else doc.get("floor_ms")
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else Settings.ab_floor_ms
+    v = policy.get(knob) if isinstance(policy, dict) else doc.get(older_key) if older_key else None
+    n = number(v)
+    return default if n is None else n
+
+
+def floor_ms(doc: dict[str, Any]) -> float:
+    """The absolute floor the document was judged with (``ab_floor_ms``)."""
+    return _judged_by(doc, "ab_floor_ms", Settings.ab_floor_ms, "floor_ms")
 
 
 def run_threshold(doc: dict[str, Any]) -> float:
     """The run's relative threshold (``ab_threshold``) the document was judged with, for a launch
     that does not carry its own (each timed launch stores the one it was judged by, a marker's
-    included): the document's policy when it says, else the setting's default."""
-    policy = doc.get("ab_policy")
-    v = policy.get("ab_threshold") if isinstance(policy, dict) else None
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else Settings.ab_threshold
+    included)."""
+    return _judged_by(doc, "ab_threshold", Settings.ab_threshold)
 
 
 def number(v: Any) -> float | None:
