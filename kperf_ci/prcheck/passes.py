@@ -349,6 +349,8 @@ def static_pass(
         return _static_start(side, roots[side], rel_cwd, side_args[side], workdir, python)
 
     marked_all = any(a == "--kperf-all" or a.startswith("--kperf-mark") for a in args)
+    done: dict[str, tuple[int, str]] = {}
+    peaks: dict[str, float | None] = {}
     sides: dict[str, StaticSide] = {}
 
     def judge(side: str) -> None:
@@ -360,8 +362,6 @@ def static_pass(
         )  # fmt: skip
 
     t0 = time.monotonic()
-    done: dict[str, tuple[int, str]] = {}
-    peaks: dict[str, float | None] = {}
     if order == "sequential":
         # head first: arguments pytest refuses, failing tests or nothing captured end the check
         # before the base's pass, not after it (a newcomer waited 51 s for a failing head's
