@@ -129,6 +129,9 @@ _VOLATILE = [
     (re.compile(r"\b\d+(?:\.\d+)?(?: ?)(?:s|ms|min)\b"), "<duration>"),
     # pytest pads its summary line with "=" to the terminal's width around a duration
     (re.compile(r"={3,}"), "==="),
+    # pytest's header lists the environment's plugins in the order importlib.metadata finds their
+    # distributions, which a rebuilt venv changes: the same plugins read alike in any order
+    (re.compile(r"^plugins: (.+)$", re.M), lambda m: "plugins: " + ", ".join(sorted(m.group(1).split(", ")))),
 ]
 #: JSON keys whose numbers are durations (everything under them is blanked)
 _DURATION_KEY = re.compile(r"(?:_s|wall|elapsed|seconds|duration)$")
@@ -171,12 +174,7 @@ def _scrub(text: str, work: Path, run_ids: set[str], is_json: bool = False) -> s
         text = text.replace(rid, f"<run-{i}>")
     for pattern, repl in _VOLATILE:
         text = pattern.sub(repl, text)
-    # pytest's header lists the environment's plugins in the order importlib.metadata finds their
-    # distributions, which a rebuilt venv changes: the same plugins read alike in any order
-    return _PLUGINS_LINE.sub(lambda m: "plugins: " + ", ".join(sorted(m.group(1).split(", "))), text)
-
-
-_PLUGINS_LINE = re.compile(r"^plugins: (.+)$", re.M)
+    return text
 
 
 def produce_journeys(source_root: Path, out: Path, env: dict[str, str]) -> None:
