@@ -118,6 +118,13 @@ def _nbsp(text: str) -> str:
     return text.replace(" ", "\u00a0")
 
 
+def _launch_md(x: dict[str, Any]) -> str:
+    """A launch's text for the comment, timed or not, with room for all of it: cut at the plain
+    field limit, a static launch lost its grid, options and "(worst of 6 autotune configs, 5
+    regress)"."""
+    return md_field(x["launch"], 2 * FIELD_CHARS) or "-"
+
+
 def _launch_line(x: dict[str, Any]) -> str:
     tests = ", ".join(str(t) for t in (x.get("tests") or [])[:3])
     more = f" +{len(x['tests']) - 3} more" if len(x.get("tests") or []) > 3 else ""
@@ -127,7 +134,7 @@ def _launch_line(x: dict[str, Any]) -> str:
     # the launch's own cause (its option and code changes, why it was not called slower)
     # in a fold: room for the whole cause and launch (a cut one ends at a separator, " …")
     cause = f"cause: {md_field(launch_cause(x), 2 * FIELD_CHARS)}; " if launch_cause(x) else ""
-    launch = md_field(x["launch"], 2 * FIELD_CHARS) or "-"
+    launch = _launch_md(x)
     return (
         f"  - {_ICON.get(str(x['verdict']), '')} {md(x['verdict'])} {md(change_text(x))}, "
         f"{_nbsp(md(times_text(x, True)))}; {cause}launch: {launch} ({md(tests)}{md(more)})"
@@ -242,12 +249,9 @@ def _static_table(out: CommentBudget, rows: list[dict[str, Any]], cut: _Cut) -> 
                 break
         out.add("")
     n = sum(len(k["launches"]) for k in rows)
-    # room for the whole launch, as the timed launches have (_launch_line): cut at the comment's
-    # field limit, each lost its grid, options and "(worst of 6 autotune configs, 5 regress)"
     lines = [
         f"- {md(k['kernel'])} {md(k['arch'])}: {_GATE_ICON.get(x['gate'], '')} {md(x['gate'])}: "
-        f"{md(x.get('reason'))}; {md_field(x['launch'], 2 * FIELD_CHARS) or '-'} "
-        f"({md(', '.join(x.get('tests') or []))})"
+        f"{md(x.get('reason'))}; {_launch_md(x)} ({md(', '.join(x.get('tests') or []))})"
         for k in rows
         for x in k["launches"]
     ]
