@@ -133,16 +133,18 @@ def test_instruction_counts_and_registers_that_keep_the_occupancy_are_changed_no
 @pytest.fixture(scope="module")
 def harmful(tmp_path_factory):
     tests = (
-        # more blocks than sm_90's 132 SMs in every autotune config (BLOCK 4096: 256 blocks), so
-        # the reasons are those of a GPU-filling grid, without the small-grid note
-        TESTS_HEAD.replace("N = 8192", "N = 1 << 20")
-        + _test("test_occupancy", "k.occupancy[(N // 1024,)](x, y, N, BLOCK=1024, num_warps=4)")
+        # more blocks than sm_90's 132 SMs in every launch (133: N elements at BLOCK 4096, the
+        # largest autotune config, and M at BLOCK 1024), so the reasons are those of a GPU-filling
+        # grid, without the small-grid note; no more, as each block is a program the interpreter
+        # runs. N and M are multiples of 16, as 1 << 20 was: the same compiled code
+        TESTS_HEAD.replace("N = 8192", "N = 133 * 4096\nM = 133 * 1024")
+        + _test("test_occupancy", "k.occupancy[(M // 1024,)](x, y, M, BLOCK=1024, num_warps=4)")
         + _test(
             "test_named",
-            "k.named[(N // 1024,)](x, y, N, BLOCK=1024, num_warps=4)",
+            "k.named[(M // 1024,)](x, y, M, BLOCK=1024, num_warps=4)",
             '@pytest.mark.kperf(thresholds={"sass.instructions": 0.05})',
         )
-        + _test("test_unnamed", "k.unnamed[(N // 1024,)](x, y, N, BLOCK=1024, num_warps=4)")
+        + _test("test_unnamed", "k.unnamed[(M // 1024,)](x, y, M, BLOCK=1024, num_warps=4)")
         + _test("test_autotuned", 'k.tuned[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, y, N)')
         + "\n\n@pytest.mark.kperf\ndef test_spills():\n"
         "    a = torch.rand(128, 64)\n    b = torch.rand(64, 128)\n    c = torch.empty(128, 128)\n"
