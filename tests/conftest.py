@@ -153,6 +153,21 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     return pytester
 
 
+def without(*prefixes: str) -> dict[str, str]:
+    """This process's environment less the variables starting with ``prefixes`` (a child started
+    as a user's would be: none of the suite's PYTEST_ or KPERF_ settings), but with what
+    :func:`pytest_configure` below gives every process the suite starts to save CPU, none of it a
+    setting any test is about: no Hypothesis plugin in a pytest session, the heap frozen at exit.
+    About 0.4 CPU-s a pytest session that imports torch; tests that filtered the variables out
+    lost both (a test that needs either unset sets it itself)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    addopts = env.get("PYTEST_ADDOPTS", "")
+    if "no:hypothesispytest" not in addopts:
+        env["PYTEST_ADDOPTS"] = " ".join(filter(None, (addopts, "-p no:hypothesispytest")))
+    env.setdefault("KPERF_FREEZE_AT_EXIT", "1")
+    return env
+
+
 @pytest.hookimpl(trylast=True)  # after kperf's own pytest_configure in this process has read it
 def pytest_configure(config: pytest.Config) -> None:
     """The pytest sessions this suite starts (`kperf run`, `kperf ab`'s passes, plain subprocess

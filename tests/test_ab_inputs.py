@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import fuzz_settings
+from conftest import fuzz_settings, without
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -46,7 +46,7 @@ def test_a_bad_plan_is_one_line_and_exit_2_in_static_mode(tmp_path):
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     # the second fresh walk of issue 37: a FIFO was opened for reading, and the run hung for good
     os.mkfifo(tmp_path / "fifo.json")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env = without("KPERF_", "PYTEST_")
     env.update(KPERF_NO_REPORT="1", PYTHONPATH=str(ROOT))
     for plan, words in (
         ("missing.json", "cannot be read"),
@@ -135,7 +135,7 @@ def test_kperf_ab_json_unwritable_is_found_before_both_passes(tmp_path, where):
     git = ["git", "-c", "user.name=k", "-c", "user.email=k@k", "-c", "commit.gpgsign=false"]
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "one"]):
         subprocess.run([*git, *cmd], cwd=tmp_path, check=True, capture_output=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env = without("KPERF_", "PYTEST_")
     r = subprocess.run(
         [sys.executable, "-m", "kperf_ci", "ab", "--base", "HEAD", "--no-gpu", "--json", target, "test_x.py"],
         cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,

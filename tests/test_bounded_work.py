@@ -8,7 +8,6 @@ blob, stored text longer than a PR comment may be.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sqlite3
 import subprocess
@@ -18,7 +17,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import zeros_packed
+from conftest import without, zeros_packed
 
 from kperf_ci import store
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
@@ -35,7 +34,7 @@ def _limits() -> None:
 
 
 def kperf(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_", "GITHUB_"))}
+    clean = without("PYTEST_", "KPERF_", "GITHUB_")
     return subprocess.run(
         [*KPERF, *args],
         capture_output=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import make_info, make_result
+from conftest import make_info, make_result, without
 
 from kperf_ci import __version__, store
 from kperf_ci.cli import main
@@ -46,7 +46,7 @@ def _runs(project: Path, base_regs: int, cur_regs: int) -> tuple[Path, Path]:
 def clean_env(**extra: str) -> dict[str, str]:
     """Environment for child processes: this checkout importable, no xdist/pytest state (an
     inherited PYTEST_XDIST_WORKER makes pytest-benchmark disable itself)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    env = without("PYTEST_", "KPERF_")
     return {**env, "PYTHONPATH": str(Path(__file__).parent.parent), **extra}
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import wait_for, without
 
 from kperf_ci import store
 from kperf_ci.device import cuda_available
@@ -23,7 +23,7 @@ REPO = Path(__file__).parent.parent
 
 
 def env(**extra: str) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_", "GITHUB_"))}
+    clean = without("PYTEST_", "KPERF_", "GITHUB_")
     return {**clean, "PYTHONPATH": str(REPO), **extra}
 
 

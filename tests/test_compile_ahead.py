@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_for
+from conftest import wait_for, without
 
 from kperf_ci.capture.static.ahead import CompileAhead, request_key
 from kperf_ci.capture.static.aot import WorkerPool
@@ -321,7 +321,7 @@ def test_examples_store_the_same_run_compiled_ahead_or_at_the_end(tmp_path: Path
             shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy(src, repo / name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    env = without("PYTEST_", "KPERF_")
     env.update(PYTHONPATH=str(ROOT), KPERF_PROGRESS="0")
     outs = {}
     for ahead in ("1", "0"):

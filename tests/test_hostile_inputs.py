@@ -20,6 +20,7 @@ import cmarkgfm
 import pytest
 from click.testing import CliRunner
 from cmarkgfm.cmark import Options
+from conftest import without
 
 from kperf_ci import store
 from kperf_ci.cli import main
@@ -44,7 +45,7 @@ HOSTILE_NAMES = [
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    env = without("PYTEST_", "KPERF_")
     return {**env, "PYTHONPATH": str(REPO), **extra}
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import wait_for, without
 from test_plugin import ADD_KERNEL, ONE_ADD_TEST, run
 
 from kperf_ci import store
@@ -43,7 +43,7 @@ def sample(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    env = without("PYTEST_", "KPERF_")
     return {**env, "PYTHONPATH": str(Path(__file__).parent.parent)}
 
 

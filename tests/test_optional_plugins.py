@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import pkgutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 from _pytest import hookspec
+from conftest import without
 
 import kperf_ci.plugin
 from kperf_ci.plugin import fleet
@@ -64,8 +64,7 @@ def test_every_hook_outside_pytest_core_is_optional() -> None:
 
 
 def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "KPERF_"))}
-    env.pop("PYTEST_ADDOPTS", None)
+    env = without("PYTEST_XDIST", "KPERF_", "PYTEST_ADDOPTS")
     env.pop("TRITON_INTERPRET", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],

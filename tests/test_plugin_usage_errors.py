@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import without
 
 from kperf_ci.device import cuda_available
 
@@ -26,7 +27,7 @@ def test_runs():
 
 def pytest_run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_it.py").write_text(TEST_FILE)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    clean = without("PYTEST_", "KPERF_")
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--kperf", "test_it.py", *args],
         capture_output=True,
@@ -77,7 +78,7 @@ def plain_run(tmp_path: Path, *args: str, pyproject: str = "") -> subprocess.Com
     (tmp_path / "test_it.py").write_text(TEST_FILE)
     if pyproject:
         (tmp_path / "pyproject.toml").write_text(pyproject)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_"))}
+    clean = without("PYTEST_", "KPERF_")
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_it.py", *args],
         capture_output=True,

@@ -10,13 +10,13 @@ committed H100 run against the committed baseline, and a minimal pair made with 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import without
 
 from kperf_ci import store
 from kperf_ci.judge.matching import match_variants, same_problem
@@ -30,7 +30,7 @@ SITE = "examples/kernels/softmax.py::softmax_kernel"
 
 
 def kperf(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_", "GITHUB_"))}
+    env = without("PYTEST_", "KPERF_", "GITHUB_")
     return subprocess.run(
         [*KPERF, *args],
         capture_output=True,

@@ -10,7 +10,6 @@ state. Commands run as subprocesses; the read-only cases as uid 65534 (root igno
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -19,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import without
 
 from kperf_ci import store
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
@@ -49,7 +49,7 @@ needs_ro_mount = pytest.mark.skipif(not _can_mount_read_only(), reason="needs un
 
 
 def kperf(cwd: Path, *args: str, read_only: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_", "GITHUB_"))}
+    env = without("PYTEST_", "KPERF_", "GITHUB_")
     env.update(PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
     wrap = [*READ_ONLY, str(read_only)] if read_only else []
     return subprocess.run(

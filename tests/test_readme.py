@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import without
 
 from kperf_ci.config import tomllib  # tomli before Python 3.11
 
@@ -187,7 +188,7 @@ def test_readme_walk_runs_every_cpu_command(tmp_path):
     pytest.importorskip("triton")
     for name in ("docs", "examples"):
         (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KPERF_")}
+    env = without("KPERF_")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["KPERF_PROGRESS"] = "0"
     for command in readme_commands():

@@ -8,14 +8,13 @@ seconds.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_info, make_result
+from conftest import make_info, make_result, without
 
 from kperf_ci import store
 from kperf_ci.device import cuda_available
@@ -36,7 +35,7 @@ def double(x_ptr, n, BLOCK: tl.constexpr):
 
 
 def kperf(where: Path, *args: str, reports: bool = False) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env = without("KPERF_", "PYTEST_")
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     if not reports:
         env["KPERF_NO_REPORT"] = "1"
@@ -194,7 +193,7 @@ def test_an_unwritable_database_names_the_commands_own_option_and_what_is_wrong(
         (Path(__file__).parent / "data/liger/all_benchmark_data_excerpt.csv").read_bytes()
     )
     store.save_run(tmp_path / "in.db", make_info("one"), [make_result(registers=1)])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env = without("KPERF_", "PYTEST_")
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     for args, words in (
         (["import", "v.csv", "--db", "/proc/1/run.db"], "(/proc/1 is not a writable directory); "),
@@ -235,7 +234,7 @@ def test_a_store_that_fails_mid_run_diverts_the_run_to_a_pending_file(tmp_path):
     store.save_run(tmp_path / "run.db", make_info("previous"), [make_result(registers=1)])
     (tmp_path / "test_overwrites.py").write_text(OVERWRITES_THE_DATABASE)
     # PYTEST_XDIST_* left out: pytest-benchmark measures nothing when it sees an xdist worker
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KPERF_", "PYTEST_"))}
+    env = without("KPERF_", "PYTEST_")
     r = subprocess.run(
         [sys.executable, "-m", "kperf_ci", "run", "-p", "no:hypothesispytest", "-p", "no:cacheprovider",
          "--kperf-mode", "static", "--kperf-db", "run.db", "test_overwrites.py"],
