@@ -5,13 +5,14 @@ line naming the file and the fix, in every command that reads them; ``baseline u
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import without
 
 from kperf_ci import store
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
@@ -21,7 +22,7 @@ KPERF = [sys.executable, "-m", "kperf_ci.cli"]
 
 
 def kperf(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KPERF_", "GITHUB_"))}
+    env = without("PYTEST_", "KPERF_", "GITHUB_")
     return subprocess.run(
         [*KPERF, *args],
         capture_output=True,
@@ -83,12 +84,28 @@ COMMANDS = {
 }
 
 
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory) -> dict[str, Path]:
+    """Each case's bad.db and the good.db, made once a module (each case's file was made again
+    for each of the four commands): name -> the file, to be copied into a test's own directory.
+    A run database is one self-contained file once written (no -wal is left beside it), so a
+    copy is the same input as a file made in place."""
+    root = tmp_path_factory.mktemp("crafted")
+    files = {"good.db": root / "good.db"}
+    good_run(files["good.db"])
+    for i, (case, (make, _)) in enumerate(CASES.items()):
+        files[case] = root / f"bad{i}.db"
+        make(files[case])
+    assert not list(root.glob("*-wal")), sorted(root.iterdir())
+    return files
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_malformed_database_is_exit_2_and_never_copied(tmp_path, case, command):
-    make, needle = CASES[case]
-    make(tmp_path / "bad.db")
-    good_run(tmp_path / "good.db")
+def test_malformed_database_is_exit_2_and_never_copied(tmp_path, crafted, case, command):
+    _, needle = CASES[case]
+    shutil.copyfile(crafted[case], tmp_path / "bad.db")
+    shutil.copyfile(crafted["good.db"], tmp_path / "good.db")
     r = kperf(tmp_path, *COMMANDS[command])
     one_line_error(r, "bad.db", needle)
     assert not (tmp_path / "out.db").exists() or not store.list_runs(tmp_path / "out.db")

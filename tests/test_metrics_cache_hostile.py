@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -111,14 +112,57 @@ def _static_run(project: pytest.Pytester, db: str, arch: str = "sm_80,sm_90") ->
     return r.ret, r.stdout.str() + r.stderr.str()
 
 
+#: what a clean run leaves in its project: its database, the metrics cache it filled and the
+#: Triton cache it compiled into
+_CLEAN_RUN_OUTPUTS = ("truth.db", "metrics-cache", "triton-cache")
+
+
+@pytest.fixture(scope="module")
+def _clean_runs() -> dict[str, Path]:
+    """arch list -> a copy of what a clean run for it left (see ``truth_run``), this module's."""
+    return {}
+
+
+@pytest.fixture
+def truth_run(
+    project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, _clean_runs: dict[str, Path]
+):
+    """``truth_run(arch)``: a clean ``pytest --kperf`` into truth.db (exit 0), which fills
+    metrics-cache/ and triton-cache/. Two tests made the very same run (same kernels, command and
+    arch list, an empty cache): it is made once a module per arch list and its outputs copied
+    into a later test's project. That project's kernels then hit the copied Triton cache (keyed
+    by the kernel's source, not its path), so its run looks up the very entries copied, as it
+    would after a run of its own; a copy that did not match would fail the test, not pass it."""
+
+    def run(arch: str = "sm_80,sm_90") -> None:
+        saved = _clean_runs.get(arch)
+        if saved is None:
+            ret, out = _static_run(project, "truth.db", arch)
+            assert ret == 0, out
+            saved = tmp_path_factory.mktemp("clean-run")
+            _copy_outputs(project.path, saved)
+            _clean_runs[arch] = saved
+        else:
+            _copy_outputs(saved, project.path)
+
+    return run
+
+
+def _copy_outputs(src: Path, dst: Path) -> None:
+    for name in _CLEAN_RUN_OUTPUTS:
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, symlinks=True)
+        else:
+            shutil.copy2(src / name, dst / name)
+
+
 def _cache_warnings(out: str) -> list[str]:
     return [ln for ln in out.splitlines() if "static-metrics cache" in ln]
 
 
 @pytest.mark.slow
-def test_poisoned_entries_are_recomputed_end_to_end(project: pytest.Pytester) -> None:
-    ret, out = _static_run(project, "truth.db")
-    assert ret == 0, out
+def test_poisoned_entries_are_recomputed_end_to_end(project: pytest.Pytester, truth_run) -> None:
+    truth_run()
     truth = _registers(project.path / "truth.db")
     entries = sorted((project.path / "metrics-cache").glob("*.json"))
     assert len(truth) == len(entries) == 4
@@ -139,11 +183,10 @@ def test_poisoned_entries_are_recomputed_end_to_end(project: pytest.Pytester) ->
 
 
 @pytest.mark.slow
-def test_an_entry_missing_metrics_is_recomputed_end_to_end(project: pytest.Pytester) -> None:
+def test_an_entry_missing_metrics_is_recomputed_end_to_end(project: pytest.Pytester, truth_run) -> None:
     """Found by the fresh walk of issue 37: an entry holding only ``registers`` (sealed again, so
     its hash matched) was used, and the run stored no other static metric for those kernels."""
-    ret, out = _static_run(project, "truth.db", "sm_90")
-    assert ret == 0, out
+    truth_run("sm_90")
     entries = sorted((project.path / "metrics-cache").glob("*.json"))
     assert len(entries) == 2
     for p in entries:
@@ -170,13 +213,12 @@ def test_a_cache_directory_that_is_a_file_is_said_once_end_to_end(project: pytes
 
 
 @pytest.mark.slow
-def test_a_directory_at_an_entrys_name_is_recomputed_end_to_end(project: pytest.Pytester) -> None:
+def test_a_directory_at_an_entrys_name_is_recomputed_end_to_end(project: pytest.Pytester, truth_run) -> None:
     """Found by the second fresh walk of issue 37: a directory planted at an entry's path was
     opened, then refused by os.fdopen with a raw ``IsADirectoryError ... : 4``, and the kernel
     was counted "did not compile" (the run exited 1). It is a bad entry like a FIFO: recomputed,
     one warning line."""
-    ret, out = _static_run(project, "truth.db", "sm_90")
-    assert ret == 0, out
+    truth_run("sm_90")
     entry = sorted((project.path / "metrics-cache").glob("*.json"))[0]
     entry.unlink()
     entry.mkdir()
