@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 import zlib
+from collections.abc import MutableMapping
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from kperf_ci.device import cuda_available
 from kperf_ci.model import Fingerprint, Metric, RunInfo, VariantKey, VariantResult
 
 _counter = itertools.count()
+#: the pytest option that keeps Hypothesis's plugin out of a session this suite starts
+NO_HYPOTHESIS = "-p no:hypothesispytest"
 
 
 def make_info(
@@ -149,7 +152,7 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     """pytester, whose sessions load no Hypothesis plugin either: pytester removes PYTEST_ADDOPTS
     (so the flag pytest_configure below sets does not reach its runs) and none of its scratch
     suites holds a Hypothesis test; a test that needs PYTEST_ADDOPTS sets it itself."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+    monkeypatch.setenv("PYTEST_ADDOPTS", NO_HYPOTHESIS)
     return pytester
 
 
@@ -161,11 +164,17 @@ def without(*prefixes: str) -> dict[str, str]:
     About 0.4 CPU-s a pytest session that imports torch; tests that filtered the variables out
     lost both (a test that needs either unset sets it itself)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    addopts = env.get("PYTEST_ADDOPTS", "")
-    if "no:hypothesispytest" not in addopts:
-        env["PYTEST_ADDOPTS"] = " ".join(filter(None, (addopts, "-p no:hypothesispytest")))
-    env.setdefault("KPERF_FREEZE_AT_EXIT", "1")
+    _save_cpu(env)
     return env
+
+
+def _save_cpu(env: MutableMapping[str, str]) -> None:
+    """Into ``env``, what the processes this suite starts get to save CPU (see pytest_configure):
+    Hypothesis's plugin off (once, after any addopts already there), the heap frozen at exit."""
+    addopts = env.get("PYTEST_ADDOPTS", "")
+    if NO_HYPOTHESIS not in addopts:
+        env["PYTEST_ADDOPTS"] = " ".join(filter(None, (addopts, NO_HYPOTHESIS)))
+    env.setdefault("KPERF_FREEZE_AT_EXIT", "1")
 
 
 @pytest.hookimpl(trylast=True)  # after kperf's own pytest_configure in this process has read it
@@ -183,10 +192,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _deliverable_ctrl_c()
     controller = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
     if not controller:
-        os.environ["PYTEST_ADDOPTS"] = " ".join(
-            filter(None, (os.environ.get("PYTEST_ADDOPTS", ""), "-p no:hypothesispytest"))
-        )
-        os.environ.setdefault("KPERF_FREEZE_AT_EXIT", "1")
+        _save_cpu(os.environ)
     if not hasattr(config, "workerinput"):
         _share_one_triton_cache(config)
 
