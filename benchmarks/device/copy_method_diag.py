@@ -1,7 +1,9 @@
 """Why did tests/test_timing.py::test_gpu_events_match_a_known_copy time a device copy with CUDA-graph
 replay instead of events once (stop 58, H200)?  Repeats the test's measurement and prints, for each
 run, what ``steps._choose`` saw when it picked the method: the host's time to issue a call (the
-last three batches' medians it reads) against the call's warm device median.  Run on the GPU:
+last three batches' medians it reads) against the call's warm device median.  A diagnostic of
+one internal choice, run in-process with a spy on it, not evidence: the evidence stays the
+gpu-marked tests' log (``pytest -m gpu`` on the device), which this helps explain.  Run on the GPU:
 
     python benchmarks/device/copy_method_diag.py [RUNS]
 """
